@@ -1,0 +1,62 @@
+# nemo - the two commands of the README, and the usual others.
+#
+#   make            build libnemo and nemo-bench into build/
+#   make test       every test: plain build, ASan+UBSan build, TSan build, Python
+#   make report     measure this machine, write out/results/*.json and out/report/index.html
+#                   (QUICK=1: a shorter run)
+#   make install    install headers, libraries, nemo.pc, the CMake package (PREFIX=/usr/local)
+#
+# Each calls scripts/bootstrap first: it installs whatever is missing.
+
+BUILD    ?= build
+PREFIX   ?= /usr/local
+VENV     := .venv
+PYTHON   := $(CURDIR)/$(VENV)/bin/python
+CMAKE_FLAGS := -G Ninja -DNEMO_PYTHON=$(PYTHON)
+
+.PHONY: all build test test-plain test-asan test-tsan test-python report install clean bootstrap
+
+all: build
+
+bootstrap:
+	@scripts/bootstrap
+
+# configure NAME EXTRA-FLAGS: configure build dir NAME once.
+define configure
+	@test -f $(1)/build.ninja || cmake -S . -B $(1) $(CMAKE_FLAGS) $(2) >/dev/null
+endef
+
+build: bootstrap
+	$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+	@cmake --build $(BUILD)
+
+test: test-plain test-asan test-tsan test-python
+	@echo "make test: all suites passed"
+
+test-plain: build
+	cd $(BUILD) && ctest --output-on-failure -j2
+
+# Every C test and smoke run again under AddressSanitizer + UBSan.
+test-asan: bootstrap
+	$(call configure,build-asan,-DCMAKE_BUILD_TYPE=Debug -DNEMO_SANITIZE=address)
+	@cmake --build build-asan
+	cd build-asan && ctest --output-on-failure -j2 -LE "python|install"
+
+# The concurrency tests under ThreadSanitizer.
+test-tsan: bootstrap
+	$(call configure,build-tsan,-DCMAKE_BUILD_TYPE=Debug -DNEMO_SANITIZE=thread)
+	@cmake --build build-tsan
+	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --output-on-failure -j2 -L concurrency
+
+# nemo-report's own tests (python/tests).
+test-python: bootstrap
+	@if [ -d python/tests ]; then cd python && $(PYTHON) -m pytest -q -p no:cacheprovider tests; fi
+
+report: build
+	@scripts/report $(if $(QUICK),--quick)
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+clean:
+	rm -rf $(BUILD) build-asan build-tsan out

@@ -1,0 +1,274 @@
+/*
+ * nemo/platform.h - the bottom layer of libnemo.
+ *
+ * What every other layer stands on: a cycle counter calibrated to
+ * nanoseconds, a CPU relax hint, futex wrappers, thread pinning and the CPU
+ * topology (through hwloc).  Nothing here knows about events or messages.
+ *
+ * Conventions (all of libnemo): functions return 0 on success or a positive
+ * errno-style code; they never set errno as their way of reporting, and they
+ * never abort on bad input.
+ */
+#ifndef NEMO_PLATFORM_H
+#define NEMO_PLATFORM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------
+ * Cycle counter
+ *
+ * On x86-64 with an invariant TSC (constant rate, not stopped in idle
+ * states: CPUID 0x80000007 EDX bit 8) the counter is the TSC, read with
+ * rdtsc.  Elsewhere nemo falls back to clock_gettime(CLOCK_MONOTONIC) and a
+ * "tick" is one nanosecond.  nemo_clock_init() picks the source and
+ * calibrates the TSC against CLOCK_MONOTONIC_RAW; every other clock
+ * function calls it on first use, so calling it yourself is only a way to
+ * pay the calibration cost (about 20 ms) at a moment of your choosing.
+ * ------------------------------------------------------------------------ */
+
+/** Which counter nemo_ticks() reads. */
+typedef enum nemo_clock_source {
+	NEMO_CLOCK_TSC = 1,           /**< invariant TSC via rdtsc */
+	NEMO_CLOCK_GETTIME = 2,       /**< clock_gettime(CLOCK_MONOTONIC), 1 tick = 1 ns */
+} nemo_clock_source;
+
+/** What nemo_clock_init() found and measured. */
+typedef struct nemo_clock_info {
+	nemo_clock_source source;     /**< the counter in use */
+	double ticks_per_sec;         /**< calibrated frequency (1e9 for GETTIME) */
+	double overhead_ns;           /**< cost of one nemo_ticks() call, median of many */
+	double resolution_ns;         /**< smallest non-zero step between two reads */
+	bool tsc_invariant;           /**< CPUID says the TSC is invariant */
+} nemo_clock_info;
+
+/**
+ * Choose the clock source and calibrate it (once per process; thread-safe;
+ * later calls return at once).  Honours the environment variable
+ * NEMO_CLOCK=gettime to force the fallback.
+ * @return 0, or ENOTSUP if no monotonic clock works at all.
+ */
+int nemo_clock_init(void);
+
+/**
+ * Copy the clock description into *out (initialising the clock if needed).
+ * @return 0, or EINVAL if out is NULL.
+ */
+int nemo_clock_get_info(nemo_clock_info *out);
+
+/** Internal: selected source, written once by nemo_clock_init(). Do not use. */
+extern int nemo_clock_source__;
+/** Internal: nanoseconds per tick, written once by nemo_clock_init(). Do not use. */
+extern double nemo_clock_ns_per_tick__;
+
+#if defined(__x86_64__) || defined(__i386__)
+/** Raw TSC read with no ordering: cheapest; may execute early or late. */
+static inline uint64_t nemo_rdtsc(void)
+{
+	uint32_t lo, hi;
+	__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+	return ((uint64_t)hi << 32) | lo;
+}
+#endif
+
+/**
+ * Current tick count, unordered (cheap; use for budgets and timeouts).
+ * Call nemo_clock_init() once before the first use.
+ */
+static inline uint64_t nemo_ticks(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	if (nemo_clock_source__ == NEMO_CLOCK_TSC)
+		return nemo_rdtsc();
+#endif
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/**
+ * Tick count taken after every earlier instruction has completed and
+ * before any later one starts (lfence; rdtsc; lfence).  Use it to stamp
+ * "just before I signal" and "right after I woke" in measurements.
+ */
+static inline uint64_t nemo_ticks_ordered(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	if (nemo_clock_source__ == NEMO_CLOCK_TSC) {
+		uint32_t lo, hi;
+		__asm__ __volatile__("lfence\n\trdtsc\n\tlfence"
+				     : "=a"(lo), "=d"(hi) : : "memory");
+		return ((uint64_t)hi << 32) | lo;
+	}
+#endif
+	return nemo_ticks();
+}
+
+/** Convert a tick difference to nanoseconds. */
+static inline double nemo_ticks_to_ns(int64_t ticks)
+{
+	return (double)ticks * nemo_clock_ns_per_tick__;
+}
+
+/** Convert nanoseconds to ticks (rounded down, never negative). */
+static inline uint64_t nemo_ns_to_ticks(double ns)
+{
+	if (!(ns > 0))
+		return 0;
+	return (uint64_t)(ns / nemo_clock_ns_per_tick__);
+}
+
+/** Busy-wait for about ns nanoseconds (calibrated clock; no syscall). */
+void nemo_spin_ns(double ns);
+
+/* ------------------------------------------------------------------------
+ * CPU relax
+ * ------------------------------------------------------------------------ */
+
+/** Spin-loop hint: lowers the cost of a poll loop for the sibling thread
+ *  and for the memory system (x86 pause). */
+static inline void nemo_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+/* ------------------------------------------------------------------------
+ * Futex wrappers
+ *
+ * Thin, checked wrappers over futex(2).  NEMO_FUTEX_PRIVATE is for words
+ * that only this process maps (cheaper: no shared hash lookup);
+ * NEMO_FUTEX_SHARED for words in memory shared between processes.
+ * ------------------------------------------------------------------------ */
+
+/** Futex scope flags. */
+enum {
+	NEMO_FUTEX_PRIVATE = 0,       /**< word is private to this process */
+	NEMO_FUTEX_SHARED = 1,        /**< word may be mapped by other processes */
+};
+
+/**
+ * Sleep while *word == expected, until woken, the timeout passes, or a
+ * signal arrives.
+ * @param word     4-byte aligned futex word
+ * @param expected value the caller last saw
+ * @param timeout  relative timeout (CLOCK_MONOTONIC), or NULL for none
+ * @param flags    NEMO_FUTEX_PRIVATE or NEMO_FUTEX_SHARED
+ * @return 0 when woken (possibly spuriously), EAGAIN if *word != expected
+ *         on entry, ETIMEDOUT, EINTR, or EINVAL for a NULL/misaligned word,
+ *         an invalid timeout or unknown flags.
+ */
+int nemo_futex_wait(uint32_t *word, uint32_t expected,
+		    const struct timespec *timeout, int flags);
+
+/**
+ * Like nemo_futex_wait() but with an absolute deadline on the given clock
+ * (CLOCK_MONOTONIC or CLOCK_REALTIME; FUTEX_WAIT_BITSET).
+ * @return as nemo_futex_wait(); EINVAL also for another clock.
+ */
+int nemo_futex_wait_until(uint32_t *word, uint32_t expected, clockid_t clock,
+			  const struct timespec *deadline, int flags);
+
+/**
+ * Wake at most n waiters sleeping on word.
+ * @param woken if not NULL, receives the number of waiters woken
+ * @return 0, or EINVAL for a NULL/misaligned word, n < 1 or unknown flags.
+ */
+int nemo_futex_wake(uint32_t *word, int n, int flags, int *woken);
+
+/* ------------------------------------------------------------------------
+ * CPUs and pinning
+ * ------------------------------------------------------------------------ */
+
+/** Number of online CPUs (at least 1). */
+int nemo_cpu_count(void);
+
+/** CPU the calling thread runs on right now, or -1 if unknown. */
+int nemo_cpu_current(void);
+
+/**
+ * Pin the calling thread to one CPU.
+ * @return 0, EINVAL if cpu is negative or not online, or the error of
+ *         sched_setaffinity (EPERM when a cgroup forbids that CPU).
+ */
+int nemo_pin_self(int cpu);
+
+/**
+ * Remove any pinning of the calling thread: allow every online CPU.
+ * @return 0 or the error of sched_setaffinity.
+ */
+int nemo_unpin_self(void);
+
+/** What the CPU says about virtualisation. */
+typedef struct nemo_cpu_id {
+	char model[128];              /**< model name ("AMD EPYC ...") */
+	char hypervisor[16];          /**< hypervisor vendor ("KVM", ...) or "" */
+	bool virtualized;             /**< CPUID hypervisor bit is set */
+} nemo_cpu_id;
+
+/**
+ * Identify the CPU model and hypervisor.
+ * @return 0, or EINVAL if out is NULL.
+ */
+int nemo_cpu_identify(nemo_cpu_id *out);
+
+/* ------------------------------------------------------------------------
+ * Topology (hwloc)
+ * ------------------------------------------------------------------------ */
+
+/** Opaque topology snapshot. */
+typedef struct nemo_topo nemo_topo;
+
+/** Where one CPU sits; hwloc logical indexes, -1 where unknown. */
+typedef struct nemo_cpu_place {
+	int cpu;                      /**< OS CPU number */
+	int core;                     /**< core (SMT siblings share it) */
+	int package;                  /**< socket */
+	int numa;                     /**< NUMA node */
+	int l2;                       /**< L2 cache instance */
+	int l3;                       /**< L3 cache instance */
+	int smt_siblings;             /**< hardware threads on this core (>= 1) */
+} nemo_cpu_place;
+
+/**
+ * Discover the machine's topology (hwloc).
+ * @return 0 with *out set, EINVAL if out is NULL, ENOMEM, or EIO if hwloc
+ *         could not load the topology.
+ */
+int nemo_topo_load(nemo_topo **out);
+
+/** Free a topology from nemo_topo_load() (NULL is accepted). */
+void nemo_topo_free(nemo_topo *topo);
+
+/** Number of CPUs (processing units) in the topology. */
+int nemo_topo_cpus(const nemo_topo *topo);
+
+/**
+ * Describe the i-th CPU of the topology (0 <= i < nemo_topo_cpus()).
+ * @return 0, or EINVAL for a NULL argument or i out of range.
+ */
+int nemo_topo_cpu(const nemo_topo *topo, int i, nemo_cpu_place *out);
+
+/**
+ * Distance class between two OS CPUs: 0 same CPU, 1 SMT siblings,
+ * 2 share an L2, 3 share an L3, 4 same package, 5 same NUMA node, 6 apart.
+ * @return 0 with *out set, EINVAL for unknown CPUs or NULL arguments.
+ */
+int nemo_topo_distance(const nemo_topo *topo, int cpu_a, int cpu_b, int *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NEMO_PLATFORM_H */
