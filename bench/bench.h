@@ -1,0 +1,196 @@
+/*
+ * bench.h - shared pieces of nemo-bench: options, result rows, output,
+ * the pinned-thread harness, progress.
+ *
+ * Measurement method (docs/bench-json.md, DESIGN.md): the sender stamps
+ * the cycle counter just before it signals and publishes the stamp; the
+ * receiver stamps right after it wakes; the difference is one sample.  To
+ * make blocking real, the sender first waits until the receiver announced
+ * that it is about to wait, then busy-waits a random 20-50 us, then
+ * signals.  Every suite file (unicast.c, broadcast.c, coherence.c) follows
+ * this; the mechanisms themselves are in mech_*.c tables.
+ */
+#ifndef NEMO_BENCH_H
+#define NEMO_BENCH_H
+
+#include <nemo/nemo.h>
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "stats.h"
+
+#define BENCH_MAX_LIST 64
+#define BENCH_CACHELINE 64
+
+/* Exit statuses. */
+enum { EXIT_USAGE = 2 };
+
+/* ------------------------------------------------------------------ */
+/* Scenarios: what the receiver is doing when the signal is sent.      */
+/* ------------------------------------------------------------------ */
+enum scenario {
+	SC_POLLING = 1u << 0,   /* watching memory */
+	SC_BLOCKED = 1u << 1,   /* asleep in the kernel */
+	SC_LOADED = 1u << 2,    /* asleep, a busy thread shares its CPU */
+	SC_BUSY = 1u << 3,      /* computing, not watching */
+	SC_ONE_WAY = 1u << 4,   /* coherence suite */
+	SC_ROUND_TRIP = 1u << 5,
+};
+#define SC_COUNT 6
+
+const char *scenario_name(unsigned sc);
+/** Parse one scenario name; returns its bit or 0. */
+unsigned scenario_parse(const char *name);
+
+/* ------------------------------------------------------------------ */
+/* Options                                                             */
+/* ------------------------------------------------------------------ */
+typedef struct bench_opts {
+	const char *suite;
+	const char *mechs[BENCH_MAX_LIST];
+	int nmechs;                   /* 0: all of the suite's mechanisms */
+	unsigned scenarios;           /* 0: every scenario a mechanism supports */
+	long trials;
+	long warmup;
+	int src, dst;                 /* -1: choose */
+	int waiters[BENCH_MAX_LIST];  /* broadcast K values */
+	int nwaiters;
+	int cpus[BENCH_MAX_LIST];     /* broadcast waiter CPUs / coherence CPU set */
+	int ncpus;
+	double delay_min_us, delay_max_us;
+	const char *json_path;
+	FILE *json_file;              /* opened at parse time: unwritable = usage error */
+	const char *samples_dir;
+	bool quiet;
+	uint64_t seed;
+} bench_opts;
+
+/** What a suite accepts beyond the common options. */
+enum {
+	OPT_WAITERS = 1u << 0,
+	OPT_CPUS = 1u << 1,
+	OPT_SRC_DST = 1u << 2,
+	OPT_SCENARIOS = 1u << 3,
+	OPT_MECHS = 1u << 4,
+};
+
+/** A suite: its name, its defaults and its runner. */
+typedef struct suite {
+	const char *name;
+	const char *summary;
+	unsigned options;             /* OPT_* accepted */
+	long default_trials;
+	double default_delay_min_us, default_delay_max_us;
+	void (*help)(FILE *out);      /* suite-specific part of --help */
+	void (*list)(FILE *out);      /* mechanisms for `nemo-bench list` */
+	/** Is name one of this suite's mechanisms? */
+	bool (*has_mechanism)(const char *name);
+	int (*run)(const bench_opts *o, json_t *results, json_t *config);
+} suite;
+
+extern const suite suite_unicast, suite_broadcast, suite_coherence;
+
+/** Print "nemo-bench: <msg>" and exit with status 2 (bad usage). */
+_Noreturn void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/** Print "nemo-bench: <msg>" and exit with status 1 (run failed). */
+_Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/** Print "nemo-bench: warning: <msg>" unless quiet. */
+void warn(const bench_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ------------------------------------------------------------------ */
+/* Result rows                                                         */
+/* ------------------------------------------------------------------ */
+typedef struct row {
+	const char *mechanism;
+	const char *scenario;
+	int src, dst;
+	long trials;
+	double *lat_ns;               /* trials (unicast) or trials*waiters (broadcast) */
+	size_t nlat;
+	double *send_ns;              /* trials */
+	double ctx, vctx;             /* context switches per trial */
+	double probe_before, probe_after;
+	/* broadcast only (waiters > 0) */
+	int waiters;
+	const int *waiter_cpus;
+	int *lat_waiter;              /* waiter index of each lat_ns[] entry */
+	double *first_ns, *last_ns, *spread_ns;   /* trials each */
+} row;
+
+/**
+ * Turn a measured row into its JSON object (computing STATS and CDFs),
+ * write its raw samples to o->samples_dir if set, and append it to
+ * results.  The sample arrays are sorted in the process.
+ */
+void row_emit(const bench_opts *o, row *r, json_t *results);
+
+/** The machine object of docs/bench-json.md. */
+json_t *machine_json(void);
+
+/* ------------------------------------------------------------------ */
+/* Harness                                                             */
+/* ------------------------------------------------------------------ */
+
+/** Start a thread pinned to cpu (it pins itself first; a failure to pin
+ *  is fatal, with the CPU named). */
+void thread_start_pinned(pthread_t *t, int cpu, void *(*fn)(void *), void *arg);
+
+/**
+ * A background thread that burns CPU on `cpu` until stopped (the `loaded`
+ * scenario).  busy_stop() joins it.
+ */
+typedef struct busy_thread {
+	pthread_t t;
+	atomic_bool stop;
+	int cpu;
+} busy_thread;
+void busy_start(busy_thread *b, int cpu);
+void busy_stop(busy_thread *b);
+
+/** Median one-way cache-line latency a<->b (half round trip), in ns. */
+double coherence_probe(int cpu_a, int cpu_b, int rounds);
+
+/** Receiver's context switches so far: voluntary and total. */
+void thread_ctx_switches(long *voluntary, long *total);
+
+/** Small per-thread PRNG (xorshift64*). */
+static inline uint64_t rng_next(uint64_t *s)
+{
+	uint64_t x = *s;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545F4914F6CDD1DULL;
+}
+
+/** Busy-wait a random time in [min_us, max_us] (the method's pre-signal delay). */
+void random_delay(uint64_t *rng, double min_us, double max_us);
+
+/**
+ * Spin until *word == want, giving up (fatal, naming what) after
+ * `timeout_s` seconds: a lost wake ends the run with an error, never a hang.
+ */
+void wait_until_eq(const atomic_uint *word, unsigned want, double timeout_s, const char *what);
+
+/** Watchdog for a waiting loop: the seconds after which a run is declared stuck. */
+#define BENCH_STUCK_S 20.0
+
+/* ------------------------------------------------------------------ */
+/* Progress on stderr (terminal only, runs longer than one second).   */
+/* ------------------------------------------------------------------ */
+void progress_begin(const bench_opts *o, const char *what, uint64_t total_units);
+void progress_add(uint64_t units);         /* any thread; relaxed atomic add */
+/** Join the threads while redrawing the bar every 100 ms. */
+void progress_join(pthread_t *threads, int n);
+void progress_end(void);
+
+/** Allocate zeroed memory or die with "out of memory". */
+void *xcalloc(size_t n, size_t size);
+
+#endif

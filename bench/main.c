@@ -1,0 +1,450 @@
+/*
+ * main.c - nemo-bench command line: suites, options, the JSON document.
+ *
+ * Every bad option ends in one line on stderr naming the problem and exit
+ * status 2, before anything is measured.
+ */
+#define _GNU_SOURCE
+#include "bench.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static const suite *const suites[] = { &suite_unicast, &suite_broadcast, &suite_coherence, NULL };
+
+static const suite *find_suite(const char *name)
+{
+	for (int i = 0; suites[i]; i++)
+		if (strcmp(suites[i]->name, name) == 0)
+			return suites[i];
+	return NULL;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+"usage: nemo-bench SUITE [options]     measure (SUITE --help for its options)\n"
+"       nemo-bench list                suites and their mechanisms\n"
+"       nemo-bench --version | --help\n"
+"Suites:\n");
+	for (int i = 0; suites[i]; i++)
+		fprintf(out, "  %-12s %s\n", suites[i]->name, suites[i]->summary);
+	fprintf(out, "Results: a summary table on stdout; --json FILE writes the document of\n"
+		     "docs/bench-json.md.  Exit status: 0 ok, 1 run failed, 2 bad usage.\n");
+}
+
+static void suite_help(const suite *s)
+{
+	printf("usage: nemo-bench %s [options]\n%s.\n\n", s->name, s->summary);
+	s->help(stdout);
+	printf("\nOptions:\n");
+	if (s->options & OPT_MECHS)
+		printf("  --mechanisms LIST|all  comma-separated mechanisms (default: all)\n");
+	if (s->options & OPT_SCENARIOS)
+		printf("  --scenarios LIST       comma-separated scenarios (default: each mechanism's all)\n");
+	printf("  --trials N             measured trials per row (default %ld)\n", s->default_trials);
+	printf("  --warmup N             unmeasured trials first (default: trials/10, 10..100)\n");
+	if (s->options & OPT_SRC_DST) {
+		printf("  --src CPU              sender's CPU (default 0)\n");
+		if (s->options & OPT_WAITERS)
+			printf("  --waiters LIST         K values, one row each (default 1,2,4,8; max 256)\n");
+		else
+			printf("  --dst CPU              receiver's CPU (default: nearest CPU on another core)\n");
+	}
+	if (s->options & OPT_CPUS)
+		printf("  --cpus LIST            CPUs to use (default: all%s)\n",
+		       (s->options & OPT_WAITERS) ? " but the sender's" : "");
+	printf("  --delay-us MIN[:MAX]   random busy delay before each signal (default %g:%g)\n",
+	       s->default_delay_min_us, s->default_delay_max_us);
+	printf("  --json FILE            write the JSON document (docs/bench-json.md)\n");
+	printf("  --samples DIR          write raw per-trial samples as CSV into DIR\n");
+	printf("  --seed N               seed of the random delays (default fixed)\n");
+	printf("  --quiet                no summary table, no progress bar, no warnings\n");
+}
+
+static void list_all(void)
+{
+	for (int i = 0; suites[i]; i++) {
+		printf("%s: %s\n", suites[i]->name, suites[i]->summary);
+		suites[i]->list(stdout);
+	}
+}
+
+/* ------------------------------------------------------------ parsing */
+
+static long parse_long(const char *opt, const char *s, long min, long max)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max) {
+		if (min == 1)
+			usage_error("%s must be a positive integer (at most %ld), not '%s'", opt, max, s);
+		usage_error("%s must be an integer from %ld to %ld, not '%s'", opt, min, max, s);
+	}
+	return v;
+}
+
+static bool cpu_usable(int cpu)
+{
+	cpu_set_t set;
+	if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof set, &set) != 0)
+		return false;
+	return CPU_ISSET(cpu, &set);
+}
+
+static int parse_cpu(const char *opt, const char *s)
+{
+	int cpu = (int)parse_long(opt, s, 0, INT_MAX);
+	if (!cpu_usable(cpu))
+		usage_error("%s %d: no such CPU available to this process (CPUs 0-%d)",
+			    opt, cpu, nemo_cpu_count() - 1);
+	return cpu;
+}
+
+/* Split a comma list into items; returns the count. */
+static int split_list(const char *opt, char *s, const char **items, int max)
+{
+	int n = 0;
+	for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
+		if (n == max)
+			usage_error("%s: more than %d items", opt, max);
+		items[n++] = tok;
+	}
+	if (n == 0)
+		usage_error("%s needs at least one item", opt);
+	return n;
+}
+
+static void parse_delay(bench_opts *o, const char *s)
+{
+	char *end;
+	double a = strtod(s, &end), b = a;
+	if (end != s && *end == ':') {
+		const char *rest = end + 1;
+		b = strtod(rest, &end);
+		if (end == rest)
+			end = (char *)s;   /* force the error below */
+	}
+	if (end == s || *end || !(a >= 0) || !(b >= a) || b > 1e6)
+		usage_error("--delay-us must be MIN or MIN:MAX microseconds with 0 <= MIN <= MAX <= 1e6, not '%s'", s);
+	o->delay_min_us = a;
+	o->delay_max_us = b;
+}
+
+static void mkdir_p(const char *dir)
+{
+	char *p = strdup(dir);
+	if (!p)
+		fatal("out of memory");
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = 0;
+		if (mkdir(p, 0755) != 0 && errno != EEXIST)
+			usage_error("--samples %s: cannot create %s: %s", dir, p, strerror(errno));
+		*s = '/';
+	}
+	if (mkdir(p, 0755) != 0 && errno != EEXIST)
+		usage_error("--samples %s: cannot create it: %s", dir, strerror(errno));
+	struct stat st;
+	if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
+		usage_error("--samples %s: not a directory", dir);
+	free(p);
+}
+
+/* Nearest CPU to src on another core (different L2 if possible). */
+static int default_dst(int src)
+{
+	nemo_topo *t;
+	int best = -1, bestd = INT_MAX;
+	bool have_topo = nemo_topo_load(&t) == 0;
+	for (int c = 0; c < nemo_cpu_count(); c++) {
+		if (c == src || !cpu_usable(c))
+			continue;
+		int d = 6;
+		if (have_topo && nemo_topo_distance(t, src, c, &d) != 0)
+			d = 6;
+		int rank = d <= 1 ? 100 + d : d;   /* SMT siblings last */
+		if (rank < bestd) {
+			bestd = rank;
+			best = c;
+		}
+	}
+	if (have_topo)
+		nemo_topo_free(t);
+	return best;
+}
+
+static void check_option(const suite *s, unsigned need, const char *opt)
+{
+	if (!(s->options & need))
+		usage_error("%s does not apply to suite %s (see nemo-bench %s --help)", opt, s->name, s->name);
+}
+
+enum { O_MECHS = 256, O_SCEN, O_TRIALS, O_WARMUP, O_SRC, O_DST, O_WAITERS, O_CPUS,
+       O_DELAY, O_JSON, O_SAMPLES, O_SEED, O_QUIET, O_HELP };
+
+static const struct option long_opts[] = {
+	{ "mechanisms", required_argument, NULL, O_MECHS },
+	{ "scenarios", required_argument, NULL, O_SCEN },
+	{ "trials", required_argument, NULL, O_TRIALS },
+	{ "warmup", required_argument, NULL, O_WARMUP },
+	{ "src", required_argument, NULL, O_SRC },
+	{ "dst", required_argument, NULL, O_DST },
+	{ "waiters", required_argument, NULL, O_WAITERS },
+	{ "cpus", required_argument, NULL, O_CPUS },
+	{ "delay-us", required_argument, NULL, O_DELAY },
+	{ "json", required_argument, NULL, O_JSON },
+	{ "samples", required_argument, NULL, O_SAMPLES },
+	{ "seed", required_argument, NULL, O_SEED },
+	{ "quiet", no_argument, NULL, O_QUIET },
+	{ "help", no_argument, NULL, O_HELP },
+	{ NULL, 0, NULL, 0 },
+};
+
+static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
+{
+	*o = (bench_opts){
+		.suite = s->name, .trials = s->default_trials, .warmup = -1,
+		.src = -1, .dst = -1,
+		.delay_min_us = s->default_delay_min_us, .delay_max_us = s->default_delay_max_us,
+		.seed = 0x6e656d6f62656e63ULL,
+	};
+	const char *items[BENCH_MAX_LIST];
+	opterr = 0;
+	optind = 2;
+	int c;
+	while ((c = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
+		switch (c) {
+		case O_MECHS:
+			check_option(s, OPT_MECHS, "--mechanisms");
+			if (strcmp(optarg, "all") == 0) {
+				o->nmechs = 0;
+				break;
+			}
+			o->nmechs = split_list("--mechanisms", optarg, o->mechs, BENCH_MAX_LIST);
+			for (int i = 0; i < o->nmechs; i++)
+				if (!s->has_mechanism(o->mechs[i]))
+					usage_error("unknown mechanism '%s' for suite %s (see nemo-bench list)",
+						    o->mechs[i], s->name);
+			break;
+		case O_SCEN: {
+			check_option(s, OPT_SCENARIOS, "--scenarios");
+			int n = split_list("--scenarios", optarg, items, BENCH_MAX_LIST);
+			o->scenarios = 0;
+			for (int i = 0; i < n; i++) {
+				unsigned b = scenario_parse(items[i]);
+				if (!b || b == SC_ONE_WAY || b == SC_ROUND_TRIP)
+					usage_error("unknown scenario '%s' (polling, blocked, loaded, busy)", items[i]);
+				o->scenarios |= b;
+			}
+			break;
+		}
+		case O_TRIALS:
+			o->trials = parse_long("--trials", optarg, 1, 100000000);
+			break;
+		case O_WARMUP:
+			o->warmup = parse_long("--warmup", optarg, 0, 1000000);
+			break;
+		case O_SRC:
+			check_option(s, OPT_SRC_DST, "--src");
+			o->src = parse_cpu("--src", optarg);
+			break;
+		case O_DST:
+			check_option(s, OPT_SRC_DST, "--dst");
+			if (s->options & OPT_WAITERS)
+				usage_error("--dst does not apply to suite %s (use --cpus)", s->name);
+			o->dst = parse_cpu("--dst", optarg);
+			break;
+		case O_WAITERS: {
+			check_option(s, OPT_WAITERS, "--waiters");
+			int n = split_list("--waiters", optarg, items, BENCH_MAX_LIST);
+			for (int i = 0; i < n; i++)
+				o->waiters[i] = (int)parse_long("--waiters", items[i], 1, 256);
+			o->nwaiters = n;
+			break;
+		}
+		case O_CPUS: {
+			check_option(s, OPT_CPUS, "--cpus");
+			int n = split_list("--cpus", optarg, items, BENCH_MAX_LIST);
+			for (int i = 0; i < n; i++)
+				o->cpus[i] = parse_cpu("--cpus", items[i]);
+			o->ncpus = n;
+			break;
+		}
+		case O_DELAY:
+			parse_delay(o, optarg);
+			break;
+		case O_JSON:
+			o->json_path = optarg;
+			break;
+		case O_SAMPLES:
+			o->samples_dir = optarg;
+			break;
+		case O_SEED:
+			o->seed = (uint64_t)parse_long("--seed", optarg, 0, LONG_MAX);
+			break;
+		case O_QUIET:
+			o->quiet = true;
+			break;
+		case O_HELP:
+			suite_help(s);
+			exit(0);
+		case ':':
+			usage_error("option %s needs a value", argv[optind - 1]);
+		default:
+			usage_error("unknown option '%s' for suite %s (see nemo-bench %s --help)",
+				    argv[optind - 1], s->name, s->name);
+		}
+	}
+	if (optind < argc)
+		usage_error("unexpected argument '%s'", argv[optind]);
+	if (o->warmup < 0) {
+		o->warmup = o->trials / 10;
+		o->warmup = o->warmup < 10 ? 10 : o->warmup > 100 ? 100 : o->warmup;
+	}
+	if (s->options & OPT_SRC_DST) {
+		if (o->src < 0)
+			o->src = cpu_usable(0) ? 0 : sched_getcpu();
+		if (!(s->options & OPT_WAITERS)) {
+			if (o->dst < 0)
+				o->dst = default_dst(o->src);
+			if (o->dst < 0)
+				usage_error("suite %s needs two CPUs; this process may use only one", s->name);
+			if (o->dst == o->src)
+				usage_error("--src and --dst are both CPU %d: the sender and the receiver need different CPUs", o->src);
+		}
+	}
+	/* Open outputs now: a bad path is a usage error, not a lost run. */
+	if (o->json_path) {
+		o->json_file = fopen(o->json_path, "w");
+		if (!o->json_file)
+			usage_error("cannot write --json %s: %s", o->json_path, strerror(errno));
+	}
+	if (o->samples_dir)
+		mkdir_p(o->samples_dir);
+}
+
+/* ------------------------------------------------------------- output */
+
+static json_t *config_json(const bench_opts *o)
+{
+	json_t *mechs = json_array();
+	for (int i = 0; i < o->nmechs; i++)
+		json_array_append_new(mechs, json_string(o->mechs[i]));
+	json_t *scen = json_array();
+	for (int i = 0; i < SC_COUNT; i++)
+		if (o->scenarios & (1u << i))
+			json_array_append_new(scen, json_string(scenario_name(1u << i)));
+	return json_pack("{s:I,s:I,s:o,s:o,s:i,s:i,s:[f,f],s:I,s:o}",
+		"trials", (json_int_t)o->trials, "warmup", (json_int_t)o->warmup,
+		"mechanisms", o->nmechs ? mechs : (json_decref(mechs), json_string("all")),
+		"scenarios", o->scenarios ? scen : (json_decref(scen), json_string("all")),
+		"src_cpu", o->src, "dst_cpu", o->dst,
+		"delay_us", o->delay_min_us, o->delay_max_us,
+		"seed", (json_int_t)o->seed,
+		"samples_dir", o->samples_dir ? json_string(o->samples_dir) : json_null());
+}
+
+static double jnum(json_t *obj, const char *a, const char *b)
+{
+	json_t *x = json_object_get(obj, a);
+	return json_number_value(b ? json_object_get(x, b) : x);
+}
+
+static void print_summary(const char *suite_name, json_t *results)
+{
+	bool bc = strcmp(suite_name, "broadcast") == 0;
+	printf("%-20s %-10s %7s %4s %10s %10s %10s %10s %6s %7s\n", "mechanism", "scenario",
+	       "src>dst", bc ? "K" : "", "p50 ns", "p99 ns", "send p50", bc ? "last p50" : "max ns",
+	       "ctx/tr", "probe");
+	size_t i;
+	json_t *r;
+	json_array_foreach(results, i, r) {
+		char pair[16];
+		snprintf(pair, sizeof pair, "%d>%d", (int)jnum(r, "src_cpu", NULL), (int)jnum(r, "dst_cpu", NULL));
+		char k[8] = "";
+		if (bc)
+			snprintf(k, sizeof k, "%d", (int)jnum(r, "waiters", NULL));
+		printf("%-20s %-10s %7s %4s %10.0f %10.0f %10.0f %10.0f %6.2f %7.0f\n",
+		       json_string_value(json_object_get(r, "mechanism")),
+		       json_string_value(json_object_get(r, "scenario")), pair, k,
+		       jnum(r, "latency_ns", "p50"), jnum(r, "latency_ns", "p99"),
+		       jnum(r, "sender_ns", "p50"),
+		       bc ? jnum(r, "last_ns", "p50") : jnum(r, "latency_ns", "max"),
+		       jnum(r, "ctx_switches_per_trial", NULL),
+		       jnum(r, "coherence_probe_ns", "before"));
+	}
+}
+
+static void iso_now(char *buf, size_t len)
+{
+	time_t t = time(NULL);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	const char *cmd = argv[1];
+	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(cmd, "--version")) {
+		printf("nemo-bench %s\n", nemo_version());
+		return 0;
+	}
+	if (!strcmp(cmd, "list")) {
+		if (argc > 2)
+			usage_error("list takes no arguments");
+		list_all();
+		return 0;
+	}
+	const suite *s = find_suite(cmd);
+	if (!s)
+		usage_error("unknown suite '%s' (suites: unicast, broadcast, coherence; see nemo-bench --help)", cmd);
+	bench_opts o;
+	parse_args(s, argc, argv, &o);
+
+	int err = nemo_clock_init();
+	if (err)
+		fatal("no usable clock: %s", nemo_strerror(err));
+	char started[32];
+	iso_now(started, sizeof started);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	json_t *results = json_array();
+	json_t *config = config_json(&o);
+	s->run(&o, results, config);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double dur = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+
+	if (!o.quiet)
+		print_summary(s->name, results);
+	if (o.json_file) {
+		json_t *doc = json_pack("{s:s,s:s,s:s,s:s,s:f,s:o,s:O,s:O}",
+			"tool", "nemo-bench", "version", nemo_version(), "suite", s->name,
+			"started_at", started, "duration_s", dur, "machine", machine_json(),
+			"config", config, "results", results);
+		if (json_dumpf(doc, o.json_file, JSON_INDENT(1) | JSON_REAL_PRECISION(10)) != 0 ||
+		    fputc('\n', o.json_file) == EOF || fclose(o.json_file) != 0)
+			fatal("cannot write --json %s: %s", o.json_path, strerror(errno));
+		json_decref(doc);
+	}
+	json_decref(config);
+	json_decref(results);
+	return 0;
+}

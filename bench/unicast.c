@@ -1,0 +1,251 @@
+/*
+ * unicast.c - suite `unicast`: one-way wake latency and sender cost of
+ * one sender and one receiver on two CPUs, for every mechanism and
+ * scenario asked for.  The method is in bench.h and unicast.h.
+ */
+#define _GNU_SOURCE
+#include "unicast.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static const uc_mech *const *const uc_tables[] = { uc_baselines };
+
+#define FOR_EACH_MECH(m)                                                       \
+	for (size_t t_ = 0; t_ < sizeof uc_tables / sizeof uc_tables[0]; t_++)  \
+		for (const uc_mech *const *p_ = uc_tables[t_]; (m = *p_) != NULL; p_++)
+
+const uc_mech *unicast_find(const char *name)
+{
+	const uc_mech *m;
+	FOR_EACH_MECH(m)
+		if (strcmp(m->name, name) == 0)
+			return m;
+	return NULL;
+}
+
+static bool uc_has(const char *name)
+{
+	return unicast_find(name) != NULL;
+}
+
+static void print_scenarios(FILE *out, unsigned mask)
+{
+	const char *sep = "";
+	for (int i = 0; i < SC_COUNT; i++)
+		if (mask & (1u << i)) {
+			fprintf(out, "%s%s", sep, scenario_name(1u << i));
+			sep = ",";
+		}
+}
+
+static void uc_list(FILE *out)
+{
+	const uc_mech *m;
+	FOR_EACH_MECH(m) {
+		fprintf(out, "    %-20s [", m->name);
+		print_scenarios(out, m->scenarios);
+		fprintf(out, "] %s\n", m->summary);
+	}
+}
+
+static void uc_help(FILE *out)
+{
+	fprintf(out,
+"One-way wake latency, Nemo method: the receiver announces it is about to\n"
+"wait; the sender waits a random delay (--delay-us), reads the cycle counter,\n"
+"signals; the receiver reads the cycle counter right after it wakes.\n"
+"Scenarios: polling (receiver watches memory), blocked (asleep in the kernel),\n"
+"loaded (asleep; a busy thread shares its CPU), busy (computing, not watching).\n"
+"Mechanisms [scenarios]:\n");
+	uc_list(out);
+}
+
+/* --------------------------------------------------------------- one row */
+
+struct uc_run {
+	const uc_mech *m;
+	uc_ctx *c;
+	long total, warmup;
+	double *lat, *snd;
+	double ctx, vctx;
+	double dmin, dmax;
+	uint64_t seed;
+};
+
+static void *uc_receiver(void *p)
+{
+	struct uc_run *r = p;
+	uc_ctx *c = r->c;
+	c->rx_tid = (pid_t)syscall(SYS_gettid);
+	if (r->m->rx_init)
+		r->m->rx_init(c);
+	long v0 = 0, t0 = 0, v1, t1;
+	for (long i = 0; i < r->total; i++) {
+		unsigned seq = (unsigned)i + 1;
+		if (i == r->warmup)
+			thread_ctx_switches(&v0, &t0);
+		atomic_store_explicit(&c->ready, seq, memory_order_release);
+		uint64_t stamp = r->m->rx_wait(c, seq);
+		if (!stamp)
+			stamp = nemo_ticks_ordered();
+		uint64_t sent = atomic_load_explicit(&c->t_send, memory_order_acquire);
+		if (i >= r->warmup && !r->m->sender_measures)
+			r->lat[i - r->warmup] = nemo_ticks_to_ns((int64_t)(stamp - sent));
+	}
+	thread_ctx_switches(&v1, &t1);
+	long n = r->total - r->warmup;
+	r->vctx = (double)(v1 - v0) / (double)n;
+	r->ctx = (double)(t1 - t0) / (double)n;
+	if (r->m->rx_fini)
+		r->m->rx_fini(c);
+	atomic_store_explicit(&c->ready, (unsigned)r->total + 1, memory_order_release);
+	return NULL;
+}
+
+static void *uc_sender(void *p)
+{
+	struct uc_run *r = p;
+	uc_ctx *c = r->c;
+	uint64_t rng = r->seed | 1;
+	if (r->m->tx_init)
+		r->m->tx_init(c);
+	for (long i = 0; i < r->total; i++) {
+		unsigned seq = (unsigned)i + 1;
+		wait_until_eq(&c->ready, seq, BENCH_STUCK_S, r->m->name);
+		random_delay(&rng, r->dmin, r->dmax);
+		uint64_t t0 = nemo_ticks_ordered();
+		atomic_store_explicit(&c->t_send, t0, memory_order_release);
+		r->m->tx_signal(c, seq);
+		uint64_t t1 = nemo_ticks_ordered();
+		if (r->m->tx_after)
+			r->m->tx_after(c, seq);
+		if (i >= r->warmup) {
+			double ns = nemo_ticks_to_ns((int64_t)(t1 - t0));
+			r->snd[i - r->warmup] = ns;
+			if (r->m->sender_measures)
+				r->lat[i - r->warmup] = ns / 2;
+			progress_add(1);
+		}
+	}
+	wait_until_eq(&c->ready, (unsigned)r->total + 1, BENCH_STUCK_S, r->m->name);
+	if (r->m->tx_fini)
+		r->m->tx_fini(c);
+	return NULL;
+}
+
+bool unicast_row(const bench_opts *o, const uc_mech *m, unsigned sc, int src, int dst,
+		 json_t *results, char *why, size_t whylen)
+{
+	uc_ctx *c = aligned_alloc(BENCH_CACHELINE, sizeof *c);
+	if (!c)
+		fatal("out of memory");
+	memset(c, 0, sizeof *c);
+	c->scenario = sc;
+	c->pid = getpid();
+	if (m->setup && m->setup(c) != 0) {
+		snprintf(why, whylen, "%s", c->why[0] ? c->why : "setup failed");
+		free(c);
+		return false;
+	}
+	struct uc_run r = {
+		.m = m, .c = c, .total = o->trials + o->warmup, .warmup = o->warmup,
+		.lat = xcalloc((size_t)o->trials, sizeof(double)),
+		.snd = xcalloc((size_t)o->trials, sizeof(double)),
+		.dmin = o->delay_min_us, .dmax = o->delay_max_us,
+		.seed = o->seed ^ ((uint64_t)sc << 32) ^ (uint64_t)(uintptr_t)m,
+	};
+	row out = { .mechanism = m->name, .scenario = scenario_name(sc),
+		    .src = src, .dst = dst, .trials = o->trials };
+	out.probe_before = coherence_probe(src, dst, 1000);
+	busy_thread busy;
+	if (sc == SC_LOADED)
+		busy_start(&busy, dst);
+	pthread_t th[2];
+	thread_start_pinned(&th[0], dst, uc_receiver, &r);
+	thread_start_pinned(&th[1], src, uc_sender, &r);
+	progress_join(th, 2);
+	if (sc == SC_LOADED)
+		busy_stop(&busy);
+	out.probe_after = coherence_probe(src, dst, 1000);
+	if (m->teardown)
+		m->teardown(c);
+	free(c);
+	out.lat_ns = r.lat;
+	out.nlat = (size_t)o->trials;
+	out.send_ns = r.snd;
+	out.ctx = r.ctx;
+	out.vctx = r.vctx;
+	row_emit(o, &out, results);
+	free(r.lat);
+	free(r.snd);
+	return true;
+}
+
+static unsigned row_scenarios(const bench_opts *o, const uc_mech *m)
+{
+	return o->scenarios ? (m->scenarios & o->scenarios) : m->scenarios;
+}
+
+static int uc_run(const bench_opts *o, json_t *results, json_t *config)
+{
+	const uc_mech *sel[BENCH_MAX_LIST * 2];
+	int n = 0;
+	if (o->nmechs) {
+		for (int i = 0; i < o->nmechs; i++)
+			sel[n++] = unicast_find(o->mechs[i]);
+	} else {
+		const uc_mech *m;
+		FOR_EACH_MECH(m)
+			if (n < BENCH_MAX_LIST * 2)
+				sel[n++] = m;
+	}
+	/* Count the rows first: the progress bar and an early error when the
+	 * options leave nothing to measure. */
+	uint64_t rows = 0;
+	for (int i = 0; i < n; i++) {
+		unsigned s = row_scenarios(o, sel[i]);
+		rows += (uint64_t)__builtin_popcount(s);
+	}
+	if (!rows)
+		usage_error("no mechanism supports the requested scenarios (see `nemo-bench list`)");
+	for (int i = 0; i < n; i++)
+		if (o->nmechs && !row_scenarios(o, sel[i]))
+			warn(o, "mechanism %s has none of the requested scenarios; skipped", sel[i]->name);
+	json_t *skipped = json_array();
+	progress_begin(o, "unicast", rows * (uint64_t)o->trials);
+	for (int i = 0; i < n; i++) {
+		unsigned s = row_scenarios(o, sel[i]);
+		for (int b = 0; b < SC_COUNT; b++) {
+			if (!(s & (1u << b)))
+				continue;
+			char why[200];
+			if (unicast_row(o, sel[i], 1u << b, o->src, o->dst, results, why, sizeof why))
+				continue;
+			if (o->nmechs)
+				fatal("mechanism %s is not available here: %s", sel[i]->name, why);
+			warn(o, "skipping %s: %s", sel[i]->name, why);
+			json_array_append_new(skipped, json_pack("{s:s,s:s}",
+				"mechanism", sel[i]->name, "reason", why));
+			break;
+		}
+	}
+	progress_end();
+	json_object_set_new(config, "skipped", skipped);
+	return 0;
+}
+
+const suite suite_unicast = {
+	.name = "unicast",
+	.summary = "one-way wake latency and sender cost, one sender and one receiver",
+	.options = OPT_MECHS | OPT_SCENARIOS | OPT_SRC_DST,
+	.default_trials = 5000,
+	.default_delay_min_us = 20,
+	.default_delay_max_us = 50,
+	.help = uc_help,
+	.list = uc_list,
+	.has_mechanism = uc_has,
+	.run = uc_run,
+};
