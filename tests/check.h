@@ -1,0 +1,56 @@
+/*
+ * check.h - the tiny assertion kit of nemo's C tests.
+ *
+ * CHECK(cond) records a failure with file:line and goes on; a test's main
+ * returns check_exit() so ctest sees every failed check of a run, not
+ * just the first.
+ */
+#ifndef NEMO_TEST_CHECK_H
+#define NEMO_TEST_CHECK_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int check_failures;
+static int check_count;
+
+#define CHECK(cond)                                                             \
+	do {                                                                    \
+		check_count++;                                                  \
+		if (!(cond)) {                                                  \
+			check_failures++;                                       \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, \
+				__LINE__, #cond);                               \
+		}                                                               \
+	} while (0)
+
+#define CHECK_EQ_INT(a, b)                                                      \
+	do {                                                                    \
+		long long a_ = (long long)(a), b_ = (long long)(b);             \
+		check_count++;                                                  \
+		if (a_ != b_) {                                                 \
+			check_failures++;                                       \
+			fprintf(stderr, "%s:%d: check failed: %s == %s (%lld != %lld)\n", \
+				__FILE__, __LINE__, #a, #b, a_, b_);            \
+		}                                                               \
+	} while (0)
+
+#define CHECK_NEAR(a, b, tol)                                                   \
+	do {                                                                    \
+		double a_ = (a), b_ = (b);                                      \
+		check_count++;                                                  \
+		if (!(fabs(a_ - b_) <= (tol))) {                                \
+			check_failures++;                                       \
+			fprintf(stderr, "%s:%d: check failed: %s ~= %s (%.9g vs %.9g)\n", \
+				__FILE__, __LINE__, #a, #b, a_, b_);            \
+		}                                                               \
+	} while (0)
+
+static inline int check_exit(const char *name)
+{
+	fprintf(stderr, "%s: %d checks, %d failed\n", name, check_count, check_failures);
+	return check_failures ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+#endif

@@ -1,0 +1,125 @@
+"""nemo-bench's JSON output checked against docs/bench-json.md.
+
+The schema is extracted from the document itself, so the document and the
+tool cannot drift apart.  Beyond the schema, the rows must be coherent:
+percentiles ordered, CDFs monotonic, the trial counts asked for, raw
+samples that agree with the summary.  No time is asserted.
+"""
+import csv
+import json
+import os
+import pathlib
+import re
+import subprocess
+
+import jsonschema
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BENCH = os.environ.get("NEMO_BENCH", str(ROOT / "build" / "bin" / "nemo-bench"))
+DOC = ROOT / "docs" / "bench-json.md"
+
+
+def doc_schema():
+    text = DOC.read_text()
+    m = re.search(r"```json schema\n(.*?)\n```", text, re.S)
+    assert m, "docs/bench-json.md lost its ```json schema block"
+    return json.loads(m.group(1))
+
+
+def run(tmp_path, suite, *args):
+    out = tmp_path / f"{suite}.json"
+    samples = tmp_path / "samples"
+    subprocess.run([BENCH, suite, "--quiet", "--json", str(out), "--samples", str(samples),
+                    *args], check=True, timeout=300)
+    return json.loads(out.read_text()), out
+
+
+def check_stats(st):
+    assert st["min"] <= st["p50"] <= st["p90"] <= st["p99"] <= st["max"]
+    assert st["min"] <= st["mean"] <= st["max"]
+
+
+def check_row(row, doc_path, trials):
+    assert row["trials"] == trials
+    for key in ("latency_ns", "sender_ns"):
+        check_stats(row[key])
+    cdf = row["latency_cdf_ns"]
+    assert cdf == sorted(cdf)
+    assert cdf[0] == pytest.approx(row["latency_ns"]["min"])
+    assert cdf[50] == pytest.approx(row["latency_ns"]["p50"])
+    assert cdf[100] == pytest.approx(row["latency_ns"]["max"])
+    assert row["coherence_probe_ns"]["before"] > 0
+    samples = doc_path.parent / row["samples_file"]
+    with open(samples) as f:
+        lines = list(csv.DictReader(f))
+    lat = sorted(float(x["latency_ns"]) for x in lines)
+    assert len(lat) == row.get("waiters", 1) * trials
+    assert lat[0] == pytest.approx(row["latency_ns"]["min"], abs=0.1)
+    assert lat[-1] == pytest.approx(row["latency_ns"]["max"], abs=0.1)
+
+
+@pytest.fixture(scope="module")
+def schema():
+    return doc_schema()
+
+
+def test_schema_is_valid(schema):
+    jsonschema.Draft202012Validator.check_schema(schema)
+
+
+def test_unicast(tmp_path, schema):
+    doc, path = run(tmp_path, "unicast", "--trials", "60", "--delay-us", "20:30")
+    jsonschema.validate(doc, schema)
+    assert doc["suite"] == "unicast"
+    assert doc["machine"]["cpus"] >= 2
+    names = {(r["mechanism"], r["scenario"]) for r in doc["results"]}
+    for mech in ("spin", "spin-rtt", "futex", "condvar", "eventfd", "pipe",
+                 "signal-running", "signal-blocked"):
+        assert any(m == mech for m, _ in names), mech
+    for row in doc["results"]:
+        check_row(row, path, 60)
+        # The receiver really blocked in the blocking scenarios and never
+        # in the polling ones (context switches, not times).
+        if row["scenario"] in ("blocked", "loaded"):
+            assert row["voluntary_ctx_switches_per_trial"] > 0.5, row["mechanism"]
+        if row["scenario"] == "polling":
+            assert row["voluntary_ctx_switches_per_trial"] < 0.5, row["mechanism"]
+
+
+def test_broadcast(tmp_path, schema):
+    doc, path = run(tmp_path, "broadcast", "--trials", "40", "--waiters", "1,3",
+                    "--delay-us", "20:30")
+    jsonschema.validate(doc, schema)
+    rows = doc["results"]
+    assert {(r["mechanism"], r["waiters"]) for r in rows} == {
+        ("condvar", 1), ("condvar", 3), ("futex", 1), ("futex", 3)}
+    for row in rows:
+        check_row(row, path, 40)
+        assert len(row["waiter_cpus"]) == row["waiters"]
+        for key in ("first_ns", "last_ns", "spread_ns"):
+            check_stats(row[key])
+        assert row["first_ns"]["p50"] <= row["last_ns"]["p50"]
+        if row["waiters"] == 1:
+            assert row["spread_ns"]["max"] == 0
+            assert row["first_ns"] == row["last_ns"]
+
+
+def test_coherence(tmp_path, schema):
+    doc, path = run(tmp_path, "coherence", "--trials", "100")
+    jsonschema.validate(doc, schema)
+    n = doc["machine"]["cpus"]
+    pairs = {(r["src_cpu"], r["dst_cpu"], r["scenario"]) for r in doc["results"]}
+    expected = {(a, b, s) for a in range(n) for b in range(n) if a != b
+                for s in ("one-way", "round-trip")}
+    assert pairs == expected
+    for row in doc["results"]:
+        check_row(row, path, 100)
+
+
+def test_schema_rejects_renamed_field(tmp_path, schema):
+    """The schema guards the field names the issue fixes."""
+    doc, _ = run(tmp_path, "unicast", "--mechanisms", "spin", "--trials", "20")
+    doc["results"][0]["latency"] = doc["results"][0].pop("latency_ns")
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, schema)

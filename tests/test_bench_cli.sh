@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# test_bench_cli.sh BENCH - nemo-bench's command line: every bad option is
+# one line on stderr that names the problem, exit status 2, nothing on
+# stdout and nothing measured; help and list succeed.
+set -u
+bench=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+
+# expect_usage_error NEEDLE ARGS...: exit 2, one stderr line containing NEEDLE.
+expect_usage_error() {
+	local needle=$1; shift
+	"$bench" "$@" >"$tmp/out" 2>"$tmp/err"
+	local rc=$? lines
+	lines=$(wc -l <"$tmp/err")
+	if [ "$rc" -eq 2 ] && [ "$lines" -eq 1 ] && grep -qF -- "$needle" "$tmp/err" && [ ! -s "$tmp/out" ]; then
+		pass=$((pass + 1))
+	else
+		fail=$((fail + 1))
+		echo "FAIL: nemo-bench $* -> exit $rc, $lines stderr lines (wanted 2, 1 line naming '$needle'):"
+		sed 's/^/    /' "$tmp/err" "$tmp/out"
+	fi
+}
+
+expect_ok() {
+	local needle=$1; shift
+	if "$bench" "$@" >"$tmp/out" 2>"$tmp/err" && grep -qF -- "$needle" "$tmp/out"; then
+		pass=$((pass + 1))
+	else
+		fail=$((fail + 1))
+		echo "FAIL: nemo-bench $* should succeed and print '$needle'"
+		sed 's/^/    /' "$tmp/err"
+	fi
+}
+
+ncpu=$(nproc)
+expect_usage_error "unknown mechanism 'nope'" unicast --mechanisms futex,nope
+expect_usage_error "unknown mechanism 'futex-x'" broadcast --mechanisms futex-x
+expect_usage_error "--dst 999" unicast --dst 999
+expect_usage_error "--src 4096" unicast --src 4096
+expect_usage_error "--src" unicast --src -1
+expect_usage_error "--trials" unicast --trials 0
+expect_usage_error "--trials" unicast --trials -5
+expect_usage_error "--trials" unicast --trials abc
+expect_usage_error "--trials" unicast --trials 10x
+expect_usage_error "--warmup" unicast --warmup -1
+expect_usage_error "$tmp/no/such/dir/x.json" unicast --json "$tmp/no/such/dir/x.json"
+touch "$tmp/file"
+expect_usage_error "--samples $tmp/file" unicast --samples "$tmp/file"
+expect_usage_error "unknown scenario 'bogus'" unicast --scenarios blocked,bogus
+expect_usage_error "unknown suite 'bogus'" bogus
+expect_usage_error "--waiters does not apply" unicast --waiters 3
+expect_usage_error "--dst does not apply" broadcast --dst 1
+expect_usage_error "--waiters" broadcast --waiters 0
+expect_usage_error "--waiters" broadcast --waiters 257
+expect_usage_error "--delay-us" unicast --delay-us 5:1
+expect_usage_error "--delay-us" unicast --delay-us abc
+expect_usage_error "unknown option '--frobnicate'" unicast --frobnicate
+expect_usage_error "needs a value" unicast --trials
+expect_usage_error "unexpected argument 'extra'" unicast extra
+expect_usage_error "--scenarios does not apply" coherence --scenarios blocked
+expect_usage_error "no mechanism supports" unicast --mechanisms spin --scenarios blocked
+expect_usage_error "list takes no arguments" list foo
+if [ "$ncpu" -ge 2 ]; then
+	expect_usage_error "--src and --dst are both CPU 1" unicast --src 1 --dst 1
+fi
+# No suite at all: usage on stderr, exit 2.
+"$bench" >/dev/null 2>&1; rc=$?
+if [ $rc -eq 2 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: no arguments -> $rc"; fi
+# The failed runs above must not have written the JSON file.
+if [ -e "$tmp/no" ]; then fail=$((fail + 1)); echo "FAIL: a failed run created files"; else pass=$((pass + 1)); fi
+
+expect_ok "io_uring-msg-ring" list
+expect_ok "usage: nemo-bench SUITE" --help
+expect_ok "--mechanisms" unicast --help
+expect_ok "--waiters" broadcast --help
+expect_ok "coherence" coherence --help
+expect_ok "nemo-bench " --version
+
+echo "test_bench_cli: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
