@@ -91,7 +91,7 @@ static const bc_mech bc_futex = {
 
 const bc_mech *const bc_baselines[] = { &bc_condvar, &bc_futex, NULL };
 
-static const bc_mech *const *const bc_tables[] = { bc_baselines };
+static const bc_mech *const *const bc_tables[] = { bc_baselines, bc_events };
 
 #define FOR_EACH_BC(m)                                                         \
 	for (size_t t_ = 0; t_ < sizeof bc_tables / sizeof bc_tables[0]; t_++)  \

@@ -32,5 +32,6 @@ typedef struct bc_mech {
 } bc_mech;
 
 extern const bc_mech *const bc_baselines[];
+extern const bc_mech *const bc_events[];   /* mech_events.c */
 
 #endif

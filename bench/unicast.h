@@ -71,5 +71,7 @@ bool unicast_row(const bench_opts *o, const uc_mech *m, unsigned sc, int src, in
 
 /** The baseline mechanisms (mech_baseline.c), NULL-terminated. */
 extern const uc_mech *const uc_baselines[];
+/** The events layer's mechanisms and ck-ec (mech_events.c). */
+extern const uc_mech *const uc_events[];
 
 #endif

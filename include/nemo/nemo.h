@@ -10,6 +10,8 @@
 
 #include <nemo/version.h>
 #include <nemo/platform.h>
+#include <nemo/waiter.h>
+#include <nemo/event.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,0 +1,298 @@
+/*
+ * mech_events.c - nemo's events layer in nemo-bench (nemo-event,
+ * nemo-cond, nemo-cond-kick) and its peer baseline ck-ec (Concurrency
+ * Kit's event count: the best-known C primitive of the kind).
+ *
+ * Scenario -> wait policy: `polling` makes the receiver poll (policy
+ * spin: the signal lands within its budget); `blocked` and `loaded` make
+ * it sleep at once (policy block), so the rows measure the wake path
+ * itself, not the budget.
+ */
+#define _GNU_SOURCE
+#include "broadcast.h"
+#include "unicast.h"
+
+#include <ck_ec.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+
+static nemo_wait_policy scenario_policy(unsigned sc)
+{
+	return (nemo_wait_policy){ sc == SC_POLLING ? NEMO_WAIT_SPIN : NEMO_WAIT_BLOCK, 0 };
+}
+
+/* ------------------------------------------------------------ nemo-event */
+
+static int ev_setup(uc_ctx *c)
+{
+	nemo_event *e = aligned_alloc(BENCH_CACHELINE, BENCH_CACHELINE);
+	if (!e)
+		fatal("out of memory");
+	nemo_wait_policy p = scenario_policy(c->scenario);
+	int err = nemo_event_init(e, NEMO_EVENT_AUTO_RESET, &p);
+	if (err) {
+		free(e);
+		snprintf(c->why, sizeof c->why, "nemo_event_init: %s", nemo_strerror(err));
+		return err;
+	}
+	c->priv = e;
+	return 0;
+}
+
+static void ev_teardown(uc_ctx *c)
+{
+	nemo_event_destroy(c->priv);
+	free(c->priv);
+}
+
+static uint64_t ev_rx(uc_ctx *c, unsigned seq)
+{
+	(void)seq;
+	int err = nemo_event_wait(c->priv);
+	if (err)
+		fatal("nemo_event_wait: %s", nemo_strerror(err));
+	return 0;
+}
+
+static void ev_tx(uc_ctx *c, unsigned seq)
+{
+	(void)seq;
+	nemo_event_post(c->priv);
+}
+
+static const uc_mech mech_nemo_event = {
+	.name = "nemo-event",
+	.summary = "nemo_event_post / nemo_event_wait (auto-reset; polling: spin policy, else block)",
+	.scenarios = SC_POLLING | SC_BLOCKED | SC_LOADED,
+	.setup = ev_setup,
+	.teardown = ev_teardown,
+	.rx_wait = ev_rx,
+	.tx_signal = ev_tx,
+};
+
+/* ------------------------------------------------------ nemo-cond (kick) */
+
+struct ncv {
+	pthread_mutex_t mu;
+	nemo_cond cv;
+	unsigned value;
+};
+
+static int ncv_setup_common(uc_ctx *c, bool kick)
+{
+	struct ncv *s = aligned_alloc(BENCH_CACHELINE, sizeof(struct ncv) + BENCH_CACHELINE);
+	if (!s)
+		fatal("out of memory");
+	pthread_mutex_init(&s->mu, NULL);
+	nemo_cond_init(&s->cv, NULL);
+	nemo_wait_policy p = scenario_policy(c->scenario);
+	nemo_cond_set_policy(&s->cv, &p);
+	nemo_cond_set_kick(&s->cv, kick);
+	s->value = 0;
+	c->priv = s;
+	return 0;
+}
+
+static int ncv_setup(uc_ctx *c)
+{
+	return ncv_setup_common(c, false);
+}
+
+static int ncv_kick_setup(uc_ctx *c)
+{
+	return ncv_setup_common(c, true);
+}
+
+static void ncv_teardown(uc_ctx *c)
+{
+	struct ncv *s = c->priv;
+	nemo_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}
+
+static uint64_t ncv_rx(uc_ctx *c, unsigned seq)
+{
+	struct ncv *s = c->priv;
+	pthread_mutex_lock(&s->mu);
+	while (s->value != seq)
+		nemo_cond_wait(&s->cv, &s->mu);
+	uint64_t t = nemo_ticks_ordered();   /* woken and holding the mutex, as `condvar` */
+	pthread_mutex_unlock(&s->mu);
+	return t;
+}
+
+static void ncv_tx(uc_ctx *c, unsigned seq)
+{
+	struct ncv *s = c->priv;
+	pthread_mutex_lock(&s->mu);
+	s->value = seq;
+	nemo_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static const uc_mech mech_nemo_cond = {
+	.name = "nemo-cond",
+	.summary = "nemo_cond_wait / nemo_cond_signal with a pthread mutex (the condvar drop-in)",
+	.scenarios = SC_POLLING | SC_BLOCKED | SC_LOADED,
+	.setup = ncv_setup,
+	.teardown = ncv_teardown,
+	.rx_wait = ncv_rx,
+	.tx_signal = ncv_tx,
+};
+
+static const uc_mech mech_nemo_cond_kick = {
+	.name = "nemo-cond-kick",
+	.summary = "nemo-cond in kick mode: the sleeper holds RT priority so its wake preempts a busy CPU",
+	.scenarios = SC_BLOCKED | SC_LOADED,
+	.setup = ncv_kick_setup,
+	.teardown = ncv_teardown,
+	.rx_wait = ncv_rx,
+	.tx_signal = ncv_tx,
+};
+
+/* ----------------------------------------------------------------- ck-ec */
+/* ck_ec needs the platform's futex and clock, given as an ops table. */
+
+static int ckec_gettime(const struct ck_ec_ops *ops, struct timespec *out)
+{
+	(void)ops;
+	return clock_gettime(CLOCK_MONOTONIC, out);
+}
+
+static void ckec_wait32(const struct ck_ec_wait_state *st, const uint32_t *addr,
+			uint32_t expected, const struct timespec *deadline)
+{
+	(void)st;
+	if (deadline)
+		nemo_futex_wait_until((uint32_t *)addr, expected, CLOCK_MONOTONIC, deadline,
+				      NEMO_FUTEX_PRIVATE);
+	else
+		nemo_futex_wait((uint32_t *)addr, expected, NULL, NEMO_FUTEX_PRIVATE);
+}
+
+static void ckec_wake32(const struct ck_ec_ops *ops, const uint32_t *addr)
+{
+	(void)ops;
+	nemo_futex_wake((uint32_t *)addr, INT_MAX, NEMO_FUTEX_PRIVATE, NULL);
+}
+
+static const struct ck_ec_ops ckec_ops_blocking = {
+	.gettime = ckec_gettime, .wait32 = ckec_wait32, .wake32 = ckec_wake32,
+};
+/* Polling: ck_ec's own busy loop, made long enough to span the delay. */
+static const struct ck_ec_ops ckec_ops_polling = {
+	.gettime = ckec_gettime, .wait32 = ckec_wait32, .wake32 = ckec_wake32,
+	.busy_loop_iter = UINT32_MAX,
+};
+
+struct ckec {
+	struct ck_ec32 ec;
+	struct ck_ec_mode mode;
+};
+
+static int ckec_setup(uc_ctx *c)
+{
+	struct ckec *s = aligned_alloc(BENCH_CACHELINE, BENCH_CACHELINE);
+	if (!s)
+		fatal("out of memory");
+	ck_ec32_init(&s->ec, 0);
+	s->mode = (struct ck_ec_mode){
+		.ops = c->scenario == SC_POLLING ? &ckec_ops_polling : &ckec_ops_blocking,
+		.single_producer = true,
+	};
+	c->priv = s;
+	return 0;
+}
+
+static void ckec_teardown(uc_ctx *c)
+{
+	free(c->priv);
+}
+
+static uint64_t ckec_rx(uc_ctx *c, unsigned seq)
+{
+	struct ckec *s = c->priv;
+	uint32_t v;
+	while ((v = ck_ec32_value(&s->ec)) != seq)
+		ck_ec32_wait(&s->ec, &s->mode, v, NULL);
+	return 0;
+}
+
+static void ckec_tx(uc_ctx *c, unsigned seq)
+{
+	struct ckec *s = c->priv;
+	(void)seq;
+	ck_ec32_inc(&s->ec, &s->mode);
+}
+
+static const uc_mech mech_ck_ec = {
+	.name = "ck-ec",
+	.summary = "Concurrency Kit ck_ec32 event count (polling: its busy loop; blocked: futex)",
+	.scenarios = SC_POLLING | SC_BLOCKED,
+	.setup = ckec_setup,
+	.teardown = ckec_teardown,
+	.rx_wait = ckec_rx,
+	.tx_signal = ckec_tx,
+};
+
+const uc_mech *const uc_events[] = {
+	&mech_nemo_event, &mech_nemo_cond, &mech_nemo_cond_kick, &mech_ck_ec, NULL,
+};
+
+/* ------------------------------------------------- broadcast: nemo-cond */
+
+static int bncv_setup(bc_ctx *c)
+{
+	struct ncv *s = aligned_alloc(BENCH_CACHELINE, sizeof(struct ncv) + BENCH_CACHELINE);
+	if (!s)
+		fatal("out of memory");
+	pthread_mutex_init(&s->mu, NULL);
+	nemo_cond_init(&s->cv, NULL);
+	nemo_wait_policy p = { NEMO_WAIT_BLOCK, 0 };
+	nemo_cond_set_policy(&s->cv, &p);
+	s->value = 0;
+	c->priv = s;
+	return 0;
+}
+
+static void bncv_teardown(bc_ctx *c)
+{
+	struct ncv *s = c->priv;
+	nemo_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}
+
+static uint64_t bncv_wait(bc_ctx *c, int w, unsigned gen)
+{
+	struct ncv *s = c->priv;
+	(void)w;
+	pthread_mutex_lock(&s->mu);
+	while (s->value != gen)
+		nemo_cond_wait(&s->cv, &s->mu);
+	uint64_t t = nemo_ticks_ordered();
+	pthread_mutex_unlock(&s->mu);
+	return t;
+}
+
+static void bncv_broadcast(bc_ctx *c, unsigned gen)
+{
+	struct ncv *s = c->priv;
+	pthread_mutex_lock(&s->mu);
+	s->value = gen;
+	nemo_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static const bc_mech bc_nemo_cond = {
+	.name = "nemo-cond",
+	.summary = "nemo_cond_broadcast (tree wake-up, fan-out 2) to K waiters in nemo_cond_wait",
+	.setup = bncv_setup,
+	.teardown = bncv_teardown,
+	.rx_wait = bncv_wait,
+	.tx_broadcast = bncv_broadcast,
+};
+
+const bc_mech *const bc_events[] = { &bc_nemo_cond, NULL };

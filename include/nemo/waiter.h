@@ -1,0 +1,219 @@
+/*
+ * nemo/waiter.h - parking slots with a published state, the kick, and wait
+ * policies.
+ *
+ * This layer decides two things, each in one place:
+ *
+ *   - whether to kick (nemo_waiter_kick, src/waiter/waiter.c).  A waiter
+ *     publishes what it is doing: RUNNING, POLLING (it watches memory) or
+ *     SLEEPING (it is in, or about to enter, futex_wait on its slot).  A
+ *     kick does the least that works: nothing unless the target sleeps, and
+ *     then one FUTEX_WAKE.  The store the poller watches is the
+ *     notification.
+ *
+ *   - whether to sleep, and when (nemo__wait_loop, src/waiter/wait.c):
+ *     the policy gives a spin budget in nanoseconds; past it, the waiter
+ *     publishes SLEEPING, re-checks, and sleeps.
+ *
+ * The handshake that makes "no wake is ever lost" true is written out at
+ * the top of src/waiter/waiter.c and checked by model/waiter.pml (spin).
+ *
+ * Policies (nemo_wait_policy), per object, per thread, or by environment:
+ *
+ *   NEMO_WAIT=spin          never sleep (yields the CPU after 1 ms of spinning
+ *                           so oversubscribed threads still make progress)
+ *   NEMO_WAIT=block         sleep at once
+ *   NEMO_WAIT=hybrid[:NS]   spin NS nanoseconds (default 20000), then sleep
+ *   NEMO_WAIT=adaptive      spin about as long as a block+wake costs on this
+ *                           machine, less when recent waits were long
+ *                           (the default)
+ *
+ * The adaptive budget comes from a profile file written by
+ * `nemo-bench calibrate` ($NEMO_PROFILE, else $XDG_CACHE_HOME/nemo/profile,
+ * else ~/.cache/nemo/profile), else from a measurement made once per process
+ * (about 2 ms, the first time an adaptive wait needs it).
+ */
+#ifndef NEMO_WAITER_H
+#define NEMO_WAITER_H
+
+#include <nemo/platform.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------
+ * Wait policies
+ * ------------------------------------------------------------------------ */
+
+/** How a waiter spends the time until its condition holds. */
+typedef enum nemo_wait_kind {
+	NEMO_WAIT_DEFAULT = 0,        /**< the thread's policy, else NEMO_WAIT, else adaptive */
+	NEMO_WAIT_SPIN = 1,           /**< poll until the condition holds */
+	NEMO_WAIT_BLOCK = 2,          /**< sleep in the kernel at once */
+	NEMO_WAIT_HYBRID = 3,         /**< poll spin_ns nanoseconds, then sleep */
+	NEMO_WAIT_ADAPTIVE = 4,       /**< poll a calibrated, history-adjusted budget, then sleep */
+} nemo_wait_kind;
+
+/** A wait policy: a kind and, for HYBRID, the spin budget. */
+typedef struct nemo_wait_policy {
+	nemo_wait_kind kind;
+	uint32_t spin_ns;             /**< HYBRID budget in ns (0: 20000); ignored otherwise */
+} nemo_wait_policy;
+
+/** Default spin budget of NEMO_WAIT_HYBRID, in ns. */
+#define NEMO_WAIT_HYBRID_DEFAULT_NS 20000u
+
+/**
+ * Parse "spin", "block", "hybrid", "hybrid:NS" or "adaptive".
+ * @return 0, or EINVAL (out unchanged) for anything else, a budget of 0
+ *         or above 1 s, or NULL arguments.
+ */
+int nemo_wait_policy_parse(const char *text, nemo_wait_policy *out);
+
+/**
+ * Write a policy in the form nemo_wait_policy_parse() reads.
+ * @return 0, EINVAL for NULL/unknown kind, ERANGE if len is too small.
+ */
+int nemo_wait_policy_format(const nemo_wait_policy *p, char *buf, size_t len);
+
+/**
+ * Resolve NEMO_WAIT_DEFAULT: the calling thread's policy if set, else the
+ * environment variable NEMO_WAIT (read once per process; an unparsable
+ * value is ignored with one message on stderr), else adaptive.  Any other
+ * kind is copied unchanged.
+ * @return 0, or EINVAL for NULL arguments or an unknown kind.
+ */
+int nemo_wait_policy_resolve(const nemo_wait_policy *p, nemo_wait_policy *out);
+
+/**
+ * Set the calling thread's policy, used where an object asks for
+ * NEMO_WAIT_DEFAULT.  NULL or kind NEMO_WAIT_DEFAULT clears it.
+ * @return 0, or EINVAL for an unknown kind.
+ */
+int nemo_wait_set_thread_policy(const nemo_wait_policy *p);
+
+/** What the adaptive policy knows about this machine. */
+typedef struct nemo_wait_calibration {
+	double block_wake_ns;         /**< median cost of a futex sleep + wake-up, one way */
+	double budget_ns;             /**< adaptive spin budget derived from it */
+	const char *source;           /**< "profile", "measured" or "default" */
+} nemo_wait_calibration;
+
+/**
+ * The adaptive calibration, loading the profile or measuring if needed.
+ * @return 0, or EINVAL for NULL.
+ */
+int nemo_wait_get_calibration(nemo_wait_calibration *out);
+
+/**
+ * Measure the block+wake cost now (two threads, a futex ping-pong of
+ * `rounds` wakes between CPUs cpu_a and cpu_b, or unpinned when either is
+ * negative) and return it without installing it.
+ * @return 0, EINVAL for rounds < 10 or bad CPUs, or the error of a thread
+ *         or futex call.
+ */
+int nemo_wait_measure(int rounds, int cpu_a, int cpu_b, double *block_wake_ns);
+
+/**
+ * Write a profile file with the given block+wake cost, for later
+ * processes' adaptive policy.  path NULL: the default location (creating
+ * its folder).
+ * @return 0, EINVAL for a non-positive cost, or the error of the write.
+ */
+int nemo_wait_profile_write(const char *path, double block_wake_ns);
+
+/**
+ * The profile path in force: $NEMO_PROFILE, $XDG_CACHE_HOME/nemo/profile
+ * or $HOME/.cache/nemo/profile.
+ * @return 0, ENOENT if none can be formed, ERANGE if len is too small.
+ */
+int nemo_wait_profile_path(char *buf, size_t len);
+
+/* ------------------------------------------------------------------------
+ * Parking slots
+ * ------------------------------------------------------------------------ */
+
+/** One thread's parking slot (opaque). */
+typedef struct nemo_waiter nemo_waiter;
+
+/** Published states of a waiter. */
+typedef enum nemo_waiter_state {
+	NEMO_WAITER_RUNNING = 0,      /**< not waiting */
+	NEMO_WAITER_POLLING = 1,      /**< waiting, watching memory: needs no kick */
+	NEMO_WAITER_SLEEPING = 2,     /**< waiting in the kernel: a kick must FUTEX_WAKE */
+} nemo_waiter_state;
+
+/**
+ * The calling thread's slot, created on first use and recycled when the
+ * thread exits.  Slot memory is never returned to the system, so a late
+ * kick to a slot whose thread has gone is harmless (a spurious wake-up of
+ * whoever owns it next).
+ * @return the slot, or NULL if memory for it could not be allocated.
+ */
+nemo_waiter *nemo_waiter_self(void);
+
+/** The state w has published (a snapshot). */
+nemo_waiter_state nemo_waiter_get_state(const nemo_waiter *w);
+
+/**
+ * Arm w for one wait: clear its token.  Only w's own thread calls it,
+ * before it makes itself findable by kickers (e.g. before enqueueing w).
+ * @return 0, or EINVAL for NULL.
+ */
+int nemo_waiter_arm(nemo_waiter *w);
+
+/**
+ * Release w: set its token, then kick it if (and only if) it sleeps.
+ * Anything the caller wrote before is visible to w once its wait returns.
+ * @return 0, or EINVAL for NULL.
+ */
+int nemo_waiter_release(nemo_waiter *w);
+
+/**
+ * Make sure w re-checks its condition now: after the caller has changed
+ * what w waits for, issue a FUTEX_WAKE if w sleeps, nothing otherwise.
+ * Contains the full fence that orders the caller's earlier stores before
+ * its read of w's state (see the essay in src/waiter/waiter.c).
+ * @return 0, or EINVAL for NULL.
+ */
+int nemo_waiter_kick(nemo_waiter *w);
+
+/**
+ * Wait until w's token is set (by nemo_waiter_release) or the deadline
+ * passes, under policy p (NULL: the default policy).
+ * @param clock   CLOCK_MONOTONIC or CLOCK_REALTIME, for abstime
+ * @param abstime absolute deadline, or NULL for none
+ * @return 0 once released, ETIMEDOUT, or EINVAL for a NULL w, a
+ *         malformed abstime or another clock.
+ */
+int nemo_waiter_wait(nemo_waiter *w, const nemo_wait_policy *p, clockid_t clock,
+		     const struct timespec *abstime);
+
+/** Process-wide counters (sums over every thread, past and present). */
+typedef struct nemo_waiter_counters {
+	uint64_t kicks_issued;        /**< kicks that made a FUTEX_WAKE */
+	uint64_t kicks_avoided;       /**< kicks that found the target awake: no syscall */
+	uint64_t waits;               /**< waits started */
+	uint64_t waits_polled;        /**< waits that ended without sleeping */
+	uint64_t sleeps;              /**< futex sleeps entered */
+} nemo_waiter_counters;
+
+/**
+ * Sum the counters of every thread into *out.  Each thread updates its own
+ * counters without atomics; the sum is a consistent-enough snapshot for
+ * monitoring, not a barrier.
+ * @return 0, or EINVAL for NULL.
+ */
+int nemo_waiter_get_counters(nemo_waiter_counters *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NEMO_WAITER_H */

@@ -1,0 +1,454 @@
+/*
+ * cond.c - nemo_cond: pthread_cond_t semantics over per-thread slots.
+ *
+ * LAYOUT (48 bytes, the size of pthread_cond_t; all-zero = initialised)
+ *
+ *   0  lock      internal spin lock: 0 free, else (fork generation << 1) | 1
+ *   4  gen       fork generation of the queue's contents
+ *   8  head      FIFO of waiting slots (nemo_waiter), linked by ->next
+ *  16  tail
+ *  24  spin_ns   wait policy budget (HYBRID)
+ *  28  policy    wait policy kind (0 = default)
+ *  32  nwaiting  slots in the queue
+ *  36  flags     bit 0: process-shared - glibc's bit at glibc's offset; nemo
+ *                never sets it, so the interposer can tell a condvar that
+ *                glibc initialised as process-shared; bit 1: CLOCK_MONOTONIC
+ *                (glibc's bit, too); bit 2: kick mode; bits 8-12: fan-out
+ *                (0 = 2)
+ *  40  reserved
+ *
+ * The lock protects head, tail, nwaiting, gen and each queued slot's
+ * `next` and `queued`.  It is held for a few instructions and never across
+ * a syscall; releasing it is a single store, so a thread that has released
+ * it touches the condvar no more (destroy right after broadcast is safe).
+ *
+ * WAIT
+ *   arm own slot (token := 0); lock; enqueue; unlock; unlock the mutex;
+ *   wait on the slot (nemo__waiter_wait_flags: poll, then sleep - the
+ *   handshake of src/waiter/waiter.c); then:
+ *     - timed out: lock; if still queued, dequeue and return ETIMEDOUT;
+ *       else a signal/broadcast dequeued us and its token store is in
+ *       flight: wait for it and return 0 (the signal is not lost);
+ *     - kick our broadcast children (below);
+ *     - re-acquire the mutex, polling it briefly under polling policies
+ *       (the signaller usually still holds it for a few more ns).
+ *
+ * SIGNAL   if the queue looks empty (acquire load of head), return: any
+ *   waiter that entered before this call under the same mutex is visible
+ *   (its enqueue happens before its mutex unlock, which happens before our
+ *   lock of that mutex).  Else lock; dequeue the head; unlock; release it
+ *   (token := 1, then kick only if it sleeps).
+ *
+ * BROADCAST  lock; detach the whole queue; unlock.  Build a tree over the
+ *   detached slots in queue order (breadth-first: the broadcaster has
+ *   `fanout` children, and so does every slot).  Then set every token,
+ *   children before parents (reverse breadth-first order), so that a
+ *   parent that wakes - on its own, by polling - can only kick children
+ *   whose tokens are already set.  Finally kick the broadcaster's own
+ *   children.  Polling waiters were released by their token store alone;
+ *   sleeping ones are kicked by their parent, in parallel across CPUs.
+ *
+ * CANCELLATION  the sleep runs with asynchronous cancellation enabled (the
+ *   futex syscall only), and the poll calls pthread_testcancel.  The
+ *   cleanup handler leaves the queue, or - if it had been released - kicks
+ *   its children and passes a consumed signal on, then re-locks the mutex
+ *   before the user's cleanup handlers run.
+ *
+ * FORK  the child has one thread.  A lock or a queue stamped with an
+ *   older fork generation belongs to threads that no longer exist: the
+ *   lock is taken over and the queue emptied.
+ */
+#define _GNU_SOURCE
+#include <nemo/event.h>
+
+#include "../waiter/waiter_internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+
+#define CF_PSHARED 1u
+#define CF_MONOTONIC 2u
+#define CF_KICK 4u
+#define CF_FANOUT_SHIFT 8
+#define CF_FANOUT_MASK (0x1fu << CF_FANOUT_SHIFT)
+#define DEFAULT_FANOUT 2
+
+struct cond_impl {
+	_Atomic uint32_t lock;
+	uint32_t gen;
+	_Atomic(struct nemo_waiter *) head;
+	struct nemo_waiter *tail;
+	uint32_t spin_ns;
+	uint32_t policy;
+	uint32_t nwaiting;
+	uint32_t flags;
+	uint64_t reserved;
+};
+
+_Static_assert(sizeof(struct cond_impl) == sizeof(nemo_cond), "nemo_cond layout");
+_Static_assert(sizeof(nemo_cond) == sizeof(pthread_cond_t), "nemo_cond must match pthread_cond_t");
+_Static_assert(offsetof(struct cond_impl, flags) == 36, "flags must sit where glibc keeps __wrefs");
+
+static struct cond_impl *impl(nemo_cond *c)
+{
+	return (struct cond_impl *)(void *)c;
+}
+
+/* ------------------------------------------------------------------ lock */
+
+static void cond_lock(struct cond_impl *c)
+{
+	uint32_t gen = atomic_load_explicit(&nemo__fork_gen, memory_order_relaxed) & 0x7fffffffu;
+	uint32_t mine = (gen << 1) | 1u;
+	for (unsigned n = 0;; n++) {
+		uint32_t v = 0;
+		if (atomic_compare_exchange_weak_explicit(&c->lock, &v, mine,
+							  memory_order_acquire, memory_order_relaxed))
+			break;
+		/* Held by a thread from before a fork: it does not exist here. */
+		if (v != 0 && (v >> 1) != gen &&
+		    atomic_compare_exchange_strong_explicit(&c->lock, &v, mine,
+							    memory_order_acquire, memory_order_relaxed))
+			break;
+		if (n < 100)
+			nemo_cpu_relax();
+		else
+			sched_yield();
+	}
+	if (c->gen != gen) {
+		atomic_store_explicit(&c->head, NULL, memory_order_relaxed);
+		c->tail = NULL;
+		c->nwaiting = 0;
+		c->gen = gen;
+	}
+}
+
+static void cond_unlock(struct cond_impl *c)
+{
+	atomic_store_explicit(&c->lock, 0, memory_order_release);
+}
+
+/* ----------------------------------------------------------- attributes */
+
+int nemo_cond_init(nemo_cond *cv, const pthread_condattr_t *attr)
+{
+	if (!cv)
+		return EINVAL;
+	uint32_t flags = 0;
+	if (attr) {
+		int pshared = PTHREAD_PROCESS_PRIVATE;
+		clockid_t clk = CLOCK_REALTIME;
+		if (pthread_condattr_getpshared(attr, &pshared) != 0 ||
+		    pthread_condattr_getclock(attr, &clk) != 0)
+			return EINVAL;
+		if (pshared == PTHREAD_PROCESS_SHARED)
+			return ENOTSUP;
+		if (clk == CLOCK_MONOTONIC)
+			flags |= CF_MONOTONIC;
+	}
+	memset(cv, 0, sizeof *cv);
+	impl(cv)->flags = flags;
+	return 0;
+}
+
+int nemo_cond_destroy(nemo_cond *cv)
+{
+	if (!cv)
+		return EINVAL;
+	struct cond_impl *c = impl(cv);
+	if (c->flags & CF_PSHARED)
+		return EINVAL;
+	cond_lock(c);
+	int busy = c->nwaiting != 0;
+	cond_unlock(c);
+	return busy ? EBUSY : 0;
+}
+
+int nemo_cond_set_policy(nemo_cond *cv, const nemo_wait_policy *p)
+{
+	if (!cv || (p && (p->kind < NEMO_WAIT_DEFAULT || p->kind > NEMO_WAIT_ADAPTIVE)))
+		return EINVAL;
+	impl(cv)->policy = p ? (uint32_t)p->kind : 0;
+	impl(cv)->spin_ns = p ? p->spin_ns : 0;
+	return 0;
+}
+
+int nemo_cond_set_kick(nemo_cond *cv, bool on)
+{
+	if (!cv)
+		return EINVAL;
+	if (on)
+		impl(cv)->flags |= CF_KICK;
+	else
+		impl(cv)->flags &= ~CF_KICK;
+	return 0;
+}
+
+int nemo_cond_set_fanout(nemo_cond *cv, int fanout)
+{
+	if (!cv || fanout < 1 || fanout > NEMO_COND_MAX_FANOUT)
+		return EINVAL;
+	struct cond_impl *c = impl(cv);
+	c->flags = (c->flags & ~CF_FANOUT_MASK) | ((uint32_t)fanout << CF_FANOUT_SHIFT);
+	return 0;
+}
+
+static int fanout_of(const struct cond_impl *c)
+{
+	int f = (int)((c->flags & CF_FANOUT_MASK) >> CF_FANOUT_SHIFT);
+	return f ? f : DEFAULT_FANOUT;
+}
+
+/* ------------------------------------------------------------ the queue */
+
+static void enqueue(struct cond_impl *c, nemo_waiter *w)
+{
+	w->next = NULL;
+	w->queued = true;
+	if (c->tail)
+		c->tail->next = w;
+	else
+		atomic_store_explicit(&c->head, w, memory_order_release);
+	c->tail = w;
+	c->nwaiting++;
+}
+
+static nemo_waiter *dequeue_head(struct cond_impl *c)
+{
+	nemo_waiter *w = atomic_load_explicit(&c->head, memory_order_relaxed);
+	if (!w)
+		return NULL;
+	atomic_store_explicit(&c->head, w->next, memory_order_relaxed);
+	if (!w->next)
+		c->tail = NULL;
+	w->queued = false;
+	c->nwaiting--;
+	return w;
+}
+
+/* Leave the queue if still in it (true); else a releaser dequeued us: wait
+ * for its token store, which is in flight (false). */
+static bool leave_queue(struct cond_impl *c, nemo_waiter *w)
+{
+	cond_lock(c);
+	bool was = w->queued;
+	if (was) {
+		nemo_waiter *prev = NULL, *p = atomic_load_explicit(&c->head, memory_order_relaxed);
+		while (p && p != w) {
+			prev = p;
+			p = p->next;
+		}
+		if (prev)
+			prev->next = w->next;
+		else
+			atomic_store_explicit(&c->head, w->next, memory_order_relaxed);
+		if (c->tail == w)
+			c->tail = prev;
+		w->queued = false;
+		c->nwaiting--;
+	}
+	cond_unlock(c);
+	if (!was)
+		while (atomic_load_explicit(&w->token, memory_order_acquire) != 1)
+			nemo_cpu_relax();
+	return was;
+}
+
+/* The children a broadcast gave us: kick each (no syscall unless it sleeps). */
+static void wake_kids(nemo_waiter *w)
+{
+	int n = w->nkids;
+	w->nkids = 0;
+	for (int i = 0; i < n; i++)
+		nemo_waiter_kick(w->kids[i]);
+}
+
+/* --------------------------------------------------------------- waiting */
+
+static void policy_of(const struct cond_impl *c, nemo_wait_policy *out)
+{
+	nemo_wait_policy p = { (nemo_wait_kind)c->policy, c->spin_ns };
+	if (nemo_wait_policy_resolve(&p, out) != 0)
+		*out = (nemo_wait_policy){ NEMO_WAIT_ADAPTIVE, 0 };
+}
+
+/* Re-acquire the mutex.  Under a polling policy, poll it briefly: the
+ * signaller typically unlocks it a few hundred ns after our release, and
+ * sleeping on it would cost a full block+wake. */
+static int relock(pthread_mutex_t *m, const nemo_wait_policy *p, nemo_waiter *self)
+{
+	if (p->kind != NEMO_WAIT_BLOCK) {
+		uint64_t budget = nemo__spin_budget_ticks(p, self);
+		uint64_t cap = nemo_ns_to_ticks(50000);
+		uint64_t end = nemo_ticks() + (budget < cap ? budget : cap);
+		do {
+			int err = pthread_mutex_trylock(m);
+			if (err != EBUSY)
+				return err;
+			for (int i = 0; i < 16; i++)
+				nemo_cpu_relax();
+		} while (nemo_ticks() < end);
+	}
+	return pthread_mutex_lock(m);
+}
+
+struct cancel_ctx {
+	struct cond_impl *c;
+	pthread_mutex_t *m;
+	nemo_waiter *w;
+	bool kick;
+};
+
+static void on_cancel(void *arg)
+{
+	struct cancel_ctx *x = arg;
+	if (x->kick)
+		nemo__boost_leave();   /* cleanup handlers run at normal priority */
+	atomic_store_explicit(&x->w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
+	if (!leave_queue(x->c, x->w)) {
+		wake_kids(x->w);
+		/* We consumed a signal meant for a waiter: pass it on. */
+		if (!atomic_load_explicit(&x->w->by_broadcast, memory_order_relaxed))
+			nemo_cond_signal((nemo_cond *)(void *)x->c);
+	}
+	pthread_mutex_lock(x->m);
+}
+
+int nemo_cond_clockwait(nemo_cond *cv, pthread_mutex_t *m, clockid_t clock,
+			const struct timespec *abstime)
+{
+	if (!cv || !m)
+		return EINVAL;
+	struct cond_impl *c = impl(cv);
+	if (c->flags & CF_PSHARED)
+		return EINVAL;
+	int err = nemo__check_deadline(clock, abstime);
+	if (err)
+		return err;
+	pthread_testcancel();
+	nemo_waiter *w = nemo_waiter_self();
+	if (!w)
+		return ENOMEM;
+	nemo_wait_policy pol;
+	policy_of(c, &pol);
+	bool kick = c->flags & CF_KICK;
+
+	nemo_waiter_arm(w);
+	w->nkids = 0;
+	cond_lock(c);
+	enqueue(c, w);
+	cond_unlock(c);
+	err = pthread_mutex_unlock(m);
+	if (err) {
+		if (!leave_queue(c, w)) {
+			wake_kids(w);
+			if (!atomic_load_explicit(&w->by_broadcast, memory_order_relaxed))
+				nemo_cond_signal(cv);
+		}
+		return err;
+	}
+
+	struct cancel_ctx ctx = { c, m, w, kick };
+	int rc;
+	pthread_cleanup_push(on_cancel, &ctx);
+	rc = nemo__waiter_wait_flags(w, &pol, clock, abstime,
+				     NEMO__WAIT_CANCELLABLE | (kick ? NEMO__WAIT_BOOST : 0));
+	pthread_cleanup_pop(0);
+	if (rc == ETIMEDOUT && !leave_queue(c, w))
+		rc = 0;          /* released while timing out: the wake-up counts */
+	wake_kids(w);
+	err = relock(m, &pol, w);
+	return err ? err : rc;
+}
+
+int nemo_cond_timedwait(nemo_cond *cv, pthread_mutex_t *m, const struct timespec *abstime)
+{
+	if (!cv)
+		return EINVAL;
+	if (!abstime)
+		return EINVAL;
+	clockid_t clk = (impl(cv)->flags & CF_MONOTONIC) ? CLOCK_MONOTONIC : CLOCK_REALTIME;
+	return nemo_cond_clockwait(cv, m, clk, abstime);
+}
+
+int nemo_cond_wait(nemo_cond *cv, pthread_mutex_t *m)
+{
+	return nemo_cond_clockwait(cv, m, CLOCK_MONOTONIC, NULL);
+}
+
+/* ------------------------------------------------------------ releasing */
+
+int nemo_cond_signal(nemo_cond *cv)
+{
+	if (!cv)
+		return EINVAL;
+	struct cond_impl *c = impl(cv);
+	if (c->flags & CF_PSHARED)
+		return EINVAL;
+	if (!atomic_load_explicit(&c->head, memory_order_acquire))
+		return 0;
+	cond_lock(c);
+	nemo_waiter *w = dequeue_head(c);
+	cond_unlock(c);
+	if (w) {
+		atomic_store_explicit(&w->by_broadcast, 0, memory_order_relaxed);
+		nemo_waiter_release(w);
+	}
+	return 0;
+}
+
+int nemo_cond_broadcast(nemo_cond *cv)
+{
+	if (!cv)
+		return EINVAL;
+	struct cond_impl *c = impl(cv);
+	if (c->flags & CF_PSHARED)
+		return EINVAL;
+	if (!atomic_load_explicit(&c->head, memory_order_acquire))
+		return 0;
+	cond_lock(c);
+	nemo_waiter *list = atomic_load_explicit(&c->head, memory_order_relaxed);
+	atomic_store_explicit(&c->head, NULL, memory_order_relaxed);
+	c->tail = NULL;
+	c->nwaiting = 0;
+	for (nemo_waiter *w = list; w; w = w->next)
+		w->queued = false;
+	cond_unlock(c);
+
+	/* The tree, breadth-first in queue order: `parent` trails behind. */
+	int fan = fanout_of(c);
+	nemo_waiter *root[NEMO__MAX_FANOUT];
+	int nroot = 0;
+	nemo_waiter *parent = NULL;
+	for (nemo_waiter *w = list; w; w = w->next) {
+		w->nkids = 0;
+		if (!parent && nroot < fan) {
+			root[nroot++] = w;
+			continue;
+		}
+		if (!parent)
+			parent = list;
+		if (parent->nkids == fan)
+			parent = parent->next;
+		parent->kids[parent->nkids++] = w;
+	}
+	/* Reverse the list: tokens go out children first. */
+	nemo_waiter *rev = NULL;
+	while (list) {
+		nemo_waiter *next = list->next;
+		list->next = rev;
+		rev = list;
+		list = next;
+	}
+	/* Read `next` before the token store: once released, a waiter may
+	 * return and queue itself again, rewriting it. */
+	for (nemo_waiter *w = rev, *next; w; w = next) {
+		next = w->next;
+		atomic_store_explicit(&w->by_broadcast, 1, memory_order_relaxed);
+		atomic_store_explicit(&w->token, 1, memory_order_seq_cst);
+	}
+	for (int i = 0; i < nroot; i++)
+		nemo_waiter_kick(root[i]);
+	return 0;
+}

@@ -1,0 +1,206 @@
+/*
+ * event.c - nemo_event: an event in one futex word.
+ *
+ * STATE
+ *
+ *   word   bit 0     SET: the event is set;
+ *          bits 1-31 SLEEPERS: the number of waiters in (or entering) the
+ *                    kernel, in units of 2.
+ *   flags  manual-reset bit and a magic number (an uninitialised or
+ *          destroyed event is refused with EINVAL, not misused).
+ *   policy the waiters' wait policy.
+ *
+ * Every change to `word` is an atomic RMW, so all of them fall into one
+ * modification order; that order is the whole argument below.
+ *
+ * POST
+ *   P1  old := fetch_or(word, SET, seq_cst)
+ *   P2  if SLEEPERS(old) > 0: futex_wake(word, auto ? 1 : all)  [kick issued]
+ *       else nothing                                             [kick avoided]
+ *
+ * WAIT (through nemo__wait_loop, waiter layer)
+ *   try_take      auto:   CAS(word: v|SET -> v) (consume);
+ *                 manual: load(word, acquire) & SET.
+ *   poll          the same, for the policy's budget.
+ *   sleep_begin   S1 v := fetch_add(word, 2, seq_cst) + 2   (count ourselves)
+ *                 S2 if v & SET: undo our count and take the event in one
+ *                    CAS (auto: v -> (v-2) & ~SET; manual: v -> v-2); done.
+ *                 S3 else futex_wait(word, v)
+ *   sleep_end     S4 fetch_sub(word, 2)
+ *
+ * WHY NO POST IS LOST
+ * S1 and P1 are RMWs on the same word.  If S1 comes first in its
+ * modification order, P1 reads SLEEPERS >= 1 and wakes: a waiter that has
+ * not yet slept finds word != v at S3 (P1 changed it) and returns at once;
+ * one that sleeps is woken (futex compares and queues under the bucket
+ * lock that FUTEX_WAKE takes).  If P1 comes first, S1 reads SET and the
+ * waiter takes the event at S2 without sleeping.  Any other change to the
+ * word between S1 and S3 (another sleeper, a reset) also makes futex_wait
+ * return at once; the loop then re-checks.  A woken auto-reset waiter may
+ * find the event already taken by a poller; it sleeps again - the post
+ * was consumed by someone, as auto-reset promises.
+ *
+ * COST
+ * A post to a polling waiter is one RMW on the line the waiter watches:
+ * no syscall, no second line.  A waiter that never sleeps writes nothing
+ * but its consuming CAS.
+ */
+#define _GNU_SOURCE
+#include <nemo/event.h>
+
+#include "../waiter/waiter_internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
+#define EV_SET 1u
+#define EV_SLEEPER 2u
+#define EV_MAGIC 0x6e657600u          /* "nev\0" */
+#define EV_MAGIC_MASK 0xffffff00u
+#define EV_MANUAL 1u
+
+struct event_impl {
+	_Atomic uint32_t word;
+	uint32_t flags;
+	uint32_t policy_kind;
+	uint32_t policy_ns;
+};
+
+_Static_assert(sizeof(struct event_impl) <= sizeof(nemo_event), "nemo_event too small");
+
+static struct event_impl *impl(nemo_event *e)
+{
+	struct event_impl *x = (struct event_impl *)(void *)e;
+	if (!e || (x->flags & EV_MAGIC_MASK) != EV_MAGIC)
+		return NULL;
+	return x;
+}
+
+static bool manual(const struct event_impl *x)
+{
+	return x->flags & EV_MANUAL;
+}
+
+int nemo_event_init(nemo_event *e, unsigned flags, const nemo_wait_policy *policy)
+{
+	if (!e || (flags & ~(unsigned)(NEMO_EVENT_MANUAL_RESET | NEMO_EVENT_INITIALLY_SET)))
+		return EINVAL;
+	if (policy && (policy->kind < NEMO_WAIT_DEFAULT || policy->kind > NEMO_WAIT_ADAPTIVE))
+		return EINVAL;
+	struct event_impl *x = (struct event_impl *)(void *)e;
+	memset(e, 0, sizeof *e);
+	atomic_init(&x->word, (flags & NEMO_EVENT_INITIALLY_SET) ? EV_SET : 0);
+	x->flags = EV_MAGIC | ((flags & NEMO_EVENT_MANUAL_RESET) ? EV_MANUAL : 0);
+	x->policy_kind = policy ? (uint32_t)policy->kind : NEMO_WAIT_DEFAULT;
+	x->policy_ns = policy ? policy->spin_ns : 0;
+	return 0;
+}
+
+int nemo_event_destroy(nemo_event *e)
+{
+	struct event_impl *x = impl(e);
+	if (!x)
+		return EINVAL;
+	if (atomic_load_explicit(&x->word, memory_order_acquire) >= EV_SLEEPER)
+		return EBUSY;
+	x->flags = 0;
+	return 0;
+}
+
+int nemo_event_post(nemo_event *e)
+{
+	struct event_impl *x = impl(e);
+	if (!x)
+		return EINVAL;
+	uint32_t old = atomic_fetch_or_explicit(&x->word, EV_SET, memory_order_seq_cst);  /* P1 */
+	nemo_waiter *me = nemo_waiter_self();
+	if (old >= EV_SLEEPER) {                                                         /* P2 */
+		nemo_futex_wake((uint32_t *)&x->word, manual(x) ? INT_MAX : 1, NEMO_FUTEX_PRIVATE, NULL);
+		if (me)
+			NEMO__COUNT(me, kicks_issued);
+	} else if (me) {
+		NEMO__COUNT(me, kicks_avoided);
+	}
+	return 0;
+}
+
+static bool ev_try_take(void *arg)
+{
+	struct event_impl *x = arg;
+	uint32_t v = atomic_load_explicit(&x->word, memory_order_acquire);
+	if (!(v & EV_SET))
+		return false;
+	if (manual(x))
+		return true;
+	while (v & EV_SET) {
+		if (atomic_compare_exchange_weak_explicit(&x->word, &v, v & ~EV_SET,
+							  memory_order_acquire, memory_order_acquire))
+			return true;
+	}
+	return false;
+}
+
+static bool ev_sleep_begin(void *arg, uint32_t **word, uint32_t *val)
+{
+	struct event_impl *x = arg;
+	uint32_t v = atomic_fetch_add_explicit(&x->word, EV_SLEEPER, memory_order_seq_cst) + EV_SLEEPER; /* S1 */
+	while (v & EV_SET) {                                                                           /* S2 */
+		uint32_t next = v - EV_SLEEPER;
+		if (!manual(x))
+			next &= ~EV_SET;
+		if (atomic_compare_exchange_weak_explicit(&x->word, &v, next,
+							  memory_order_acquire, memory_order_relaxed))
+			return true;
+	}
+	*word = (uint32_t *)&x->word;                                                                  /* S3 */
+	*val = v;
+	return false;
+}
+
+static void ev_sleep_end(void *arg)
+{
+	struct event_impl *x = arg;
+	atomic_fetch_sub_explicit(&x->word, EV_SLEEPER, memory_order_relaxed);                        /* S4 */
+}
+
+static const nemo__wait_ops event_ops = {
+	.try_take = ev_try_take,
+	.sleep_begin = ev_sleep_begin,
+	.sleep_end = ev_sleep_end,
+	.futex_flags = NEMO_FUTEX_PRIVATE,
+};
+
+int nemo_event_timedwait(nemo_event *e, clockid_t clock, const struct timespec *abstime)
+{
+	struct event_impl *x = impl(e);
+	if (!x)
+		return EINVAL;
+	int err = nemo__check_deadline(clock, abstime);
+	if (err)
+		return err;
+	nemo_wait_policy p = { (nemo_wait_kind)x->policy_kind, x->policy_ns };
+	return nemo__wait_loop(&event_ops, x, &p, clock, abstime, 0);
+}
+
+int nemo_event_wait(nemo_event *e)
+{
+	return nemo_event_timedwait(e, CLOCK_MONOTONIC, NULL);
+}
+
+int nemo_event_trywait(nemo_event *e)
+{
+	struct event_impl *x = impl(e);
+	if (!x)
+		return EINVAL;
+	return ev_try_take(x) ? 0 : EAGAIN;
+}
+
+int nemo_event_reset(nemo_event *e)
+{
+	struct event_impl *x = impl(e);
+	if (!x)
+		return EINVAL;
+	atomic_fetch_and_explicit(&x->word, ~EV_SET, memory_order_release);
+	return 0;
+}

@@ -1,0 +1,296 @@
+/*
+ * waiter.c - per-thread parking slots, the kick, and their handshake.
+ *
+ * THE SLOT
+ *
+ * Every thread that waits through nemo owns one slot (struct nemo_waiter,
+ * waiter_internal.h).  Its first cache line holds the two words other
+ * threads touch:
+ *
+ *   state  the futex word, and the published state of the owner:
+ *            RUNNING   not waiting;
+ *            POLLING   waiting and watching `token` (needs no kick);
+ *            SLEEPING  waiting in the kernel on `state`, or about to.
+ *          Written by the owner (any value) and by a kicker (only the
+ *          transition SLEEPING -> RUNNING, by CAS).
+ *   token  0 while the owner waits, 1 once someone released it.  Written
+ *          to 0 by the owner (arm), to 1 by a releaser.
+ *
+ * Keeping both in one line means a release costs the releaser one line
+ * transfer: it writes token and reads state in the same line.
+ *
+ * THE HANDSHAKE
+ *
+ * Owner W, in nemo__wait_loop with the slot ops below:
+ *   W1  poll:   state := POLLING (relaxed: it only saves kicks, see below);
+ *               repeat: if load(token, acquire) == 1 -> done.
+ *   W2  sleep:  exchange(state, SLEEPING, seq_cst);
+ *   W3          if load(token, seq_cst) == 1 -> state := RUNNING; done.
+ *   W4          futex_wait(&state, SLEEPING)   -- sleeps only while state
+ *               is still SLEEPING, atomically with the kernel's check;
+ *   W5          state := RUNNING (relaxed); if load(token, acquire) == 1
+ *               -> done; else back to W2 (spurious wake-up or timeout).
+ *
+ * Releaser R, in nemo_waiter_release:
+ *   R1  store(token, 1, seq_cst)      -- also a release of R's earlier writes;
+ *   R2  s := load(state, seq_cst)     (nemo_waiter_kick; the seq_cst
+ *                                      store/load pair acts as the fence);
+ *   R3  if s == SLEEPING and CAS(state, SLEEPING -> RUNNING):
+ *           futex_wake(&state, 1)      -- "kick issued"
+ *       else                           -- "kick avoided": W polls or runs,
+ *                                         or another kicker won the CAS.
+ *
+ * WHY NO WAKE-UP IS LOST
+ *
+ * W2;W3 and R1;R2 are the store-buffering pattern: each side stores, then
+ * loads what the other stored, all seq_cst.  In the single total order of
+ * seq_cst operations one of the two stores comes first, so at least one
+ * load sees the other's store:
+ *   - W3 sees token == 1: W returns without sleeping.
+ *   - R2 sees SLEEPING: R moves state to RUNNING and wakes the futex.  If
+ *     W has not yet entered the kernel, W4's futex_wait compares state
+ *     (now RUNNING) with SLEEPING and returns at once (EAGAIN); if W is
+ *     asleep, the wake finds it, because the kernel checks the word and
+ *     queues the sleeper under the same hash-bucket lock that FUTEX_WAKE
+ *     takes.  Either way W reaches W5 and sees token == 1 (R1 precedes
+ *     R2 which precedes the wake).
+ * A failed CAS in R3 means state is no longer SLEEPING: W moved it (W5,
+ * and then W checks token itself) or another kicker did (and wakes W).
+ * POLLING never needs a kick: a poller loads token in a loop and sees R1
+ * in bounded time (cache coherence), which is why W1's store is relaxed:
+ * a kicker that reads a stale POLLING from before W2 cannot happen,
+ * because W2 is an RMW ordered before W3 in seq_cst order, and R2 reads
+ * a value no older than the last seq_cst write before it.
+ *
+ * model/waiter.pml checks this handshake with spin, including spurious
+ * wake-ups, timeouts and two concurrent releasers.
+ *
+ * VISIBILITY
+ *
+ * Everything R wrote before R1 (a message, a broadcast's tree links) is
+ * visible to W once W has loaded token == 1 with acquire or seq_cst.
+ *
+ * LIFETIME
+ *
+ * A releaser may still be inside R2/R3 after W has returned and reused its
+ * slot for a new wait.  The late CAS/futex_wake can then only wake the new
+ * wait spuriously (W5 sends it back to sleep).  Slots are therefore never
+ * freed: an exiting thread's slot goes back to a pool for the next thread.
+ */
+#define _GNU_SOURCE
+#include "waiter_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Atomic uint32_t nemo__fork_gen;
+
+/* ----------------------------------------------------------------- pool */
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static nemo_waiter *pool_all;         /* every slot ever made */
+static nemo_waiter *pool_free;        /* slots of exited threads */
+static pthread_key_t pool_key;
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static __thread nemo_waiter *tls_self __attribute__((tls_model("initial-exec")));
+
+static void slot_exit(void *p)
+{
+	nemo_waiter *w = p;
+	pthread_mutex_lock(&pool_lock);
+	w->in_use = false;
+	w->free_next = pool_free;
+	pool_free = w;
+	pthread_mutex_unlock(&pool_lock);
+	tls_self = NULL;
+}
+
+static void after_fork_child(void)
+{
+	/* Only the forking thread survives: the pool lock may have been held
+	 * by a thread that is gone. */
+	pthread_mutex_init(&pool_lock, NULL);
+	atomic_fetch_add_explicit(&nemo__fork_gen, 1, memory_order_relaxed);
+}
+
+static void pool_init(void)
+{
+	pthread_key_create(&pool_key, slot_exit);
+	pthread_atfork(NULL, NULL, after_fork_child);
+}
+
+static nemo_waiter *slot_new(void)
+{
+	pthread_once(&pool_once, pool_init);
+	pthread_mutex_lock(&pool_lock);
+	nemo_waiter *w = pool_free;
+	if (w) {
+		pool_free = w->free_next;
+	} else {
+		w = aligned_alloc(NEMO__CACHELINE, sizeof *w);
+		if (w) {
+			memset(w, 0, sizeof *w);
+			w->all_next = pool_all;
+			pool_all = w;
+		}
+	}
+	if (w) {
+		w->in_use = true;
+		w->queued = false;
+		w->nkids = 0;
+		w->boost = 0;
+		w->boosted = false;
+		w->long_waits = 0;
+		atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&pool_lock);
+	if (w)
+		pthread_setspecific(pool_key, w);
+	return w;
+}
+
+nemo_waiter *nemo_waiter_self(void)
+{
+	nemo_waiter *w = tls_self;
+	if (__builtin_expect(w != NULL, 1))
+		return w;
+	return tls_self = slot_new();
+}
+
+nemo_waiter_state nemo_waiter_get_state(const nemo_waiter *w)
+{
+	return w ? (nemo_waiter_state)atomic_load_explicit(&w->state, memory_order_relaxed)
+		 : NEMO_WAITER_RUNNING;
+}
+
+/* ----------------------------------------------------------- kick, release */
+
+int nemo_waiter_arm(nemo_waiter *w)
+{
+	if (!w)
+		return EINVAL;
+	atomic_store_explicit(&w->token, 0, memory_order_relaxed);
+	atomic_store_explicit(&w->by_broadcast, 0, memory_order_relaxed);
+	return 0;
+}
+
+static void count_kick(bool issued)
+{
+	nemo_waiter *me = nemo_waiter_self();
+	if (!me)
+		return;
+	if (issued)
+		NEMO__COUNT(me, kicks_issued);
+	else
+		NEMO__COUNT(me, kicks_avoided);
+}
+
+/* R2 and R3 of the essay. */
+static void kick(nemo_waiter *w)
+{
+	uint32_t s = atomic_load_explicit(&w->state, memory_order_seq_cst);
+	if (s == NEMO_WAITER_SLEEPING &&
+	    atomic_compare_exchange_strong_explicit(&w->state, &s, NEMO_WAITER_RUNNING,
+						    memory_order_seq_cst, memory_order_relaxed)) {
+		nemo_futex_wake((uint32_t *)&w->state, 1, NEMO_FUTEX_PRIVATE, NULL);
+		count_kick(true);
+	} else {
+		count_kick(false);
+	}
+}
+
+int nemo_waiter_kick(nemo_waiter *w)
+{
+	if (!w)
+		return EINVAL;
+	/* The caller's earlier stores must be ordered before our read of
+	 * state (R1 -> R2 of the essay, for a caller-made condition). */
+	atomic_thread_fence(memory_order_seq_cst);
+	kick(w);
+	return 0;
+}
+
+int nemo_waiter_release(nemo_waiter *w)
+{
+	if (!w)
+		return EINVAL;
+	atomic_store_explicit(&w->token, 1, memory_order_seq_cst);   /* R1 */
+	kick(w);                                                     /* R2, R3 */
+	return 0;
+}
+
+/* ------------------------------------------------------------ slot waits */
+
+static bool slot_try_take(void *arg)
+{
+	nemo_waiter *w = arg;
+	return atomic_load_explicit(&w->token, memory_order_acquire) == 1;
+}
+
+static bool slot_sleep_begin(void *arg, uint32_t **word, uint32_t *val)
+{
+	nemo_waiter *w = arg;
+	atomic_exchange_explicit(&w->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst); /* W2 */
+	if (atomic_load_explicit(&w->token, memory_order_seq_cst) == 1) {                /* W3 */
+		atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
+		return true;
+	}
+	*word = (uint32_t *)&w->state;
+	*val = NEMO_WAITER_SLEEPING;
+	return false;
+}
+
+static void slot_sleep_end(void *arg)
+{
+	nemo_waiter *w = arg;
+	atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);   /* W5 */
+}
+
+static const nemo__wait_ops slot_ops = {
+	.try_take = slot_try_take,
+	.sleep_begin = slot_sleep_begin,
+	.sleep_end = slot_sleep_end,
+	.futex_flags = NEMO_FUTEX_PRIVATE,
+};
+
+int nemo__waiter_wait_flags(nemo_waiter *w, const nemo_wait_policy *p, clockid_t clock,
+			    const struct timespec *abstime, unsigned flags)
+{
+	atomic_store_explicit(&w->state, NEMO_WAITER_POLLING, memory_order_relaxed);     /* W1 */
+	int rc = nemo__wait_loop(&slot_ops, w, p, clock, abstime, flags);
+	atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
+	return rc;
+}
+
+int nemo_waiter_wait(nemo_waiter *w, const nemo_wait_policy *p, clockid_t clock,
+		     const struct timespec *abstime)
+{
+	if (!w)
+		return EINVAL;
+	int err = nemo__check_deadline(clock, abstime);
+	if (err)
+		return err;
+	return nemo__waiter_wait_flags(w, p, clock, abstime, 0);
+}
+
+/* -------------------------------------------------------------- counters */
+
+int nemo_waiter_get_counters(nemo_waiter_counters *out)
+{
+	if (!out)
+		return EINVAL;
+	memset(out, 0, sizeof *out);
+	pthread_once(&pool_once, pool_init);
+	pthread_mutex_lock(&pool_lock);
+	for (nemo_waiter *w = pool_all; w; w = w->all_next) {
+		out->kicks_issued += atomic_load_explicit(&w->kicks_issued, memory_order_relaxed);
+		out->kicks_avoided += atomic_load_explicit(&w->kicks_avoided, memory_order_relaxed);
+		out->waits += atomic_load_explicit(&w->waits, memory_order_relaxed);
+		out->waits_polled += atomic_load_explicit(&w->waits_polled, memory_order_relaxed);
+		out->sleeps += atomic_load_explicit(&w->sleeps, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&pool_lock);
+	return 0;
+}

@@ -1,0 +1,99 @@
+/*
+ * waiter_internal.h - what the waiter layer shares with the layers above
+ * it (events, messaging), but not with users.
+ */
+#ifndef NEMO_WAITER_INTERNAL_H
+#define NEMO_WAITER_INTERNAL_H
+
+#include <nemo/waiter.h>
+
+#include <stdatomic.h>
+
+#define NEMO__CACHELINE 64
+#define NEMO__MAX_FANOUT 16
+
+/* One thread's parking slot.  The first cache line is the one kickers
+ * touch (state and token together, so a release costs one line
+ * transfer); the rest is written by the owner or under a queue lock. */
+struct nemo_waiter {
+	_Alignas(NEMO__CACHELINE) _Atomic uint32_t state;  /* nemo_waiter_state; the futex word */
+	_Atomic uint32_t token;       /* 0 armed, 1 released */
+	_Atomic uint32_t by_broadcast; /* release came from a broadcast (cond) */
+
+	/* Queue fields of the layer that queues the slot (nemo_cond):
+	 * written under that layer's lock, or by the releaser before the
+	 * token's release store. */
+	_Alignas(NEMO__CACHELINE) struct nemo_waiter *next;
+	bool queued;
+	int nkids;
+	struct nemo_waiter *kids[NEMO__MAX_FANOUT];
+
+	/* Owner-only; read by nemo_waiter_get_counters with relaxed loads. */
+	_Alignas(NEMO__CACHELINE) _Atomic uint64_t kicks_issued, kicks_avoided;
+	_Atomic uint64_t waits, waits_polled, sleeps;
+	uint32_t long_waits;          /* adaptive history: 0..8 */
+	int boost;                    /* kick mode: 0 untried, 1 works, -1 not permitted */
+	bool boosted;                 /* running at the kick-mode priority now */
+
+	/* Pool bookkeeping, under the pool lock. */
+	struct nemo_waiter *all_next, *free_next;
+	bool in_use;
+};
+
+/* Counter bump by the owner thread: a relaxed load and store, no RMW. */
+#define NEMO__COUNT(w, field) \
+	atomic_store_explicit(&(w)->field, \
+		atomic_load_explicit(&(w)->field, memory_order_relaxed) + 1, memory_order_relaxed)
+
+/* Incremented in the child after fork(): state owned by threads that no
+ * longer exist (queue locks, queued slots) is recognised by an old
+ * generation. */
+extern _Atomic uint32_t nemo__fork_gen;
+
+/* How a waiting object plugs into the one wait loop. */
+typedef struct nemo__wait_ops {
+	/* The condition holds: take it (consume, for consuming waits) and
+	 * return true. */
+	bool (*try_take)(void *arg);
+	/* Publish "I am about to sleep", then re-check.  Return true if the
+	 * condition holds (taken, publication undone); else set *word and
+	 * *val for futex_wait and return false. */
+	bool (*sleep_begin)(void *arg, uint32_t **word, uint32_t *val);
+	/* Undo the publication once futex_wait has returned. */
+	void (*sleep_end)(void *arg);
+	int futex_flags;              /* NEMO_FUTEX_PRIVATE / _SHARED */
+} nemo__wait_ops;
+
+enum {
+	NEMO__WAIT_CANCELLABLE = 1u << 0,  /* a pthread cancellation point */
+	NEMO__WAIT_BOOST = 1u << 1,        /* kick mode: real-time priority while asleep */
+};
+
+/*
+ * The one place where a waiter decides how long to poll and when to
+ * sleep (src/waiter/wait.c).  Returns 0 once ops->try_take succeeded,
+ * ETIMEDOUT, or EINVAL for a bad clock/abstime.
+ */
+int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy *p,
+		    clockid_t clock, const struct timespec *abstime, unsigned flags);
+
+/* nemo_waiter_wait with the loop's flags (NEMO__WAIT_*), for layers
+ * above; the caller has validated clock and abstime. */
+int nemo__waiter_wait_flags(nemo_waiter *w, const nemo_wait_policy *p, clockid_t clock,
+			    const struct timespec *abstime, unsigned flags);
+
+/* Spin budget of a resolved policy for the calling thread, in ticks
+ * (UINT64_MAX: forever). */
+uint64_t nemo__spin_budget_ticks(const nemo_wait_policy *resolved, nemo_waiter *self);
+
+/* Drop the kick-mode boost, if this thread holds it (back to SCHED_OTHER). */
+void nemo__boost_leave(void);
+
+/* Calibrated block+wake cost in ns (loads or measures once). */
+double nemo__block_wake_ns(void);
+
+/* Validate an absolute deadline: NULL ok; EINVAL if malformed or the
+ * clock is neither CLOCK_MONOTONIC nor CLOCK_REALTIME. */
+int nemo__check_deadline(clockid_t clock, const struct timespec *abstime);
+
+#endif

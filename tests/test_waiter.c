@@ -1,0 +1,234 @@
+/* test_waiter.c - wait policies, calibration, profiles, parking slots,
+ * kick and the counters. */
+#define _GNU_SOURCE
+#include "check.h"
+
+#include <nemo/nemo.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void test_policy_parse(void)
+{
+	nemo_wait_policy p;
+	CHECK_EQ_INT(nemo_wait_policy_parse("spin", &p), 0);
+	CHECK_EQ_INT(p.kind, NEMO_WAIT_SPIN);
+	CHECK_EQ_INT(nemo_wait_policy_parse("block", &p), 0);
+	CHECK_EQ_INT(p.kind, NEMO_WAIT_BLOCK);
+	CHECK_EQ_INT(nemo_wait_policy_parse("adaptive", &p), 0);
+	CHECK_EQ_INT(p.kind, NEMO_WAIT_ADAPTIVE);
+	CHECK_EQ_INT(nemo_wait_policy_parse("hybrid", &p), 0);
+	CHECK_EQ_INT(p.kind, NEMO_WAIT_HYBRID);
+	CHECK_EQ_INT(p.spin_ns, NEMO_WAIT_HYBRID_DEFAULT_NS);
+	CHECK_EQ_INT(nemo_wait_policy_parse("hybrid:1500", &p), 0);
+	CHECK_EQ_INT(p.spin_ns, 1500);
+	const char *bad[] = { "", "Spin", "hybrid:", "hybrid:0", "hybrid:-5", "hybrid:12x",
+			      "hybrid:2000000000", "sleep", "spin ", NULL };
+	for (int i = 0; bad[i]; i++) {
+		p = (nemo_wait_policy){ NEMO_WAIT_SPIN, 7 };
+		CHECK_EQ_INT(nemo_wait_policy_parse(bad[i], &p), EINVAL);
+		CHECK_EQ_INT(p.spin_ns, 7);    /* unchanged on error */
+	}
+	CHECK_EQ_INT(nemo_wait_policy_parse(NULL, &p), EINVAL);
+	CHECK_EQ_INT(nemo_wait_policy_parse("spin", NULL), EINVAL);
+
+	char buf[32];
+	nemo_wait_policy h = { NEMO_WAIT_HYBRID, 4242 };
+	CHECK_EQ_INT(nemo_wait_policy_format(&h, buf, sizeof buf), 0);
+	CHECK(strcmp(buf, "hybrid:4242") == 0);
+	CHECK_EQ_INT(nemo_wait_policy_format(&h, buf, 4), ERANGE);
+	nemo_wait_policy back;
+	const char *all[] = { "spin", "block", "adaptive", "hybrid:99", NULL };
+	for (int i = 0; all[i]; i++) {      /* round trip */
+		CHECK_EQ_INT(nemo_wait_policy_parse(all[i], &p), 0);
+		CHECK_EQ_INT(nemo_wait_policy_format(&p, buf, sizeof buf), 0);
+		CHECK_EQ_INT(nemo_wait_policy_parse(buf, &back), 0);
+		CHECK(back.kind == p.kind && back.spin_ns == p.spin_ns);
+	}
+	nemo_wait_policy weird = { (nemo_wait_kind)42, 0 };
+	CHECK_EQ_INT(nemo_wait_policy_format(&weird, buf, sizeof buf), EINVAL);
+	CHECK_EQ_INT(nemo_wait_policy_resolve(&weird, &back), EINVAL);
+	CHECK_EQ_INT(nemo_wait_set_thread_policy(&weird), EINVAL);
+}
+
+static void test_policy_resolve(void)
+{
+	nemo_wait_policy r;
+	/* Environment default: NEMO_WAIT if the test runs with it, else adaptive. */
+	const char *env = getenv("NEMO_WAIT");
+	CHECK_EQ_INT(nemo_wait_policy_resolve(NULL, &r), 0);
+	if (env && strcmp(env, "hybrid:1234") == 0)
+		CHECK(r.kind == NEMO_WAIT_HYBRID && r.spin_ns == 1234);
+	else if (!env)
+		CHECK_EQ_INT(r.kind, NEMO_WAIT_ADAPTIVE);
+	/* An explicit kind wins; the thread's policy beats the environment. */
+	nemo_wait_policy spin = { NEMO_WAIT_SPIN, 0 }, def = { NEMO_WAIT_DEFAULT, 0 };
+	CHECK_EQ_INT(nemo_wait_policy_resolve(&spin, &r), 0);
+	CHECK_EQ_INT(r.kind, NEMO_WAIT_SPIN);
+	nemo_wait_policy blk = { NEMO_WAIT_BLOCK, 0 };
+	CHECK_EQ_INT(nemo_wait_set_thread_policy(&blk), 0);
+	CHECK_EQ_INT(nemo_wait_policy_resolve(&def, &r), 0);
+	CHECK_EQ_INT(r.kind, NEMO_WAIT_BLOCK);
+	CHECK_EQ_INT(nemo_wait_set_thread_policy(NULL), 0);
+	CHECK_EQ_INT(nemo_wait_policy_resolve(&def, &r), 0);
+	CHECK(r.kind != NEMO_WAIT_BLOCK || (env && strcmp(env, "block") == 0));
+	CHECK_EQ_INT(nemo_wait_policy_resolve(NULL, NULL), EINVAL);
+}
+
+static void test_calibration_and_profile(void)
+{
+	nemo_wait_calibration c;
+	CHECK_EQ_INT(nemo_wait_get_calibration(NULL), EINVAL);
+	CHECK_EQ_INT(nemo_wait_get_calibration(&c), 0);
+	CHECK(c.block_wake_ns > 0);
+	CHECK(c.budget_ns > 0);
+	CHECK(c.source != NULL);
+	printf("calibration: block+wake %.0f ns (%s)\n", c.block_wake_ns, c.source);
+
+	double ns = 0;
+	CHECK_EQ_INT(nemo_wait_measure(5, -1, -1, &ns), EINVAL);
+	CHECK_EQ_INT(nemo_wait_measure(20, 0, 100000, &ns), EINVAL);
+	CHECK_EQ_INT(nemo_wait_measure(20, -1, -1, &ns), 0);
+	CHECK(ns > 0);
+
+	char dir[] = "/tmp/nemo-profile-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	char path[256];
+	snprintf(path, sizeof path, "%s/profile", dir);
+	CHECK_EQ_INT(nemo_wait_profile_write(path, 0), EINVAL);
+	CHECK_EQ_INT(nemo_wait_profile_write(path, -3), EINVAL);
+	CHECK_EQ_INT(nemo_wait_profile_write(path, 12345), 0);
+	FILE *f = fopen(path, "r");
+	CHECK(f != NULL);
+	if (f) {
+		char line[256];
+		bool found = false;
+		while (fgets(line, sizeof line, f))
+			found |= strcmp(line, "block_wake_ns 12345\n") == 0;
+		fclose(f);
+		CHECK(found);
+	}
+	setenv("NEMO_PROFILE", path, 1);
+	char got[256];
+	CHECK_EQ_INT(nemo_wait_profile_path(got, sizeof got), 0);
+	CHECK(strcmp(got, path) == 0);
+	CHECK_EQ_INT(nemo_wait_profile_path(got, 4), ERANGE);
+	CHECK_EQ_INT(nemo_wait_profile_write("/nonexistent-dir/x/profile", 100), ENOENT);
+	unlink(path);
+	rmdir(dir);
+	unsetenv("NEMO_PROFILE");
+}
+
+/* A parked thread released by another: with every policy, with and
+ * without a prior sleep; counters tell a kick issued from one avoided. */
+struct park {
+	nemo_waiter *w;
+	nemo_wait_policy pol;
+	atomic_int armed;
+	int rc;
+	int payload_seen;
+	int payload;
+};
+
+static void *parker(void *p)
+{
+	struct park *k = p;
+	k->w = nemo_waiter_self();
+	nemo_waiter_arm(k->w);
+	atomic_store(&k->armed, 1);
+	k->rc = nemo_waiter_wait(k->w, &k->pol, CLOCK_MONOTONIC, NULL);
+	k->payload_seen = k->payload;
+	return NULL;
+}
+
+static void release_parked(nemo_wait_kind kind)
+{
+	struct park k = { .pol = { kind, 2000 } };
+	atomic_init(&k.armed, 0);
+	pthread_t th;
+	pthread_create(&th, NULL, parker, &k);
+	while (!atomic_load(&k.armed))
+		;
+	if (kind == NEMO_WAIT_BLOCK) {   /* let it fall asleep */
+		for (int i = 0; i < 1000 && nemo_waiter_get_state(k.w) != NEMO_WAITER_SLEEPING; i++)
+			usleep(100);
+	}
+	k.payload = 777;                 /* written before the release... */
+	CHECK_EQ_INT(nemo_waiter_release(k.w), 0);
+	pthread_join(th, NULL);
+	CHECK_EQ_INT(k.rc, 0);
+	CHECK_EQ_INT(k.payload_seen, 777);   /* ...visible after the wait */
+	CHECK_EQ_INT(nemo_waiter_get_state(k.w), NEMO_WAITER_RUNNING);
+}
+
+static void test_slots(void)
+{
+	nemo_waiter *a = nemo_waiter_self();
+	CHECK(a != NULL);
+	CHECK(a == nemo_waiter_self());
+	CHECK_EQ_INT(nemo_waiter_get_state(a), NEMO_WAITER_RUNNING);
+	CHECK_EQ_INT(nemo_waiter_arm(NULL), EINVAL);
+	CHECK_EQ_INT(nemo_waiter_release(NULL), EINVAL);
+	CHECK_EQ_INT(nemo_waiter_kick(NULL), EINVAL);
+	CHECK_EQ_INT(nemo_waiter_wait(NULL, NULL, CLOCK_MONOTONIC, NULL), EINVAL);
+	CHECK_EQ_INT(nemo_waiter_wait(a, NULL, CLOCK_PROCESS_CPUTIME_ID, NULL), EINVAL);
+	struct timespec bad = { 0, -1 };
+	CHECK_EQ_INT(nemo_waiter_wait(a, NULL, CLOCK_MONOTONIC, &bad), EINVAL);
+
+	/* Released before waiting: returns at once. */
+	nemo_waiter_arm(a);
+	nemo_waiter_release(a);
+	CHECK_EQ_INT(nemo_waiter_wait(a, NULL, CLOCK_MONOTONIC, NULL), 0);
+
+	/* Timeouts, polling and sleeping. */
+	nemo_wait_policy kinds[] = { { NEMO_WAIT_SPIN, 0 }, { NEMO_WAIT_BLOCK, 0 },
+				     { NEMO_WAIT_HYBRID, 1000 }, { NEMO_WAIT_ADAPTIVE, 0 } };
+	for (int i = 0; i < 4; i++) {
+		nemo_waiter_arm(a);
+		struct timespec dl;
+		clock_gettime(CLOCK_MONOTONIC, &dl);
+		dl.tv_nsec += 2000000;
+		if (dl.tv_nsec >= 1000000000L) {
+			dl.tv_sec++;
+			dl.tv_nsec -= 1000000000L;
+		}
+		CHECK_EQ_INT(nemo_waiter_wait(a, &kinds[i], CLOCK_MONOTONIC, &dl), ETIMEDOUT);
+		struct timespec past = { 1, 0 };
+		CHECK_EQ_INT(nemo_waiter_wait(a, &kinds[i], CLOCK_REALTIME, &past), ETIMEDOUT);
+	}
+
+	nemo_waiter_counters c0, c1;
+	CHECK_EQ_INT(nemo_waiter_get_counters(NULL), EINVAL);
+	CHECK_EQ_INT(nemo_waiter_get_counters(&c0), 0);
+	release_parked(NEMO_WAIT_BLOCK);
+	CHECK_EQ_INT(nemo_waiter_get_counters(&c1), 0);
+	CHECK(c1.kicks_issued >= c0.kicks_issued + 1);   /* it slept: a FUTEX_WAKE */
+	CHECK(c1.sleeps >= c0.sleeps + 1);
+	nemo_waiter_get_counters(&c0);
+	release_parked(NEMO_WAIT_SPIN);
+	nemo_waiter_get_counters(&c1);
+	CHECK_EQ_INT(c1.kicks_issued, c0.kicks_issued);  /* it polled: no syscall */
+	CHECK(c1.kicks_avoided >= c0.kicks_avoided + 1);
+	CHECK(c1.waits_polled >= c0.waits_polled + 1);
+	release_parked(NEMO_WAIT_HYBRID);
+	release_parked(NEMO_WAIT_ADAPTIVE);
+	/* Kicking a thread that is not waiting costs nothing and is counted. */
+	nemo_waiter_get_counters(&c0);
+	CHECK_EQ_INT(nemo_waiter_kick(a), 0);
+	nemo_waiter_get_counters(&c1);
+	CHECK_EQ_INT(c1.kicks_avoided, c0.kicks_avoided + 1);
+}
+
+int main(void)
+{
+	nemo_clock_init();
+	test_policy_parse();
+	test_policy_resolve();
+	test_calibration_and_profile();
+	test_slots();
+	return check_exit("test_waiter");
+}
