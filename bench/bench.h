@@ -63,6 +63,11 @@ typedef struct bench_opts {
 	int cpus[BENCH_MAX_LIST];     /* broadcast waiter CPUs / coherence CPU set */
 	int ncpus;
 	double delay_min_us, delay_max_us;
+	const char *policies[BENCH_MAX_LIST];   /* policy suite */
+	int npolicies;
+	double gaps_us[BENCH_MAX_LIST];
+	int ngaps;
+	const char *profile_path;     /* calibrate */
 	const char *json_path;
 	FILE *json_file;              /* opened at parse time: unwritable = usage error */
 	const char *samples_dir;
@@ -77,6 +82,8 @@ enum {
 	OPT_SRC_DST = 1u << 2,
 	OPT_SCENARIOS = 1u << 3,
 	OPT_MECHS = 1u << 4,
+	OPT_POLICY = 1u << 5,         /* --policies, --gaps */
+	OPT_PROFILE = 1u << 6,        /* --profile */
 };
 
 /** A suite: its name, its defaults and its runner. */
@@ -93,7 +100,7 @@ typedef struct suite {
 	int (*run)(const bench_opts *o, json_t *results, json_t *config);
 } suite;
 
-extern const suite suite_unicast, suite_broadcast, suite_coherence;
+extern const suite suite_unicast, suite_broadcast, suite_coherence, suite_policy, suite_calibrate;
 
 /** Print "nemo-bench: <msg>" and exit with status 2 (bad usage). */
 _Noreturn void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -114,6 +121,8 @@ typedef struct row {
 	size_t nlat;
 	double *send_ns;              /* trials */
 	double ctx, vctx;             /* context switches per trial */
+	double cpu_ns;                /* receiver's CPU time per trial, ns */
+	const char *tag;              /* extra part of the samples file name, or NULL */
 	double probe_before, probe_after;
 	/* broadcast only (waiters > 0) */
 	int waiters;
@@ -157,6 +166,9 @@ double coherence_probe(int cpu_a, int cpu_b, int rounds);
 
 /** Receiver's context switches so far: voluntary and total. */
 void thread_ctx_switches(long *voluntary, long *total);
+
+/** CPU time the calling thread has used, in ns. */
+double thread_cpu_ns(void);
 
 /** Small per-thread PRNG (xorshift64*). */
 static inline uint64_t rng_next(uint64_t *s)

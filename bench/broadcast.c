@@ -138,7 +138,7 @@ struct bc_run {
 	long total, warmup;
 	double *lat;                  /* trials * K, [trial][waiter] */
 	double *snd;
-	double *ctx, *vctx;           /* per waiter */
+	double *ctx, *vctx, *cpu;     /* per waiter */
 	double dmin, dmax;
 	uint64_t seed;
 };
@@ -155,10 +155,13 @@ static void *bc_waiter(void *p)
 	bc_ctx *c = r->c;
 	int K = c->waiters, w = a->w;
 	long v0 = 0, t0 = 0, v1, t1;
+	double cpu0 = 0;
 	for (long i = 0; i < r->total; i++) {
 		unsigned gen = (unsigned)i + 1;
-		if (i == r->warmup)
+		if (i == r->warmup) {
 			thread_ctx_switches(&v0, &t0);
+			cpu0 = thread_cpu_ns();
+		}
 		atomic_store_explicit(&c->slot[w].ready, gen, memory_order_release);
 		uint64_t stamp = r->m->rx_wait(c, w, gen);
 		if (!stamp)
@@ -168,8 +171,10 @@ static void *bc_waiter(void *p)
 			r->lat[(size_t)(i - r->warmup) * (size_t)K + (size_t)w] =
 				nemo_ticks_to_ns((int64_t)(stamp - sent));
 	}
+	r->cpu[w] = thread_cpu_ns() - cpu0;
 	thread_ctx_switches(&v1, &t1);
 	long n = r->total - r->warmup;
+	r->cpu[w] /= (double)n;
 	r->vctx[w] = (double)(v1 - v0) / (double)n;
 	r->ctx[w] = (double)(t1 - t0) / (double)n;
 	atomic_store_explicit(&c->slot[w].ready, (unsigned)r->total + 1, memory_order_release);
@@ -249,6 +254,7 @@ static bool bc_row(const bench_opts *o, const bc_mech *m, int K, const int *cpus
 		.snd = xcalloc((size_t)trials, sizeof(double)),
 		.ctx = xcalloc((size_t)K, sizeof(double)),
 		.vctx = xcalloc((size_t)K, sizeof(double)),
+		.cpu = xcalloc((size_t)K, sizeof(double)),
 		.dmin = o->delay_min_us, .dmax = o->delay_max_us,
 		.seed = o->seed ^ (uint64_t)K ^ (uint64_t)(uintptr_t)m,
 	};
@@ -274,6 +280,7 @@ static bool bc_row(const bench_opts *o, const bc_mech *m, int K, const int *cpus
 	for (int w = 0; w < K; w++) {
 		out.ctx += r.ctx[w] / K;
 		out.vctx += r.vctx[w] / K;
+		out.cpu_ns += r.cpu[w] / K;
 	}
 	out.lat_ns = r.lat;
 	out.nlat = (size_t)trials * (size_t)K;
@@ -288,6 +295,7 @@ static bool bc_row(const bench_opts *o, const bc_mech *m, int K, const int *cpus
 	free(r.snd);
 	free(r.ctx);
 	free(r.vctx);
+	free(r.cpu);
 	free(th);
 	free(args);
 	free(slot);

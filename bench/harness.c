@@ -143,6 +143,13 @@ void thread_ctx_switches(long *voluntary, long *total)
 	*total = ru.ru_nvcsw + ru.ru_nivcsw;
 }
 
+double thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
 /* ------------------------------------------------------- coherence probe */
 
 struct probe {

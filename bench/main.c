@@ -16,7 +16,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
-static const suite *const suites[] = { &suite_unicast, &suite_broadcast, &suite_coherence, NULL };
+static const suite *const suites[] = { &suite_unicast, &suite_broadcast, &suite_coherence,
+				       &suite_policy, &suite_calibrate, NULL };
 
 static const suite *find_suite(const char *name)
 {
@@ -57,6 +58,12 @@ static void suite_help(const suite *s)
 		else
 			printf("  --dst CPU              receiver's CPU (default: nearest CPU on another core)\n");
 	}
+	if (s->options & OPT_POLICY) {
+		printf("  --policies LIST        wait policies: spin, block, hybrid[:NS], adaptive\n");
+		printf("  --gaps LIST            gaps in microseconds\n");
+	}
+	if (s->options & OPT_PROFILE)
+		printf("  --profile PATH         where to write the profile\n");
 	if (s->options & OPT_CPUS)
 		printf("  --cpus LIST            CPUs to use (default: all%s)\n",
 		       (s->options & OPT_WAITERS) ? " but the sender's" : "");
@@ -189,7 +196,7 @@ static void check_option(const suite *s, unsigned need, const char *opt)
 }
 
 enum { O_MECHS = 256, O_SCEN, O_TRIALS, O_WARMUP, O_SRC, O_DST, O_WAITERS, O_CPUS,
-       O_DELAY, O_JSON, O_SAMPLES, O_SEED, O_QUIET, O_HELP };
+       O_DELAY, O_JSON, O_SAMPLES, O_SEED, O_QUIET, O_HELP, O_POLICIES, O_GAPS, O_PROFILE };
 
 static const struct option long_opts[] = {
 	{ "mechanisms", required_argument, NULL, O_MECHS },
@@ -206,6 +213,9 @@ static const struct option long_opts[] = {
 	{ "seed", required_argument, NULL, O_SEED },
 	{ "quiet", no_argument, NULL, O_QUIET },
 	{ "help", no_argument, NULL, O_HELP },
+	{ "policies", required_argument, NULL, O_POLICIES },
+	{ "gaps", required_argument, NULL, O_GAPS },
+	{ "profile", required_argument, NULL, O_PROFILE },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -281,6 +291,34 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 		}
 		case O_DELAY:
 			parse_delay(o, optarg);
+			break;
+		case O_POLICIES: {
+			check_option(s, OPT_POLICY, "--policies");
+			o->npolicies = split_list("--policies", optarg, o->policies, BENCH_MAX_LIST);
+			for (int i = 0; i < o->npolicies; i++) {
+				nemo_wait_policy p;
+				if (nemo_wait_policy_parse(o->policies[i], &p) != 0)
+					usage_error("unknown policy '%s' (spin, block, hybrid[:NS], adaptive)",
+						    o->policies[i]);
+			}
+			break;
+		}
+		case O_GAPS: {
+			check_option(s, OPT_POLICY, "--gaps");
+			int n = split_list("--gaps", optarg, items, BENCH_MAX_LIST);
+			for (int i = 0; i < n; i++) {
+				char *end;
+				double g = strtod(items[i], &end);
+				if (end == items[i] || *end || !(g >= 0) || g > 1e6)
+					usage_error("--gaps: '%s' is not a gap in microseconds (0..1e6)", items[i]);
+				o->gaps_us[i] = g;
+			}
+			o->ngaps = n;
+			break;
+		}
+		case O_PROFILE:
+			check_option(s, OPT_PROFILE, "--profile");
+			o->profile_path = optarg;
 			break;
 		case O_JSON:
 			o->json_path = optarg;
@@ -415,7 +453,7 @@ int main(int argc, char **argv)
 	}
 	const suite *s = find_suite(cmd);
 	if (!s)
-		usage_error("unknown suite '%s' (suites: unicast, broadcast, coherence; see nemo-bench --help)", cmd);
+		usage_error("unknown suite '%s' (see nemo-bench --help)", cmd);
 	bench_opts o;
 	parse_args(s, argc, argv, &o);
 

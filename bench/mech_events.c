@@ -17,9 +17,11 @@
 #include <limits.h>
 #include <stdlib.h>
 
-static nemo_wait_policy scenario_policy(unsigned sc)
+static nemo_wait_policy scenario_policy(const uc_ctx *c)
 {
-	return (nemo_wait_policy){ sc == SC_POLLING ? NEMO_WAIT_SPIN : NEMO_WAIT_BLOCK, 0 };
+	if (c->policy.kind != NEMO_WAIT_DEFAULT)
+		return c->policy;      /* the policy suite sets it */
+	return (nemo_wait_policy){ c->scenario == SC_POLLING ? NEMO_WAIT_SPIN : NEMO_WAIT_BLOCK, 0 };
 }
 
 /* ------------------------------------------------------------ nemo-event */
@@ -29,7 +31,7 @@ static int ev_setup(uc_ctx *c)
 	nemo_event *e = aligned_alloc(BENCH_CACHELINE, BENCH_CACHELINE);
 	if (!e)
 		fatal("out of memory");
-	nemo_wait_policy p = scenario_policy(c->scenario);
+	nemo_wait_policy p = scenario_policy(c);
 	int err = nemo_event_init(e, NEMO_EVENT_AUTO_RESET, &p);
 	if (err) {
 		free(e);
@@ -86,7 +88,7 @@ static int ncv_setup_common(uc_ctx *c, bool kick)
 		fatal("out of memory");
 	pthread_mutex_init(&s->mu, NULL);
 	nemo_cond_init(&s->cv, NULL);
-	nemo_wait_policy p = scenario_policy(c->scenario);
+	nemo_wait_policy p = scenario_policy(c);
 	nemo_cond_set_policy(&s->cv, &p);
 	nemo_cond_set_kick(&s->cv, kick);
 	s->value = 0;

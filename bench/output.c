@@ -80,9 +80,11 @@ static char *write_samples(const bench_opts *o, const char *suite_name, const ro
 	if (!o->samples_dir)
 		return NULL;
 	char *name = NULL, *path = NULL;
-	char kpart[32] = "";
+	char kpart[64] = "";
 	if (r->waiters)
 		snprintf(kpart, sizeof kpart, "-k%d", r->waiters);
+	else if (r->tag)
+		snprintf(kpart, sizeof kpart, "-%s", r->tag);
 	if (asprintf(&name, "%s-%s-%s-%d-%d%s.csv", suite_name, r->mechanism, r->scenario,
 		     r->src, r->dst, kpart) < 0 ||
 	    asprintf(&path, "%s/%s", o->samples_dir, name) < 0)
@@ -149,6 +151,7 @@ void row_emit(const bench_opts *o, row *r, json_t *results)
 	add_distribution(j, "sender_ns", "sender_cdf_ns", r->send_ns, (size_t)r->trials);
 	json_object_set_new(j, "ctx_switches_per_trial", json_real(r->ctx));
 	json_object_set_new(j, "voluntary_ctx_switches_per_trial", json_real(r->vctx));
+	json_object_set_new(j, "cpu_ns_per_event", json_real(r->cpu_ns));
 	json_object_set_new(j, "coherence_probe_ns",
 		json_pack("{s:f,s:f}", "before", r->probe_before, "after", r->probe_after));
 	if (sname) {

@@ -70,7 +70,7 @@ struct uc_run {
 	uc_ctx *c;
 	long total, warmup;
 	double *lat, *snd;
-	double ctx, vctx;
+	double ctx, vctx, cpu_ns;
 	double dmin, dmax;
 	uint64_t seed;
 };
@@ -83,10 +83,13 @@ static void *uc_receiver(void *p)
 	if (r->m->rx_init)
 		r->m->rx_init(c);
 	long v0 = 0, t0 = 0, v1, t1;
+	double cpu0 = 0;
 	for (long i = 0; i < r->total; i++) {
 		unsigned seq = (unsigned)i + 1;
-		if (i == r->warmup)
+		if (i == r->warmup) {
 			thread_ctx_switches(&v0, &t0);
+			cpu0 = thread_cpu_ns();
+		}
 		atomic_store_explicit(&c->ready, seq, memory_order_release);
 		uint64_t stamp = r->m->rx_wait(c, seq);
 		if (!stamp)
@@ -95,8 +98,10 @@ static void *uc_receiver(void *p)
 		if (i >= r->warmup && !r->m->sender_measures)
 			r->lat[i - r->warmup] = nemo_ticks_to_ns((int64_t)(stamp - sent));
 	}
+	r->cpu_ns = thread_cpu_ns() - cpu0;
 	thread_ctx_switches(&v1, &t1);
 	long n = r->total - r->warmup;
+	r->cpu_ns /= (double)n;
 	r->vctx = (double)(v1 - v0) / (double)n;
 	r->ctx = (double)(t1 - t0) / (double)n;
 	if (r->m->rx_fini)
@@ -139,12 +144,21 @@ static void *uc_sender(void *p)
 bool unicast_row(const bench_opts *o, const uc_mech *m, unsigned sc, int src, int dst,
 		 json_t *results, char *why, size_t whylen)
 {
+	return unicast_row_policy(o, m, sc, src, dst, NULL, NULL, NULL, results, why, whylen);
+}
+
+bool unicast_row_policy(const bench_opts *o, const uc_mech *m, unsigned sc, int src, int dst,
+			const nemo_wait_policy *pol, const char *label, const char *tag,
+			json_t *results, char *why, size_t whylen)
+{
 	uc_ctx *c = aligned_alloc(BENCH_CACHELINE, sizeof *c);
 	if (!c)
 		fatal("out of memory");
 	memset(c, 0, sizeof *c);
 	c->scenario = sc;
 	c->pid = getpid();
+	if (pol)
+		c->policy = *pol;
 	if (m->setup && m->setup(c) != 0) {
 		snprintf(why, whylen, "%s", c->why[0] ? c->why : "setup failed");
 		free(c);
@@ -157,7 +171,7 @@ bool unicast_row(const bench_opts *o, const uc_mech *m, unsigned sc, int src, in
 		.dmin = o->delay_min_us, .dmax = o->delay_max_us,
 		.seed = o->seed ^ ((uint64_t)sc << 32) ^ (uint64_t)(uintptr_t)m,
 	};
-	row out = { .mechanism = m->name, .scenario = scenario_name(sc),
+	row out = { .mechanism = m->name, .scenario = label ? label : scenario_name(sc), .tag = tag,
 		    .src = src, .dst = dst, .trials = o->trials };
 	out.probe_before = coherence_probe(src, dst, 1000);
 	busy_thread busy;
@@ -178,7 +192,14 @@ bool unicast_row(const bench_opts *o, const uc_mech *m, unsigned sc, int src, in
 	out.send_ns = r.snd;
 	out.ctx = r.ctx;
 	out.vctx = r.vctx;
+	out.cpu_ns = r.cpu_ns;
 	row_emit(o, &out, results);
+	if (pol) {
+		char name[32];
+		nemo_wait_policy_format(pol, name, sizeof name);
+		json_t *j = json_array_get(results, json_array_size(results) - 1);
+		json_object_set_new(j, "policy", json_string(name));
+	}
 	free(r.lat);
 	free(r.snd);
 	return true;

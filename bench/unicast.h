@@ -26,6 +26,7 @@ typedef struct uc_ctx {
 	atomic_uint handled;                           /* receiver-local (signal handler) */
 	uint64_t handler_stamp;
 	unsigned scenario;            /* SC_* of this row */
+	nemo_wait_policy policy;      /* receiver's policy when the row sets one (policy suite) */
 	pid_t rx_tid;                 /* receiver's thread id (for tgkill) */
 	pid_t pid;
 	void *priv;                   /* mechanism-private state */
@@ -68,6 +69,13 @@ const uc_mech *unicast_find(const char *name);
  */
 bool unicast_row(const bench_opts *o, const uc_mech *m, unsigned sc, int src, int dst,
 		 json_t *results, char *why, size_t whylen);
+
+/** unicast_row with the receiver's wait policy forced (kind != DEFAULT),
+ *  a label (the row's scenario; the row also gets "policy") and a tag
+ *  that makes its samples file name unique. */
+bool unicast_row_policy(const bench_opts *o, const uc_mech *m, unsigned sc, int src, int dst,
+			const nemo_wait_policy *pol, const char *label, const char *tag,
+			json_t *results, char *why, size_t whylen);
 
 /** The baseline mechanisms (mech_baseline.c), NULL-terminated. */
 extern const uc_mech *const uc_baselines[];

@@ -62,6 +62,11 @@ expect_usage_error "unexpected argument 'extra'" unicast extra
 expect_usage_error "--scenarios does not apply" coherence --scenarios blocked
 expect_usage_error "no mechanism supports" unicast --mechanisms spin --scenarios blocked
 expect_usage_error "list takes no arguments" list foo
+expect_usage_error "unknown policy 'lazy'" policy --policies spin,lazy
+expect_usage_error "--gaps" policy --gaps 1,x
+expect_usage_error "--policies does not apply" unicast --policies spin
+expect_usage_error "--profile does not apply" unicast --profile /tmp/x
+expect_usage_error "--trials" calibrate --trials 0
 if [ "$ncpu" -ge 2 ]; then
 	expect_usage_error "--src and --dst are both CPU 1" unicast --src 1 --dst 1
 fi
@@ -76,6 +81,8 @@ expect_ok "usage: nemo-bench SUITE" --help
 expect_ok "--mechanisms" unicast --help
 expect_ok "--waiters" broadcast --help
 expect_ok "coherence" coherence --help
+expect_ok "--gaps" policy --help
+expect_ok "--profile" calibrate --help
 expect_ok "nemo-bench " --version
 
 echo "test_bench_cli: $pass passed, $fail failed"

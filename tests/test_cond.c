@@ -91,12 +91,13 @@ struct shared {
 	int tickets;
 };
 
+/* Waits for the generation to leave 0.  (Reading the generation at thread
+ * start instead would hang a thread that starts after the broadcast.) */
 static void *gen_waiter(void *p)
 {
 	struct shared *s = p;
 	pthread_mutex_lock(&s->m);
-	int g = s->generation;
-	while (s->generation == g)
+	while (s->generation == 0)
 		CHECK_EQ_INT(nemo_cond_wait(&s->c, &s->m), 0);
 	s->awake++;
 	pthread_mutex_unlock(&s->m);

@@ -89,35 +89,40 @@ static void test_calibration_and_profile(void)
 	CHECK(c.source != NULL);
 	printf("calibration: block+wake %.0f ns (%s)\n", c.block_wake_ns, c.source);
 
-	double ns = 0;
-	CHECK_EQ_INT(nemo_wait_measure(5, -1, -1, &ns), EINVAL);
-	CHECK_EQ_INT(nemo_wait_measure(20, 0, 100000, &ns), EINVAL);
-	CHECK_EQ_INT(nemo_wait_measure(20, -1, -1, &ns), 0);
+	double ns = 0, cpu = -1;
+	CHECK_EQ_INT(nemo_wait_measure(5, -1, -1, &ns, NULL), EINVAL);
+	CHECK_EQ_INT(nemo_wait_measure(20, 0, 100000, &ns, NULL), EINVAL);
+	CHECK_EQ_INT(nemo_wait_measure(20, -1, -1, NULL, NULL), EINVAL);
+	CHECK_EQ_INT(nemo_wait_measure(20, -1, -1, &ns, &cpu), 0);
 	CHECK(ns > 0);
+	CHECK(cpu > 0);
+	CHECK_NEAR(c.budget_ns, c.block_wake_ns + c.block_cpu_ns, 1e-6);
 
 	char dir[] = "/tmp/nemo-profile-XXXXXX";
 	CHECK(mkdtemp(dir) != NULL);
 	char path[256];
 	snprintf(path, sizeof path, "%s/profile", dir);
-	CHECK_EQ_INT(nemo_wait_profile_write(path, 0), EINVAL);
-	CHECK_EQ_INT(nemo_wait_profile_write(path, -3), EINVAL);
-	CHECK_EQ_INT(nemo_wait_profile_write(path, 12345), 0);
+	CHECK_EQ_INT(nemo_wait_profile_write(path, 0, 0), EINVAL);
+	CHECK_EQ_INT(nemo_wait_profile_write(path, -3, 0), EINVAL);
+	CHECK_EQ_INT(nemo_wait_profile_write(path, 100, -1), EINVAL);
+	CHECK_EQ_INT(nemo_wait_profile_write(path, 12345, 678), 0);
 	FILE *f = fopen(path, "r");
 	CHECK(f != NULL);
 	if (f) {
 		char line[256];
-		bool found = false;
+		int found = 0;
 		while (fgets(line, sizeof line, f))
-			found |= strcmp(line, "block_wake_ns 12345\n") == 0;
+			found += strcmp(line, "block_wake_ns 12345\n") == 0 ||
+				 strcmp(line, "block_cpu_ns 678\n") == 0;
 		fclose(f);
-		CHECK(found);
+		CHECK_EQ_INT(found, 2);
 	}
 	setenv("NEMO_PROFILE", path, 1);
 	char got[256];
 	CHECK_EQ_INT(nemo_wait_profile_path(got, sizeof got), 0);
 	CHECK(strcmp(got, path) == 0);
 	CHECK_EQ_INT(nemo_wait_profile_path(got, 4), ERANGE);
-	CHECK_EQ_INT(nemo_wait_profile_write("/nonexistent-dir/x/profile", 100), ENOENT);
+	CHECK_EQ_INT(nemo_wait_profile_write("/nonexistent-dir/x/profile", 100, 10), ENOENT);
 	unlink(path);
 	rmdir(dir);
 	unsetenv("NEMO_PROFILE");

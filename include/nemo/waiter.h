@@ -24,14 +24,14 @@
  *                           so oversubscribed threads still make progress)
  *   NEMO_WAIT=block         sleep at once
  *   NEMO_WAIT=hybrid[:NS]   spin NS nanoseconds (default 20000), then sleep
- *   NEMO_WAIT=adaptive      spin about as long as a block+wake costs on this
- *                           machine, less when recent waits were long
- *                           (the default)
+ *   NEMO_WAIT=adaptive      spin as long as blocking costs on this machine
+ *                           (wake latency + the sleeper's CPU), an eighth of
+ *                           that while recent waits were longer (the default)
  *
  * The adaptive budget comes from a profile file written by
  * `nemo-bench calibrate` ($NEMO_PROFILE, else $XDG_CACHE_HOME/nemo/profile,
  * else ~/.cache/nemo/profile), else from a measurement made once per process
- * (about 2 ms, the first time an adaptive wait needs it).
+ * (about 5 ms, the first time an adaptive wait needs it).
  */
 #ifndef NEMO_WAITER_H
 #define NEMO_WAITER_H
@@ -100,8 +100,9 @@ int nemo_wait_set_thread_policy(const nemo_wait_policy *p);
 
 /** What the adaptive policy knows about this machine. */
 typedef struct nemo_wait_calibration {
-	double block_wake_ns;         /**< median cost of a futex sleep + wake-up, one way */
-	double budget_ns;             /**< adaptive spin budget derived from it */
+	double block_wake_ns;         /**< median one-way latency of a futex wake-up of a sleeper */
+	double block_cpu_ns;          /**< the sleeper's CPU time per sleep + wake-up */
+	double budget_ns;             /**< adaptive spin budget: their sum */
 	const char *source;           /**< "profile", "measured" or "default" */
 } nemo_wait_calibration;
 
@@ -112,21 +113,23 @@ typedef struct nemo_wait_calibration {
 int nemo_wait_get_calibration(nemo_wait_calibration *out);
 
 /**
- * Measure the block+wake cost now (two threads, a futex ping-pong of
- * `rounds` wakes between CPUs cpu_a and cpu_b, or unpinned when either is
- * negative) and return it without installing it.
- * @return 0, EINVAL for rounds < 10 or bad CPUs, or the error of a thread
- *         or futex call.
+ * Measure what blocking costs now, without installing it: two new threads
+ * (a waker pinned to cpu_a, a sleeper to cpu_b; either negative: the first
+ * two CPUs this process may use), `rounds` futex wake-ups of a sleeper.
+ * @param wake_ns receives the median one-way wake latency
+ * @param cpu_ns  if not NULL, receives the sleeper's CPU time per round
+ * @return 0, EINVAL for rounds < 10, NULL wake_ns or CPUs out of range, or
+ *         the error of pthread_create.
  */
-int nemo_wait_measure(int rounds, int cpu_a, int cpu_b, double *block_wake_ns);
+int nemo_wait_measure(int rounds, int cpu_a, int cpu_b, double *wake_ns, double *cpu_ns);
 
 /**
- * Write a profile file with the given block+wake cost, for later
- * processes' adaptive policy.  path NULL: the default location (creating
- * its folder).
- * @return 0, EINVAL for a non-positive cost, or the error of the write.
+ * Write a profile file for later processes' adaptive policy.  path NULL:
+ * the default location (creating its folder).
+ * @return 0, EINVAL for a non-positive latency or negative CPU time, or the
+ *         error of the write.
  */
-int nemo_wait_profile_write(const char *path, double block_wake_ns);
+int nemo_wait_profile_write(const char *path, double block_wake_ns, double block_cpu_ns);
 
 /**
  * The profile path in force: $NEMO_PROFILE, $XDG_CACHE_HOME/nemo/profile

@@ -2,13 +2,15 @@
  * policy.c - wait policies: parsing, per-thread and environment defaults,
  * and the calibration behind the adaptive policy.
  *
- * The adaptive budget is the measured cost of one futex block + wake-up
- * between two CPUs (the one-way latency from FUTEX_WAKE to the sleeper
- * running).  Spinning that long before sleeping costs at most twice what
- * the better of "spin" and "sleep" would have cost in hindsight.  Where
- * the number comes from, in order: a profile file (written by
- * `nemo-bench calibrate`), a measurement made once per process (~200
- * wakes, ~2 ms), or 20 us if neither works (one CPU).
+ * The adaptive budget is what blocking costs a waiter on this machine:
+ * the one-way latency from FUTEX_WAKE to the sleeper running, plus the
+ * sleeper's own CPU time for the sleep and wake-up.  If the wait ends
+ * within the budget, spinning was cheaper; if not, the waiter has wasted
+ * at most one blocking cost before paying the second one: never more than
+ * twice the better choice in hindsight (the ski-rental bound).  The
+ * numbers come from, in order: a profile file (`nemo-bench calibrate`), a
+ * measurement made once per process (100 wakes between two new pinned
+ * threads, ~5 ms), or 20 us + 5 us if neither works (one CPU).
  */
 #define _GNU_SOURCE
 #include "waiter_internal.h"
@@ -16,6 +18,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,12 +126,13 @@ int nemo_wait_set_thread_policy(const nemo_wait_policy *p)
 /* ---------------------------------------------------------- calibration */
 
 static struct {
-	double block_wake_ns;
+	double block_wake_ns, block_cpu_ns;
 	const char *source;
 } calib;
 static pthread_once_t calib_once = PTHREAD_ONCE_INIT;
 
 #define CALIB_DEFAULT_NS 20000.0
+#define CALIB_DEFAULT_CPU_NS 5000.0
 
 int nemo_wait_profile_path(char *buf, size_t len)
 {
@@ -146,7 +150,7 @@ int nemo_wait_profile_path(char *buf, size_t len)
 	return n < 0 || (size_t)n >= len ? ERANGE : 0;
 }
 
-static bool profile_read(double *ns)
+static bool profile_read(double *ns, double *cpu)
 {
 	char path[PATH_MAX];
 	if (nemo_wait_profile_path(path, sizeof path) != 0)
@@ -162,6 +166,8 @@ static bool profile_read(double *ns)
 			*ns = v;
 			ok = true;
 		}
+		if (sscanf(line, "block_cpu_ns %lf", &v) == 1 && v >= 0 && v < 1e9)
+			*cpu = v;
 	}
 	fclose(f);
 	return ok;
@@ -182,9 +188,9 @@ static void mkdirs_for(const char *path)
 	free(p);
 }
 
-int nemo_wait_profile_write(const char *path, double block_wake_ns)
+int nemo_wait_profile_write(const char *path, double block_wake_ns, double block_cpu_ns)
 {
-	if (!(block_wake_ns > 0) || block_wake_ns >= 1e9)
+	if (!(block_wake_ns > 0) || block_wake_ns >= 1e9 || !(block_cpu_ns >= 0) || block_cpu_ns >= 1e9)
 		return EINVAL;
 	char def[PATH_MAX];
 	if (!path) {
@@ -198,128 +204,170 @@ int nemo_wait_profile_write(const char *path, double block_wake_ns)
 	if (!f)
 		return errno;
 	fprintf(f, "# nemo wait profile, written by nemo-bench calibrate\n"
-		   "# one-way cost of a futex sleep + wake-up on this machine, in ns\n"
-		   "block_wake_ns %.0f\n", block_wake_ns);
+		   "# futex sleep + wake-up on this machine: one-way latency and the\n"
+		   "# sleeper's CPU time, in ns; the adaptive spin budget is their sum\n"
+		   "block_wake_ns %.0f\nblock_cpu_ns %.0f\n", block_wake_ns, block_cpu_ns);
 	if (fclose(f) != 0)
 		return errno;
 	return 0;
 }
 
-/* --- measurement: a futex ping-pong, one wake at a time ---------------- */
-
-struct pingpong {
+/* --- measurement -------------------------------------------------------
+ * Two new threads, pinned to two CPUs (the caller's own affinity is not
+ * touched).  Each round the sleeper announces it waits and sleeps on a
+ * futex; the waker waits 20 us (so the sleeper is really asleep), stamps
+ * and wakes it; the sleeper stamps on return.  Wake latency = median of
+ * the differences; the sleeper's CPU cost = its CPU time / rounds (it does
+ * nothing else).  The sum is what blocking costs a waiter.
+ */
+struct wake_probe {
 	_Alignas(NEMO__CACHELINE) _Atomic uint32_t word;
+	_Alignas(NEMO__CACHELINE) _Atomic uint32_t ready;
 	_Alignas(NEMO__CACHELINE) _Atomic uint64_t stamp;
-	int rounds, cpu;
+	int rounds, cpu_sleeper, cpu_waker;
 	double *lat;
+	double cpu_ns;
 };
 
-static void pp_wait(struct pingpong *pp, uint32_t want)
+static double thread_cpu_now(void)
 {
-	uint32_t v;
-	while ((v = atomic_load_explicit(&pp->word, memory_order_acquire)) != want)
-		nemo_futex_wait((uint32_t *)&pp->word, v, NULL, NEMO_FUTEX_PRIVATE);
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
-static void pp_post(struct pingpong *pp, uint32_t v)
+static void *probe_sleeper(void *arg)
 {
-	atomic_store_explicit(&pp->stamp, nemo_ticks_ordered(), memory_order_relaxed);
-	atomic_store_explicit(&pp->word, v, memory_order_release);
-	nemo_futex_wake((uint32_t *)&pp->word, 1, NEMO_FUTEX_PRIVATE, NULL);
+	struct wake_probe *p = arg;
+	if (p->cpu_sleeper >= 0)
+		nemo_pin_self(p->cpu_sleeper);
+	double cpu0 = thread_cpu_now();
+	for (uint32_t i = 1; i <= (uint32_t)p->rounds; i++) {
+		atomic_store_explicit(&p->ready, i, memory_order_release);
+		uint32_t v;
+		while ((v = atomic_load_explicit(&p->word, memory_order_acquire)) != i)
+			nemo_futex_wait((uint32_t *)&p->word, v, NULL, NEMO_FUTEX_PRIVATE);
+		uint64_t now = nemo_ticks_ordered();
+		p->lat[i - 1] = nemo_ticks_to_ns((int64_t)(now - atomic_load_explicit(&p->stamp, memory_order_relaxed)));
+	}
+	p->cpu_ns = (thread_cpu_now() - cpu0) / p->rounds;
+	return NULL;
 }
 
-static void *pp_echo(void *arg)
+static void *probe_waker(void *arg)
 {
-	struct pingpong *pp = arg;
-	if (pp->cpu >= 0)
-		nemo_pin_self(pp->cpu);
-	for (int i = 0; i < pp->rounds; i++) {
-		pp_wait(pp, 2u * (uint32_t)i + 1);
-		/* Let the other side fall asleep before waking it. */
+	struct wake_probe *p = arg;
+	if (p->cpu_waker >= 0)
+		nemo_pin_self(p->cpu_waker);
+	for (uint32_t i = 1; i <= (uint32_t)p->rounds; i++) {
+		while (atomic_load_explicit(&p->ready, memory_order_acquire) != i)
+			nemo_cpu_relax();
 		nemo_spin_ns(20000);
-		pp_post(pp, 2u * (uint32_t)i + 2);
+		atomic_store_explicit(&p->stamp, nemo_ticks_ordered(), memory_order_relaxed);
+		atomic_store_explicit(&p->word, i, memory_order_release);
+		nemo_futex_wake((uint32_t *)&p->word, 1, NEMO_FUTEX_PRIVATE, NULL);
 	}
 	return NULL;
 }
 
-int nemo_wait_measure(int rounds, int cpu_a, int cpu_b, double *out)
+static int cmp_double(const void *a, const void *b)
 {
-	if (rounds < 10 || !out || cpu_a >= nemo_cpu_count() || cpu_b >= nemo_cpu_count())
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Two CPUs this process may use, or -1s. */
+static void two_cpus(int *a, int *b)
+{
+	cpu_set_t set;
+	*a = *b = -1;
+	if (sched_getaffinity(0, sizeof set, &set) != 0)
+		return;
+	for (int c = 0; c < CPU_SETSIZE && *b < 0; c++) {
+		if (!CPU_ISSET(c, &set))
+			continue;
+		if (*a < 0)
+			*a = c;
+		else
+			*b = c;
+	}
+	if (*b < 0)
+		*a = -1;
+}
+
+int nemo_wait_measure(int rounds, int cpu_a, int cpu_b, double *wake_ns, double *cpu_ns)
+{
+	if (rounds < 10 || !wake_ns || cpu_a >= nemo_cpu_count() || cpu_b >= nemo_cpu_count())
 		return EINVAL;
+	if (cpu_a < 0 || cpu_b < 0)
+		two_cpus(&cpu_a, &cpu_b);
 	nemo_clock_init();
-	struct pingpong *pp = aligned_alloc(NEMO__CACHELINE, sizeof *pp);
+	struct wake_probe *p = aligned_alloc(NEMO__CACHELINE, sizeof *p);
 	double *lat = calloc((size_t)rounds, sizeof *lat);
-	if (!pp || !lat) {
-		free(pp);
+	if (!p || !lat) {
+		free(p);
 		free(lat);
 		return ENOMEM;
 	}
-	memset(pp, 0, sizeof *pp);
-	pp->rounds = rounds;
-	pp->cpu = cpu_a >= 0 && cpu_b >= 0 ? cpu_b : -1;
-	pp->lat = lat;
-	pthread_t th;
-	int err = pthread_create(&th, NULL, pp_echo, pp);
-	if (err) {
-		free(pp);
-		free(lat);
-		return err;
-	}
-	cpu_set_t old;
-	bool pinned = cpu_a >= 0 && cpu_b >= 0 &&
-		      sched_getaffinity(0, sizeof old, &old) == 0 && nemo_pin_self(cpu_a) == 0;
-	for (int i = 0; i < rounds; i++) {
-		nemo_spin_ns(20000);
-		pp_post(pp, 2u * (uint32_t)i + 1);
-		pp_wait(pp, 2u * (uint32_t)i + 2);
-		uint64_t now = nemo_ticks_ordered();
-		lat[i] = nemo_ticks_to_ns((int64_t)(now - atomic_load_explicit(&pp->stamp, memory_order_relaxed)));
-	}
-	pthread_join(th, NULL);
-	if (pinned)
-		sched_setaffinity(0, sizeof old, &old);
-	/* median, skipping the first tenth (warm-up) */
-	int skip = rounds / 10, n = rounds - skip;
-	double *v = lat + skip;
-	for (int i = 1; i < n; i++)      /* insertion sort: n is small */
-		for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-			double t = v[j];
-			v[j] = v[j - 1];
-			v[j - 1] = t;
+	memset(p, 0, sizeof *p);
+	p->rounds = rounds;
+	p->cpu_waker = cpu_a;
+	p->cpu_sleeper = cpu_b;
+	p->lat = lat;
+	pthread_t ts, tw;
+	int err = pthread_create(&ts, NULL, probe_sleeper, p);
+	if (!err) {
+		err = pthread_create(&tw, NULL, probe_waker, p);
+		if (err) {           /* release the sleeper: it waits for round 1 */
+			atomic_store(&p->word, (uint32_t)rounds);
+			p->rounds = 0;
+		} else {
+			pthread_join(tw, NULL);
 		}
-	*out = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+		pthread_join(ts, NULL);
+	}
+	if (!err) {
+		int skip = rounds / 10;   /* warm-up */
+		qsort(lat + skip, (size_t)(rounds - skip), sizeof *lat, cmp_double);
+		*wake_ns = lat[skip + (rounds - skip) / 2];
+		if (cpu_ns)
+			*cpu_ns = p->cpu_ns;
+	}
 	free(lat);
-	free(pp);
-	return 0;
+	free(p);
+	return err;
 }
 
 static void calib_load(void)
 {
-	double ns;
-	if (profile_read(&ns)) {
-		calib.block_wake_ns = ns;
+	double ns = 0, cpu = CALIB_DEFAULT_CPU_NS;
+	if (profile_read(&ns, &cpu)) {
 		calib.source = "profile";
-	} else if (nemo_cpu_count() >= 2 && nemo_wait_measure(100, -1, -1, &ns) == 0 && ns > 0) {
-		calib.block_wake_ns = ns;
+	} else if (nemo_cpu_count() >= 2 && nemo_wait_measure(100, -1, -1, &ns, &cpu) == 0 && ns > 0) {
 		calib.source = "measured";
 	} else {
-		calib.block_wake_ns = CALIB_DEFAULT_NS;
+		ns = CALIB_DEFAULT_NS;
+		cpu = CALIB_DEFAULT_CPU_NS;
 		calib.source = "default";
 	}
+	calib.block_wake_ns = ns;
+	calib.block_cpu_ns = cpu;
 }
 
-double nemo__block_wake_ns(void)
+double nemo__block_cost_ns(void)
 {
 	pthread_once(&calib_once, calib_load);
-	return calib.block_wake_ns;
+	return calib.block_wake_ns + calib.block_cpu_ns;
 }
 
 int nemo_wait_get_calibration(nemo_wait_calibration *out)
 {
 	if (!out)
 		return EINVAL;
-	out->block_wake_ns = nemo__block_wake_ns();
-	out->budget_ns = out->block_wake_ns;
+	pthread_once(&calib_once, calib_load);
+	out->block_wake_ns = calib.block_wake_ns;
+	out->block_cpu_ns = calib.block_cpu_ns;
+	out->budget_ns = calib.block_wake_ns + calib.block_cpu_ns;
 	out->source = calib.source;
 	return 0;
 }

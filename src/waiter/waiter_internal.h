@@ -89,8 +89,9 @@ uint64_t nemo__spin_budget_ticks(const nemo_wait_policy *resolved, nemo_waiter *
 /* Drop the kick-mode boost, if this thread holds it (back to SCHED_OTHER). */
 void nemo__boost_leave(void);
 
-/* Calibrated block+wake cost in ns (loads or measures once). */
-double nemo__block_wake_ns(void);
+/* What blocking costs a waiter, ns: wake latency + sleeper CPU (loads or
+ * measures once).  The adaptive budget. */
+double nemo__block_cost_ns(void);
 
 /* Validate an absolute deadline: NULL ok; EINVAL if malformed or the
  * clock is neither CLOCK_MONOTONIC nor CLOCK_REALTIME. */

@@ -75,7 +75,8 @@ def test_unicast(tmp_path, schema):
     assert doc["machine"]["cpus"] >= 2
     names = {(r["mechanism"], r["scenario"]) for r in doc["results"]}
     for mech in ("spin", "spin-rtt", "futex", "condvar", "eventfd", "pipe",
-                 "signal-running", "signal-blocked"):
+                 "signal-running", "signal-blocked", "nemo-event", "nemo-cond",
+                 "nemo-cond-kick", "ck-ec"):
         assert any(m == mech for m, _ in names), mech
     for row in doc["results"]:
         check_row(row, path, 60)
@@ -93,7 +94,7 @@ def test_broadcast(tmp_path, schema):
     jsonschema.validate(doc, schema)
     rows = doc["results"]
     assert {(r["mechanism"], r["waiters"]) for r in rows} == {
-        ("condvar", 1), ("condvar", 3), ("futex", 1), ("futex", 3)}
+        (m, k) for m in ("condvar", "futex", "nemo-cond") for k in (1, 3)}
     for row in rows:
         check_row(row, path, 40)
         assert len(row["waiter_cpus"]) == row["waiters"]
@@ -115,6 +116,26 @@ def test_coherence(tmp_path, schema):
     assert pairs == expected
     for row in doc["results"]:
         check_row(row, path, 100)
+
+
+def test_policy(tmp_path, schema):
+    doc, path = run(tmp_path, "policy", "--trials", "30", "--policies", "spin,adaptive",
+                    "--gaps", "2,40")
+    jsonschema.validate(doc, schema)
+    rows = doc["results"]
+    assert len(rows) == 2 * 2 * 3            # policies x gaps x repeats
+    for row in rows:
+        check_row(row, path, 30)
+        assert row["policy"] == row["scenario"]
+        assert row["gap_ns"] in (2000, 40000)
+    # A spinning receiver burns about the gap in CPU; it never sleeps.
+    spin40 = [r for r in rows if r["policy"] == "spin" and r["gap_ns"] == 40000]
+    assert all(r["cpu_ns_per_event"] > 20000 for r in spin40)
+    assert all(r["voluntary_ctx_switches_per_trial"] < 0.5 for r in spin40)
+    checks = doc["config"]["adaptive_check"]
+    assert [c["gap_ns"] for c in checks] == [2000, 40000]
+    for c in checks:
+        assert c["within_2x"] == (c["latency_ratio"] <= 2 and c["cpu_ratio"] <= 2)
 
 
 def test_schema_rejects_renamed_field(tmp_path, schema):

@@ -1,0 +1,143 @@
+/*
+ * preload.c - libnemo-preload.so: LD_PRELOAD it and an unmodified
+ * program's pthread_cond_* calls go to nemo_cond, with the wait policy of
+ * NEMO_WAIT (spin, block, hybrid[:NS], adaptive; default adaptive).
+ *
+ * Why this is safe for real programs:
+ *  - A nemo_cond has the size of pthread_cond_t and all-zero is a valid
+ *    initialised nemo_cond, so PTHREAD_COND_INITIALIZER works as is.
+ *  - Process-shared condvars go to glibc.  pthread_cond_init with the
+ *    PTHREAD_PROCESS_SHARED attribute calls glibc's init, which sets bit 0
+ *    of the 32-bit word at offset 36 (glibc's __wrefs); nemo never sets
+ *    that bit (cond.c keeps its flags there on purpose), so every later
+ *    call on that object is routed to glibc by looking at it.
+ *  - glibc's own functions are found with dlvsym at version GLIBC_2.3.2
+ *    (GLIBC_2.30 for clockwait): a plain dlsym can return the pre-2003
+ *    compatibility versions, which have another layout.
+ *  - Fork and cancellation are handled inside nemo_cond (cond.c).
+ * Only the pthread_cond_* symbols are exported (preload.map), so the
+ * library's own nemo_* functions cannot clash with a program's.
+ * Not covered: binaries linked against the pre-2.3.2 condvar ABI.
+ */
+#define _GNU_SOURCE
+#include <nemo/event.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int (*init_fn)(pthread_cond_t *, const pthread_condattr_t *);
+typedef int (*one_fn)(pthread_cond_t *);
+typedef int (*wait_fn)(pthread_cond_t *, pthread_mutex_t *);
+typedef int (*timed_fn)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
+typedef int (*clock_fn)(pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *);
+
+static struct {
+	init_fn init;
+	one_fn destroy, signal, broadcast;
+	wait_fn wait;
+	timed_fn timedwait;
+	clock_fn clockwait;
+} glibc;
+static pthread_once_t glibc_once = PTHREAD_ONCE_INIT;
+
+static void *find(const char *name, const char *version)
+{
+	void *f = dlvsym(RTLD_NEXT, name, version);
+	if (!f)
+		f = dlsym(RTLD_NEXT, name);
+	if (!f) {
+		fprintf(stderr, "nemo-preload: cannot find glibc's %s\n", name);
+		abort();
+	}
+	return f;
+}
+
+/* POSIX's way to turn dlsym's void * into a function pointer. */
+static void glibc_load(void)
+{
+	*(void **)&glibc.init = find("pthread_cond_init", "GLIBC_2.3.2");
+	*(void **)&glibc.destroy = find("pthread_cond_destroy", "GLIBC_2.3.2");
+	*(void **)&glibc.signal = find("pthread_cond_signal", "GLIBC_2.3.2");
+	*(void **)&glibc.broadcast = find("pthread_cond_broadcast", "GLIBC_2.3.2");
+	*(void **)&glibc.wait = find("pthread_cond_wait", "GLIBC_2.3.2");
+	*(void **)&glibc.timedwait = find("pthread_cond_timedwait", "GLIBC_2.3.2");
+	*(void **)&glibc.clockwait = find("pthread_cond_clockwait", "GLIBC_2.30");
+}
+
+/* Initialised by glibc as process-shared (see the top of this file). */
+static int is_glibc(const pthread_cond_t *c)
+{
+	uint32_t w;
+	memcpy(&w, (const char *)c + 36, sizeof w);
+	if (!(w & 1u))
+		return 0;
+	pthread_once(&glibc_once, glibc_load);
+	return 1;
+}
+
+#define NC(c) ((nemo_cond *)(void *)(c))
+
+/* glibc declares these arguments nonnull, so a plain `if (!c)` may be
+ * compiled away; a NULL still deserves EINVAL rather than a crash. */
+__attribute__((noinline, noipa)) static int is_null(const volatile void *p)
+{
+	return p == NULL;
+}
+
+int pthread_cond_init(pthread_cond_t *c, const pthread_condattr_t *a)
+{
+	int pshared = PTHREAD_PROCESS_PRIVATE;
+	if (a && pthread_condattr_getpshared(a, &pshared) == 0 && pshared == PTHREAD_PROCESS_SHARED) {
+		pthread_once(&glibc_once, glibc_load);
+		return glibc.init(c, a);
+	}
+	return nemo_cond_init(NC(c), a);
+}
+
+int pthread_cond_destroy(pthread_cond_t *c)
+{
+	if (is_null(c))
+		return EINVAL;
+	return is_glibc(c) ? glibc.destroy(c) : nemo_cond_destroy(NC(c));
+}
+
+int pthread_cond_signal(pthread_cond_t *c)
+{
+	if (is_null(c))
+		return EINVAL;
+	return is_glibc(c) ? glibc.signal(c) : nemo_cond_signal(NC(c));
+}
+
+int pthread_cond_broadcast(pthread_cond_t *c)
+{
+	if (is_null(c))
+		return EINVAL;
+	return is_glibc(c) ? glibc.broadcast(c) : nemo_cond_broadcast(NC(c));
+}
+
+int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
+{
+	if (is_null(c))
+		return EINVAL;
+	return is_glibc(c) ? glibc.wait(c, m) : nemo_cond_wait(NC(c), m);
+}
+
+int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *t)
+{
+	if (is_null(c))
+		return EINVAL;
+	return is_glibc(c) ? glibc.timedwait(c, m, t) : nemo_cond_timedwait(NC(c), m, t);
+}
+
+int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clk,
+			   const struct timespec *t)
+{
+	if (is_null(c))
+		return EINVAL;
+	return is_glibc(c) ? glibc.clockwait(c, m, clk, t) : nemo_cond_clockwait(NC(c), m, clk, t);
+}
