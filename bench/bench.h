@@ -205,4 +205,8 @@ void progress_end(void);
 /** Allocate zeroed memory or die with "out of memory". */
 void *xcalloc(size_t n, size_t size);
 
+/** Allocate zeroed memory on its own cache lines (C11 aligned_alloc wants
+ *  a size that is a multiple of the alignment: rounded up here), or die. */
+void *xaligned(size_t size);
+
 #endif

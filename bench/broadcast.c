@@ -233,8 +233,8 @@ static void per_broadcast(row *out, const double *lat, long trials, int K)
 static bool bc_row(const bench_opts *o, const bc_mech *m, int K, const int *cpus,
 		   json_t *results, char *why, size_t whylen)
 {
-	bc_ctx *c = aligned_alloc(BENCH_CACHELINE, sizeof *c);
-	bc_slot *slot = aligned_alloc(BENCH_CACHELINE, sizeof *slot * (size_t)K);
+	bc_ctx *c = xaligned(sizeof *c);
+	bc_slot *slot = xaligned(sizeof *slot * (size_t)K);
 	if (!c || !slot)
 		fatal("out of memory");
 	memset(c, 0, sizeof *c);

@@ -59,6 +59,16 @@ void *xcalloc(size_t n, size_t size)
 	return p;
 }
 
+void *xaligned(size_t size)
+{
+	size_t n = (size + BENCH_CACHELINE - 1) / BENCH_CACHELINE * BENCH_CACHELINE;
+	void *p = aligned_alloc(BENCH_CACHELINE, n ? n : BENCH_CACHELINE);
+	if (!p)
+		fatal("out of memory");
+	memset(p, 0, n ? n : BENCH_CACHELINE);
+	return p;
+}
+
 /* ------------------------------------------------------------- scenarios */
 
 static const char *const sc_names[SC_COUNT] = {
@@ -188,10 +198,7 @@ static void *probe_ping(void *p)
 
 double coherence_probe(int cpu_a, int cpu_b, int rounds)
 {
-	struct probe *pr = aligned_alloc(BENCH_CACHELINE, sizeof *pr);
-	if (!pr)
-		fatal("out of memory");
-	memset(pr, 0, sizeof *pr);
+	struct probe *pr = xaligned(sizeof *pr);
 	atomic_init(&pr->ping, 0);
 	atomic_init(&pr->pong, 0);
 	pr->rounds = rounds;

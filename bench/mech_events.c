@@ -28,7 +28,7 @@ static nemo_wait_policy scenario_policy(const uc_ctx *c)
 
 static int ev_setup(uc_ctx *c)
 {
-	nemo_event *e = aligned_alloc(BENCH_CACHELINE, BENCH_CACHELINE);
+	nemo_event *e = xaligned(BENCH_CACHELINE);
 	if (!e)
 		fatal("out of memory");
 	nemo_wait_policy p = scenario_policy(c);
@@ -83,7 +83,7 @@ struct ncv {
 
 static int ncv_setup_common(uc_ctx *c, bool kick)
 {
-	struct ncv *s = aligned_alloc(BENCH_CACHELINE, sizeof(struct ncv) + BENCH_CACHELINE);
+	struct ncv *s = xaligned(sizeof(struct ncv) + BENCH_CACHELINE);
 	if (!s)
 		fatal("out of memory");
 	pthread_mutex_init(&s->mu, NULL);
@@ -196,7 +196,7 @@ struct ckec {
 
 static int ckec_setup(uc_ctx *c)
 {
-	struct ckec *s = aligned_alloc(BENCH_CACHELINE, BENCH_CACHELINE);
+	struct ckec *s = xaligned(BENCH_CACHELINE);
 	if (!s)
 		fatal("out of memory");
 	ck_ec32_init(&s->ec, 0);
@@ -247,7 +247,7 @@ const uc_mech *const uc_events[] = {
 
 static int bncv_setup(bc_ctx *c)
 {
-	struct ncv *s = aligned_alloc(BENCH_CACHELINE, sizeof(struct ncv) + BENCH_CACHELINE);
+	struct ncv *s = xaligned(sizeof(struct ncv) + BENCH_CACHELINE);
 	if (!s)
 		fatal("out of memory");
 	pthread_mutex_init(&s->mu, NULL);

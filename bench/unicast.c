@@ -151,7 +151,7 @@ bool unicast_row_policy(const bench_opts *o, const uc_mech *m, unsigned sc, int 
 			const nemo_wait_policy *pol, const char *label, const char *tag,
 			json_t *results, char *why, size_t whylen)
 {
-	uc_ctx *c = aligned_alloc(BENCH_CACHELINE, sizeof *c);
+	uc_ctx *c = xaligned(sizeof *c);
 	if (!c)
 		fatal("out of memory");
 	memset(c, 0, sizeof *c);

@@ -9,11 +9,13 @@
 #define NEMO_TEST_CHECK_H
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-static int check_failures;
-static int check_count;
+/* Atomic: tests CHECK from several threads. */
+static atomic_int check_failures;
+static atomic_int check_count;
 
 #define CHECK(cond)                                                             \
 	do {                                                                    \
@@ -49,8 +51,9 @@ static int check_count;
 
 static inline int check_exit(const char *name)
 {
-	fprintf(stderr, "%s: %d checks, %d failed\n", name, check_count, check_failures);
-	return check_failures ? EXIT_FAILURE : EXIT_SUCCESS;
+	fprintf(stderr, "%s: %d checks, %d failed\n", name, atomic_load(&check_count),
+		atomic_load(&check_failures));
+	return atomic_load(&check_failures) ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
 #endif

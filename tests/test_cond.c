@@ -71,15 +71,18 @@ static void test_init_and_errors(void)
 	CHECK_EQ_INT(nemo_cond_init(&sh, &a), ENOTSUP);
 	pthread_condattr_destroy(&a);
 
-	/* An error-checking mutex the caller does not own: EPERM, no wait. */
+	/* An error-checking mutex the caller does not own: EPERM, no wait.
+	 * (ThreadSanitizer reports the deliberate unlock of an unowned mutex.) */
+#ifndef __SANITIZE_THREAD__
 	pthread_mutexattr_t ma;
 	pthread_mutexattr_init(&ma);
 	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ERRORCHECK);
 	pthread_mutex_t em;
 	pthread_mutex_init(&em, &ma);
 	CHECK_EQ_INT(nemo_cond_wait(&mono, &em), EPERM);
-	CHECK_EQ_INT(nemo_cond_destroy(&mono), 0);     /* and nobody was left queued */
 	pthread_mutex_destroy(&em);
+#endif
+	CHECK_EQ_INT(nemo_cond_destroy(&mono), 0);     /* and nobody was left queued */
 }
 
 /* ---- signal / broadcast with a counter protected by the mutex ---- */
@@ -224,7 +227,7 @@ static void test_cancel(nemo_wait_kind kind)
 }
 
 /* ---- fork: a child inherits a condvar with a waiter that is not there ---- */
-static void test_fork(void)
+static __attribute__((unused)) void test_fork(void)
 {
 	struct shared s = { .m = PTHREAD_MUTEX_INITIALIZER, .c = NEMO_COND_INITIALIZER };
 	nemo_wait_policy p = { NEMO_WAIT_BLOCK, 0 };
@@ -277,7 +280,11 @@ int main(int argc, char **argv)
 		test_cancel(NEMO_WAIT_BLOCK);
 		test_cancel(NEMO_WAIT_SPIN);
 		test_cancel(NEMO_WAIT_HYBRID);
+#ifndef __SANITIZE_THREAD__
+		/* TSan cannot start threads after a multi-threaded fork; the
+		 * plain and ASan builds run it. */
 		test_fork();
+#endif
 	}
 	return check_exit("test_cond");
 }

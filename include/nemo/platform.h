@@ -181,6 +181,20 @@ int nemo_futex_wait_until(uint32_t *word, uint32_t expected, clockid_t clock,
 			  const struct timespec *deadline, int flags);
 
 /**
+ * Sleep while *word1 == val1 and *word2 == val2 (futex_waitv, Linux >=
+ * 5.16): a FUTEX_WAKE on either word wakes the sleeper.
+ * @param clock   CLOCK_MONOTONIC or CLOCK_REALTIME, for deadline
+ * @param deadline absolute deadline, or NULL for none
+ * @return as nemo_futex_wait_until; ENOSYS where the kernel lacks
+ *         futex_waitv (see nemo_futex_have_waitv).
+ */
+int nemo_futex_wait2(uint32_t *word1, uint32_t val1, uint32_t *word2, uint32_t val2,
+		     clockid_t clock, const struct timespec *deadline, int flags);
+
+/** Whether this kernel has futex_waitv (probed once). */
+bool nemo_futex_have_waitv(void);
+
+/**
  * Wake at most n waiters sleeping on word.
  * @param woken if not NULL, receives the number of waiters woken
  * @return 0, or EINVAL for a NULL/misaligned word, n < 1 or unknown flags.

@@ -302,7 +302,7 @@ int nemo_wait_measure(int rounds, int cpu_a, int cpu_b, double *wake_ns, double 
 	if (cpu_a < 0 || cpu_b < 0)
 		two_cpus(&cpu_a, &cpu_b);
 	nemo_clock_init();
-	struct wake_probe *p = aligned_alloc(NEMO__CACHELINE, sizeof *p);
+	struct wake_probe *p = aligned_alloc(NEMO__CACHELINE, NEMO__LINES(sizeof *p));
 	double *lat = calloc((size_t)rounds, sizeof *lat);
 	if (!p || !lat) {
 		free(p);

@@ -65,6 +65,23 @@
  * model/waiter.pml checks this handshake with spin, including spurious
  * wake-ups, timeouts and two concurrent releasers.
  *
+ * BROADCAST WORD
+ *
+ * A slot queued on a nemo_cond may also sleep on the condvar's broadcast
+ * word `bseq` (futex_waitv on both words), so that a broadcast can wake
+ * every sleeper with one FUTEX_WAKE instead of one per waiter:
+ *   B1  seen := load(bseq, seq_cst)          -- before W2
+ *   B2  futex_waitv(state == SLEEPING, bseq == seen)   -- instead of W4
+ * and the broadcaster, after detaching the queue:
+ *   C1  store(token, 1, seq_cst) for every detached slot;
+ *   C2  fetch_add(bseq, 1, seq_cst);  C3  futex_wake(bseq, all).
+ * If B1 reads the value C2 wrote, C1 precedes it in the seq_cst order and
+ * W3 (after B1) sees token == 1.  If B1 reads an older value, then either
+ * C2 has happened by B2 (the kernel sees bseq != seen and returns at once)
+ * or the waiter sleeps on bseq before C2, and C3 finds it.  A waiter woken
+ * by a broadcast meant for others re-reads bseq at B1 on its next round,
+ * so it does not spin on a stale value.
+ *
  * VISIBILITY
  *
  * Everything R wrote before R1 (a message, a broadcast's tree links) is
@@ -129,7 +146,7 @@ static nemo_waiter *slot_new(void)
 	if (w) {
 		pool_free = w->free_next;
 	} else {
-		w = aligned_alloc(NEMO__CACHELINE, sizeof *w);
+		w = aligned_alloc(NEMO__CACHELINE, NEMO__LINES(sizeof *w));
 		if (w) {
 			memset(w, 0, sizeof *w);
 			w->all_next = pool_all;
@@ -229,9 +246,14 @@ static bool slot_try_take(void *arg)
 	return atomic_load_explicit(&w->token, memory_order_acquire) == 1;
 }
 
-static bool slot_sleep_begin(void *arg, uint32_t **word, uint32_t *val)
+static bool slot_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t **word2, uint32_t *val2)
 {
 	nemo_waiter *w = arg;
+	/* B1: queued on a condvar whose broadcasts wake everyone with one
+	 * FUTEX_WAKE on its broadcast word: read that word first (see
+	 * BROADCAST WORD above). */
+	_Atomic uint32_t *bw = w->bword;
+	uint32_t seen = bw ? atomic_load_explicit(bw, memory_order_seq_cst) : 0;
 	atomic_exchange_explicit(&w->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst); /* W2 */
 	if (atomic_load_explicit(&w->token, memory_order_seq_cst) == 1) {                /* W3 */
 		atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
@@ -239,6 +261,10 @@ static bool slot_sleep_begin(void *arg, uint32_t **word, uint32_t *val)
 	}
 	*word = (uint32_t *)&w->state;
 	*val = NEMO_WAITER_SLEEPING;
+	if (bw) {                                                                        /* B2 */
+		*word2 = (uint32_t *)bw;
+		*val2 = seen;
+	}
 	return false;
 }
 

@@ -12,6 +12,10 @@
 #define NEMO__CACHELINE 64
 #define NEMO__MAX_FANOUT 16
 
+/* Size rounded up to whole cache lines (C11 aligned_alloc requires a
+ * multiple of the alignment). */
+#define NEMO__LINES(n) (((n) + NEMO__CACHELINE - 1) / NEMO__CACHELINE * NEMO__CACHELINE)
+
 /* One thread's parking slot.  The first cache line is the one kickers
  * touch (state and token together, so a release costs one line
  * transfer); the rest is written by the owner or under a queue lock. */
@@ -25,8 +29,11 @@ struct nemo_waiter {
 	 * token's release store. */
 	_Alignas(NEMO__CACHELINE) struct nemo_waiter *next;
 	bool queued;
+	int cpu;                      /* CPU it was on when it queued itself */
+	_Atomic uint32_t *bword;      /* queue's broadcast word to sleep on too, or NULL */
+	struct nemo_waiter *gnext;    /* next waiter of the same CPU group (broadcast) */
 	int nkids;
-	struct nemo_waiter *kids[NEMO__MAX_FANOUT];
+	struct nemo_waiter *kids[NEMO__MAX_FANOUT];   /* heads of child CPU groups */
 
 	/* Owner-only; read by nemo_waiter_get_counters with relaxed loads. */
 	_Alignas(NEMO__CACHELINE) _Atomic uint64_t kicks_issued, kicks_avoided;
@@ -57,8 +64,10 @@ typedef struct nemo__wait_ops {
 	bool (*try_take)(void *arg);
 	/* Publish "I am about to sleep", then re-check.  Return true if the
 	 * condition holds (taken, publication undone); else set *word and
-	 * *val for futex_wait and return false. */
-	bool (*sleep_begin)(void *arg, uint32_t **word, uint32_t *val);
+	 * *val for futex_wait - and, to sleep on two words at once
+	 * (futex_waitv), *word2 and *val2 (left NULL otherwise) - and return
+	 * false. */
+	bool (*sleep_begin)(void *arg, uint32_t **word, uint32_t *val, uint32_t **word2, uint32_t *val2);
 	/* Undo the publication once futex_wait has returned. */
 	void (*sleep_end)(void *arg);
 	int futex_flags;              /* NEMO_FUTEX_PRIVATE / _SHARED */
