@@ -40,6 +40,10 @@
  * find the event already taken by a poller; it sleeps again - the post
  * was consumed by someone, as auto-reset promises.
  *
+ * models/event.pml checks this with spin (two waiters, two posters,
+ * spurious wake-ups); it also shows why S2's CAS must reload v on
+ * failure, and that a post made of a load and a store loses posts.
+ *
  * COST
  * A post to a polling waiter is one RMW on the line the waiter watches:
  * no syscall, no second line.  A waiter that never sleeps writes nothing

@@ -62,8 +62,9 @@
  * because W2 is an RMW ordered before W3 in seq_cst order, and R2 reads
  * a value no older than the last seq_cst write before it.
  *
- * model/waiter.pml checks this handshake with spin, including spurious
- * wake-ups, timeouts and two concurrent releasers.
+ * models/slot.pml checks this handshake with spin: two concurrent
+ * releasers, a stray kick landing on a reused slot, spurious wake-ups; a
+ * broken variant (W3 before W2) is shown to lose a wake-up.
  *
  * BROADCAST WORD
  *
