@@ -46,15 +46,22 @@
  *   2. Build a tree over the groups, breadth-first in order of first
  *      appearance: the broadcaster has `fanout` child groups, and so does
  *      the first waiter (the leader) of every group.
- *   3. Set every token, groups in reverse breadth-first order, so that a
- *      leader that wakes - on its own, by polling - can only kick waiters
- *      whose tokens are already set.
- *   4. Kick every member of the broadcaster's child groups; each leader,
- *      once awake, kicks every member of its child groups.
+ *   3. Release (token, then kick if asleep) every member of the
+ *      broadcaster's child groups; each leader, once awake, releases every
+ *      member of its child groups before its wait returns.  A member is
+ *      released only by its group's parent, which reads the member's group
+ *      link before releasing it: a released member may return and queue
+ *      itself again at once, and a newer broadcast rewrites its links
+ *      (ThreadSanitizer caught an earlier version that stored every token
+ *      up front, so that a leader could follow a rewritten chain and skip
+ *      members: a lost wake-up).  The cost: in a tree, a polling waiter
+ *      waits for its parent group's leader to wake.
  *   Whoever issues a FUTEX_WAKE thus wakes threads on other CPUs: the wake
  *   syscalls overlap with the target CPU's context switches instead of
  *   queueing behind them.  With one waiter per CPU (the Nemo paper's
  *   setting) this is a tree over the waiters, in parallel across CPUs.
+ *   In the flat case below every token is set up front, reading each link
+ *   before the store that frees its owner.
  *   When the waiters sit on no more CPUs than the fan-out, there is
  *   nothing to parallelise: then the broadcast is flat - tokens, then one
  *   FUTEX_WAKE of every sleeper on the broadcast word `bseq`, on which
@@ -276,23 +283,26 @@ static bool leave_queue(struct cond_impl *c, nemo_waiter *w)
 	return was;
 }
 
-/* Kick every member of one CPU group (no syscall for those that poll).
- * Read gnext before the kick: a kicked waiter may return and reuse it. */
-static void kick_group(nemo_waiter *head)
+/* Release every member of one CPU group: token, then a kick only if it
+ * sleeps.  Each link is read before the release that lets its owner
+ * return and queue itself again (rewriting it): until its release, a
+ * member cannot move, so the chain is stable while we walk it. */
+static void release_group(nemo_waiter *head)
 {
 	for (nemo_waiter *m = head, *next; m; m = next) {
 		next = m->gnext;
-		nemo_waiter_kick(m);
+		atomic_store_explicit(&m->by_broadcast, 1, memory_order_relaxed);
+		nemo_waiter_release(m);
 	}
 }
 
-/* The child groups a broadcast gave us: kick all their members. */
+/* The child groups a broadcast gave us: release all their members. */
 static void wake_kids(nemo_waiter *w)
 {
 	int n = w->nkids;
 	w->nkids = 0;
 	for (int i = 0; i < n; i++)
-		kick_group(w->kids[i]);
+		release_group(w->kids[i]);
 }
 
 /* --------------------------------------------------------------- waiting */
@@ -505,26 +515,9 @@ int nemo_cond_broadcast(nemo_cond *cv)
 			parent = parent->next;
 		parent->kids[parent->nkids++] = g;
 	}
-	/* 3. Tokens, groups in reverse breadth-first order (children first).
-	 * Reverse the group list; read every link before the token store
-	 * that may let its owner return and reuse it. */
-	nemo_waiter *rev = NULL;
-	while (groups) {
-		nemo_waiter *next = groups->next;
-		groups->next = rev;
-		rev = groups;
-		groups = next;
-	}
-	for (nemo_waiter *g = rev, *gnx; g; g = gnx) {
-		gnx = g->next;
-		for (nemo_waiter *m = g, *mnx; m; m = mnx) {
-			mnx = m->gnext;
-			atomic_store_explicit(&m->by_broadcast, 1, memory_order_relaxed);
-			atomic_store_explicit(&m->token, 1, memory_order_seq_cst);
-		}
-	}
-	/* 4. Kick the broadcaster's child groups. */
+	/* 3. Release the broadcaster's child groups; their leaders release
+	 * theirs (wake_kids), and so on down the tree. */
 	for (int i = 0; i < nroot; i++)
-		kick_group(root[i]);
+		release_group(root[i]);
 	return 0;
 }
