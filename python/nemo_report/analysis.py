@@ -1,0 +1,126 @@
+"""Numbers derived from the rows: ratios, winners, the blocked-wake breakdown.
+
+Every sentence of the report's advice comes from here, from the measured
+numbers of one run; nothing is written by hand.
+"""
+
+
+def is_nemo(mech):
+    return mech.startswith("nemo-")
+
+
+def p50(row, key="latency_ns"):
+    return row[key]["p50"]
+
+
+def unicast_rows(runs):
+    return [r for run in runs if run.suite == "unicast" for r in run.rows]
+
+
+def by_scenario(rows):
+    out = {}
+    for r in rows:
+        out.setdefault(r["scenario"], []).append(r)
+    return out
+
+
+def floor_ns(rows):
+    """The coherence floor: spin polling p50, if measured."""
+    for r in rows:
+        if r["mechanism"] == "spin" and r["scenario"] == "polling":
+            return p50(r)
+    return None
+
+
+def summary(rows):
+    """Per nemo mechanism and scenario: p50/p99 vs the best baseline of the
+    same scenario (ratio = baseline / nemo: above 1 means nemo is faster)."""
+    out = []
+    floor = floor_ns(rows)
+    for scen, rs in by_scenario(rows).items():
+        base = [r for r in rs if not is_nemo(r["mechanism"]) and r["mechanism"] != "spin-rtt"]
+        if scen == "polling":
+            base = [r for r in base if r["mechanism"] != "spin"] or base
+        best = min(base, key=p50) if base else None
+        for r in rs:
+            if not is_nemo(r["mechanism"]):
+                continue
+            out.append({
+                "mechanism": r["mechanism"], "scenario": scen,
+                "p50": p50(r), "p99": r["latency_ns"]["p99"],
+                "baseline": best["mechanism"] if best else None,
+                "baseline_p50": p50(best) if best else None,
+                "speedup_p50": p50(best) / p50(r) if best and p50(r) > 0 else None,
+                "speedup_p99": (best["latency_ns"]["p99"] / r["latency_ns"]["p99"]
+                                if best and r["latency_ns"]["p99"] > 0 else None),
+                "vs_floor": p50(r) / floor if floor else None,
+            })
+    return out
+
+
+def winners(rows):
+    """Per scenario: fastest by p50 and by p99, and the margin to the next."""
+    out = []
+    for scen, rs in sorted(by_scenario(rows).items()):
+        rs = [r for r in rs if r["mechanism"] != "spin-rtt"]
+        if len(rs) < 1:
+            continue
+        s50 = sorted(rs, key=p50)
+        s99 = sorted(rs, key=lambda r: r["latency_ns"]["p99"])
+        w = {"scenario": scen, "p50": s50[0]["mechanism"], "p50_ns": p50(s50[0]),
+             "p99": s99[0]["mechanism"], "p99_ns": s99[0]["latency_ns"]["p99"]}
+        if len(s50) > 1:
+            w["p50_next"] = s50[1]["mechanism"]
+            w["p50_margin"] = p50(s50[1]) / max(p50(s50[0]), 1e-9)
+        out.append(w)
+    return out
+
+
+def probe_jumps(runs):
+    """Rows whose coherence probe before/after differ by more than 2x."""
+    out = []
+    for run in runs:
+        for r in run.rows:
+            pr = r.get("coherence_probe_ns") or {}
+            b, a = pr.get("before"), pr.get("after")
+            if b and a and max(a, b) / max(min(a, b), 1e-9) > 2:
+                out.append((r["mechanism"], r["scenario"], b, a))
+    return out
+
+
+def broadcast_rows(runs):
+    return [r for run in runs if run.suite == "broadcast" for r in run.rows if "waiters" in r]
+
+
+def best_broadcast(rows):
+    """Lowest last-waiter p50 at the largest K measured."""
+    if not rows:
+        return None
+    kmax = max(r["waiters"] for r in rows)
+    at = [r for r in rows if r["waiters"] == kmax]
+    best = min(at, key=lambda r: r["last_ns"]["p50"])
+    return kmax, best, at
+
+
+def breakdown(rows):
+    """Blocked-wake cost estimate per blocking mechanism, from medians of one
+    run: coherence floor, sender's syscall, rest of the wake path with a busy
+    (non-idle) receiver CPU, and the extra for waking an idle CPU."""
+    floor = floor_ns(rows) or 0.0
+    idx = {(r["mechanism"], r["scenario"]): r for r in rows}
+    out = []
+    for (mech, scen), r in sorted(idx.items()):
+        if scen != "blocked":
+            continue
+        blocked = p50(r)
+        sender = r["sender_ns"]["p50"]
+        loaded = idx.get((mech, "loaded"))
+        if loaded is not None:
+            busy_path = max(p50(loaded) - sender - floor, 0.0)
+            idle = max(blocked - p50(loaded), 0.0)
+        else:
+            busy_path = max(blocked - sender - floor, 0.0)
+            idle = 0.0
+        out.append({"mechanism": mech, "floor": floor, "sender": sender,
+                    "wake_path": busy_path, "idle_cpu": idle, "total": blocked})
+    return out

@@ -1,0 +1,50 @@
+"""nemo-report command line."""
+import argparse
+import pathlib
+import sys
+
+from . import analysis, figures, html, load
+
+DESCRIPTION = """Turn nemo-bench JSON (docs/bench-json.md) into figures and one
+self-contained HTML report.  Exit status: 0 when the report was written (problems
+with some input are printed and listed in the report), 1 when nothing could be
+read, 2 for a bad command line."""
+
+
+def build(paths, outdir):
+    outdir = pathlib.Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    runs, problems = load.load_all(paths)
+    for p in problems:
+        print(f"nemo-report: {p}", file=sys.stderr)
+    if not any(r.rows for r in runs):
+        print("nemo-report: no valid results to report", file=sys.stderr)
+        return 1
+    urows = analysis.unicast_rows(runs)
+    brows = analysis.broadcast_rows(runs)
+    made = []
+    for fn, arg in ((figures.latency_boxes, urows), (figures.latency_cdfs, urows),
+                    (figures.sender_cost, urows), (figures.broadcast_vs_k, brows),
+                    (figures.spread_cdf, brows), (figures.coherence_heatmap, runs),
+                    (figures.breakdown_bars, urows), (figures.policy_sweep, runs)):
+        try:
+            fig = fn(arg, outdir)
+        except Exception as ex:  # a figure that fails must not cost the others
+            problems.append(f"figure {fn.__name__}: {ex}")
+            print(f"nemo-report: figure {fn.__name__}: {ex}", file=sys.stderr)
+            continue
+        if fig:
+            made.append(fig)
+    (outdir / "index.html").write_text(html.page(runs, made, problems, outdir))
+    print(f"nemo-report: {outdir / 'index.html'} ({len(made)} figures)")
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="nemo-report", description=DESCRIPTION)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="write DIR/index.html and the PNGs", description=DESCRIPTION)
+    b.add_argument("results", nargs="+", help="nemo-bench JSON files, or folders of them")
+    b.add_argument("-o", "--output", required=True, help="output folder")
+    args = ap.parse_args(argv)
+    return build(args.results, args.output)

@@ -1,0 +1,246 @@
+"""The report's figures.  Each function writes one PNG and returns
+(filename, caption), or None when the data for it is absent."""
+import csv
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from . import analysis  # noqa: E402
+
+DPI = 110
+
+
+def _label(r):
+    return f"{r['mechanism']} / {r['scenario']}"
+
+
+def _save(fig, outdir, name):
+    fig.tight_layout()
+    fig.savefig(outdir / name, dpi=DPI)
+    plt.close(fig)
+    return name
+
+
+def _samples(row):
+    """Raw latency samples if the CSV is there, else None."""
+    rel = row.get("samples_file")
+    if not rel:
+        return None
+    path = row["_file"].parent / rel
+    try:
+        with open(path) as f:
+            return np.array([float(x["latency_ns"]) for x in csv.DictReader(f)])
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def _cdf_points(row, key="latency_cdf_ns"):
+    """(values, fractions) of a CDF: raw samples when present, else the
+    101 percentiles stored in the JSON."""
+    raw = _samples(row) if key == "latency_cdf_ns" else None
+    if raw is not None and len(raw):
+        v = np.sort(raw)
+        return v, np.arange(1, len(v) + 1) / len(v)
+    pts = row.get(key)
+    if not pts or len(pts) != 101:
+        return None
+    return np.array(pts), np.linspace(0, 1, 101)
+
+
+def latency_boxes(rows, outdir):
+    rows = [r for r in rows if r.get("latency_cdf_ns")]
+    if not rows:
+        return None
+    rows = sorted(rows, key=lambda r: (r["scenario"], analysis.p50(r)))
+    stats = []
+    for r in rows:
+        c = r["latency_cdf_ns"]
+        stats.append({"med": c[50], "q1": c[25], "q3": c[75], "whislo": c[1], "whishi": c[99],
+                      "label": _label(r), "fliers": []})
+    fig, ax = plt.subplots(figsize=(9, 0.35 * len(rows) + 1.5))
+    bp = ax.bxp(stats, vert=False, showfliers=False, patch_artist=True)
+    for patch, r in zip(bp["boxes"], rows):
+        patch.set_facecolor("#e4572e" if analysis.is_nemo(r["mechanism"]) else "#9bc1bc")
+    ax.set_xscale("log")
+    ax.set_xlabel("one-way wake-up latency, ns (log)")
+    ax.grid(axis="x", alpha=0.3)
+    name = _save(fig, outdir, "latency_boxes.png")
+    return name, ("One-way latency per mechanism and scenario: from the sender's cycle counter just "
+                  "before it signals to the receiver's right after it wakes. Box: 25th-75th "
+                  "percentile, line: median, whiskers: 1st and 99th percentile. nemo's mechanisms in "
+                  "red, baselines in green. Log scale.")
+
+
+def latency_cdfs(rows, outdir):
+    rows = [r for r in rows if r.get("latency_cdf_ns")]
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for r in sorted(rows, key=analysis.p50):
+        pts = _cdf_points(r)
+        if pts is None:
+            continue
+        ax.plot(pts[0], pts[1], label=_label(r), lw=2 if analysis.is_nemo(r["mechanism"]) else 1,
+                ls="-" if analysis.is_nemo(r["mechanism"]) else "--")
+    ax.set_xscale("log")
+    ax.set_xlabel("one-way wake-up latency, ns (log)")
+    ax.set_ylabel("fraction of trials")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2, loc="lower right")
+    name = _save(fig, outdir, "latency_cdfs.png")
+    return name, ("Cumulative distribution of the one-way latency (every raw sample when the run "
+                  "kept them, else the 101 stored percentiles). Further left is faster; a long tail "
+                  "to the right is the jitter a runtime sees. nemo's mechanisms solid, baselines dashed.")
+
+
+def sender_cost(rows, outdir):
+    rows = [r for r in rows if "sender_ns" in r and r["mechanism"] != "spin-rtt"]
+    if not rows:
+        return None
+    rows = sorted(rows, key=lambda r: r["sender_ns"]["p50"])
+    fig, ax = plt.subplots(figsize=(9, 0.3 * len(rows) + 1.5))
+    y = np.arange(len(rows))
+    p50s = [r["sender_ns"]["p50"] for r in rows]
+    p99s = [r["sender_ns"]["p99"] for r in rows]
+    ax.barh(y, p50s, color=["#e4572e" if analysis.is_nemo(r["mechanism"]) else "#9bc1bc" for r in rows])
+    ax.scatter(p99s, y, marker="|", color="black", s=80, label="p99")
+    ax.set_yticks(y)
+    ax.set_yticklabels([_label(r) for r in rows], fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("time the sender spends inside the signalling call, ns (log); bar p50, tick p99")
+    ax.grid(axis="x", alpha=0.3)
+    name = _save(fig, outdir, "sender_cost.png")
+    return name, ("Sender cost: the time between the sender's two cycle-counter reads around its "
+                  "signalling call. A syscall costs microseconds; a store to a line the receiver "
+                  "watches costs tens of nanoseconds.")
+
+
+def broadcast_vs_k(brows, outdir):
+    if not brows:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 5))
+    mechs = sorted({r["mechanism"] for r in brows})
+    for m in mechs:
+        rs = sorted((r for r in brows if r["mechanism"] == m), key=lambda r: r["waiters"])
+        k = [r["waiters"] for r in rs]
+        for key, ls in (("first_ns", ":"), ("last_ns", "-")):
+            med = [r[key]["p50"] for r in rs]
+            p99 = [r[key]["p99"] for r in rs]
+            line, = ax.plot(k, med, ls, marker="o", label=f"{m} {key[:-3]} waiter (p50)")
+            ax.fill_between(k, med, p99, color=line.get_color(), alpha=0.08)
+    ax.set_xlabel("waiters K")
+    ax.set_ylabel("latency from the broadcast, ns")
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    name = _save(fig, outdir, "broadcast_k.png")
+    return name, ("Broadcast: latency from the sender's signal to the first (dotted) and the last "
+                  "(solid) of K waiters to wake, median per K; the band reaches the 99th percentile. "
+                  "Every waiter stamps its own wake-up.")
+
+
+def spread_cdf(brows, outdir):
+    if not brows:
+        return None
+    kmax = max(r["waiters"] for r in brows)
+    rows = [r for r in brows if r["waiters"] == kmax and r.get("spread_cdf_ns")]
+    if not rows or kmax < 2:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for r in rows:
+        ax.plot(np.maximum(np.array(r["spread_cdf_ns"]), 1), np.linspace(0, 1, 101), label=r["mechanism"])
+    ax.set_xscale("log")
+    ax.set_xlabel(f"standard deviation of the {kmax} wake-up times of one broadcast, ns (log)")
+    ax.set_ylabel("fraction of broadcasts")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    name = _save(fig, outdir, "broadcast_spread.png")
+    return name, (f"Synchrony of a broadcast to {kmax} waiters: for each broadcast, the standard "
+                  "deviation of the waiters' wake-up times; the curve is its distribution over "
+                  "broadcasts. Further left: the waiters wake closer together.")
+
+
+def coherence_heatmap(runs, outdir):
+    rows = [r for run in runs if run.suite == "coherence" for r in run.rows]
+    if not rows:
+        return None
+    cpus = sorted({r["src_cpu"] for r in rows} | {r["dst_cpu"] for r in rows})
+    idx = {c: i for i, c in enumerate(cpus)}
+    panels = [(s, t) for s, t in (("one-way", "one-way (spin)"), ("round-trip", "half round trip (spin-rtt)"))
+              if any(r["scenario"] == s for r in rows)]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels) + 1, 4), squeeze=False)
+    for ax, (scen, title) in zip(axes[0], panels):
+        m = np.full((len(cpus), len(cpus)), np.nan)
+        for r in rows:
+            if r["scenario"] == scen:
+                m[idx[r["src_cpu"]], idx[r["dst_cpu"]]] = analysis.p50(r)
+        im = ax.imshow(m, cmap="viridis")
+        for i in range(len(cpus)):
+            for j in range(len(cpus)):
+                if not np.isnan(m[i, j]) and len(cpus) <= 16:
+                    ax.text(j, i, f"{m[i, j]:.0f}", ha="center", va="center", color="white", fontsize=8)
+        ax.set_xticks(range(len(cpus)))
+        ax.set_xticklabels(cpus)
+        ax.set_yticks(range(len(cpus)))
+        ax.set_yticklabels(cpus)
+        ax.set_xlabel("receiver CPU")
+        ax.set_ylabel("sender CPU")
+        ax.set_title(f"{title}, p50 ns", fontsize=9)
+        fig.colorbar(im, ax=ax, shrink=0.8)
+    name = _save(fig, outdir, "coherence.png")
+    return name, ("Cache-line latency between every pair of CPUs (median): the floor under every "
+                  "notification. One-way uses synchronised cycle counters; the half round trip needs "
+                  "none. On a VM the host may move vCPUs, so this map can change between runs.")
+
+
+def breakdown_bars(rows, outdir):
+    parts = analysis.breakdown(rows)
+    if not parts:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 0.4 * len(parts) + 1.5))
+    y = np.arange(len(parts))
+    left = np.zeros(len(parts))
+    for key, color, lab in (("floor", "#4c6ef5", "cache-line floor (spin p50)"),
+                            ("sender", "#fab005", "sender's syscall (sender p50)"),
+                            ("wake_path", "#e8590c", "rest of the wake path, receiver CPU busy"),
+                            ("idle_cpu", "#868e96", "extra to wake an idle (halted) CPU")):
+        vals = np.array([p[key] for p in parts])
+        ax.barh(y, vals, left=left, color=color, label=lab)
+        left += vals
+    ax.set_yticks(y)
+    ax.set_yticklabels([p["mechanism"] for p in parts])
+    ax.set_xlabel("ns (estimate from medians)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.15), ncol=2)
+    name = _save(fig, outdir, "breakdown.png")
+    return name, ("Where a blocked wake-up's time goes (an estimate from medians of one run): the "
+                  "cache-line floor (spin, polling); the sender's syscall (its sender cost); the rest "
+                  "of the path when the receiver's CPU is busy (the `loaded` p50 minus the two); and "
+                  "the extra for waking an idle CPU (`blocked` p50 minus `loaded` p50, never below 0).")
+
+
+def policy_sweep(runs, outdir):
+    rows = [r for run in runs if run.suite == "policy" for r in run.rows if "gap_ns" in r]
+    if not rows:
+        return None
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for pol in sorted({r["scenario"] for r in rows}):
+        gaps = sorted({r["gap_ns"] for r in rows if r["scenario"] == pol})
+        lat = [np.median([analysis.p50(r) for r in rows if r["scenario"] == pol and r["gap_ns"] == g]) for g in gaps]
+        cpu = [np.median([r.get("cpu_ns_per_event", 0) for r in rows if r["scenario"] == pol and r["gap_ns"] == g]) for g in gaps]
+        a1.plot(np.array(gaps) / 1000, lat, marker="o", label=pol)
+        a2.plot(np.array(gaps) / 1000, cpu, marker="o", label=pol)
+    for a, lab in ((a1, "latency p50, ns"), (a2, "receiver CPU per event, ns")):
+        a.set_xscale("log")
+        a.set_yscale("log")
+        a.set_xlabel("gap between waiting and the signal, us (log)")
+        a.set_ylabel(lab)
+        a.grid(alpha=0.3)
+        a.legend(fontsize=8)
+    name = _save(fig, outdir, "policy.png")
+    return name, ("Wait policies across the gap between the receiver starting to wait and the "
+                  "signal (median of the repeats): latency (left) and the receiver's CPU time per "
+                  "event (right). Spinning wins latency and burns the whole gap; blocking costs a "
+                  "wake-up; adaptive should stay near the better of the two everywhere.")

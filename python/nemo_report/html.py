@@ -1,0 +1,122 @@
+"""One self-contained HTML page: images as data URIs, inline CSS, no
+external resources."""
+import base64
+import html
+
+from . import analysis
+
+CSS = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222;line-height:1.45}
+table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
+th{background:#f1f3f5}td:first-child,th:first-child{text-align:left}figure{margin:1.5em 0}
+figcaption{font-size:.9em;color:#444;max-width:950px}img{max-width:100%}.warn{color:#a61e4d}
+code{background:#f1f3f5;padding:0 .2em}"""
+
+
+def e(x):
+    return html.escape(str(x))
+
+
+def ns(v):
+    if v is None:
+        return "-"
+    return f"{v / 1000:.1f} us" if v >= 10000 else f"{v:.0f} ns"
+
+
+def _machine(runs):
+    m = next((r.machine for r in runs if r.machine), {})
+    rows = [("CPU", m.get("cpu_model")), ("CPUs", m.get("cpus")), ("kernel", m.get("kernel")),
+            ("virtualised", f"{m.get('virtualized')} ({m.get('hypervisor') or 'no hypervisor'})"),
+            ("cycle counter", f"{m.get('clock_source')} at {m.get('tsc_hz', 0) / 1e9:.3f} GHz, "
+                              f"read cost {m.get('clock_overhead_ns', 0):.0f} ns")]
+    out = ["<table>"] + [f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in rows] + ["</table>"]
+    runs_t = ["<table><tr><th>suite</th><th>file</th><th>started</th><th>duration</th><th>rows</th></tr>"]
+    for r in runs:
+        runs_t.append(f"<tr><td>{e(r.suite)}</td><td>{e(r.path.name)}</td><td>{e(r.started_at)}</td>"
+                      f"<td>{r.duration_s:.1f} s</td><td>{len(r.rows)}</td></tr>")
+    return "\n".join(out + runs_t + ["</table>"])
+
+
+def _summary(urows):
+    s = analysis.summary(urows)
+    if s:
+        out = ["<table><tr><th>nemo mechanism</th><th>scenario</th><th>p50</th><th>p99</th>"
+               "<th>best baseline (same scenario)</th><th>baseline p50</th><th>faster by (p50)</th>"
+               "<th>faster by (p99)</th><th>x cache-line floor</th></tr>"]
+        for x in sorted(s, key=lambda x: (x["scenario"], x["mechanism"])):
+            f = lambda v: "-" if v is None else f"{v:.2f}x"
+            out.append(f"<tr><td>{e(x['mechanism'])}</td><td>{e(x['scenario'])}</td><td>{ns(x['p50'])}</td>"
+                       f"<td>{ns(x['p99'])}</td><td>{e(x['baseline'])}</td><td>{ns(x['baseline_p50'])}</td>"
+                       f"<td>{f(x['speedup_p50'])}</td><td>{f(x['speedup_p99'])}</td><td>{f(x['vs_floor'])}</td></tr>")
+        out.append("</table><p>\"Faster by\" is the best baseline's latency divided by nemo's, in the "
+                   "same run: above 1.00x nemo is faster. \"x cache-line floor\" compares with a "
+                   "receiver polling one cache line (<code>spin</code>), the hardware's floor.</p>")
+        return "\n".join(out)
+    out = ["<p>No nemo mechanisms in these results yet: baselines ranked per scenario.</p><table>"
+           "<tr><th>scenario</th><th>mechanism</th><th>p50</th><th>p99</th><th>x best</th></tr>"]
+    for scen, rs in sorted(analysis.by_scenario(urows).items()):
+        best = min(analysis.p50(r) for r in rs)
+        for r in sorted(rs, key=analysis.p50):
+            out.append(f"<tr><td>{e(scen)}</td><td>{e(r['mechanism'])}</td><td>{ns(analysis.p50(r))}</td>"
+                       f"<td>{ns(r['latency_ns']['p99'])}</td><td>{analysis.p50(r) / best:.2f}x</td></tr>")
+    return "\n".join(out + ["</table>"])
+
+
+def _advice(runs, urows, brows):
+    items = []
+    for w in analysis.winners(urows):
+        t = (f"<b>{e(w['scenario'])}</b>: fastest median is <b>{e(w['p50'])}</b> ({ns(w['p50_ns'])})")
+        if "p50_next" in w:
+            t += f", {w['p50_margin']:.2f}x ahead of {e(w['p50_next'])}"
+        t += f"; best tail (p99) is {e(w['p99'])} ({ns(w['p99_ns'])})."
+        items.append(t)
+    bb = analysis.best_broadcast(brows)
+    if bb:
+        k, best, at = bb
+        others = ", ".join(f"{e(r['mechanism'])} {ns(r['last_ns']['p50'])}" for r in at if r is not best)
+        items.append(f"<b>broadcast to {k}</b>: <b>{e(best['mechanism'])}</b> wakes the last waiter "
+                     f"soonest ({ns(best['last_ns']['p50'])} median; {others}).")
+    for r in sorted(urows, key=lambda r: -r["latency_ns"]["p99"] / max(analysis.p50(r), 1))[:3]:
+        items.append(f"Heaviest tail: {e(r['mechanism'])} / {e(r['scenario'])} has p99 "
+                     f"{r['latency_ns']['p99'] / max(analysis.p50(r), 1):.1f}x its median.")
+    for mech, scen, b, a in analysis.probe_jumps(runs):
+        items.append(f"<span class=warn>{e(mech)} / {e(scen)}: the cache-line probe moved from "
+                     f"{b:.0f} to {a:.0f} ns during the row: the host moved the vCPUs; compare it "
+                     f"with care.</span>")
+    return "<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
+
+
+def page(runs, figures, problems, outdir):
+    urows = analysis.unicast_rows(runs)
+    brows = analysis.broadcast_rows(runs)
+    parts = ["<!doctype html><html><head><meta charset=utf-8><title>nemo report</title>",
+             f"<style>{CSS}</style></head><body><h1>nemo: event notification on this machine</h1>",
+             "<p><b>How to read this.</b> Each mechanism wakes a thread on another CPU. Latency is "
+             "measured from just before the sender signals to just after the receiver wakes, many "
+             "thousand times. The median (p50) is the typical cost; p99 is the tail a runtime "
+             "feels. All comparisons are ratios between rows of the same run on this machine. "
+             "Scenarios: <i>polling</i> (the receiver watches memory), <i>blocked</i> (it sleeps in "
+             "the kernel), <i>loaded</i> (it sleeps and a busy thread shares its CPU), <i>busy</i> "
+             "(it computes).</p>",
+             "<h2>Machine</h2>", _machine(runs),
+             "<h2>Summary</h2>", _summary(urows) if urows else "<p>No unicast results.</p>",
+             "<h2>What to use on this machine</h2>", _advice(runs, urows, brows),
+             "<h2>Figures</h2>"]
+    for name, caption in figures:
+        data = base64.b64encode((outdir / name).read_bytes()).decode()
+        parts.append(f"<figure><img src=\"data:image/png;base64,{data}\" alt=\"{e(name)}\">"
+                     f"<figcaption>{e(caption)}</figcaption></figure>")
+    other = [r for run in runs if run.suite not in ("unicast", "broadcast", "coherence", "policy")
+             for r in run.rows]
+    if other:
+        parts.append("<h2>Other results</h2><table><tr><th>suite file</th><th>mechanism</th>"
+                     "<th>scenario</th><th>p50</th><th>p99</th><th>msgs/s</th></tr>")
+        for r in other:
+            parts.append(f"<tr><td>{e(r['_file'].name)}</td><td>{e(r['mechanism'])}</td>"
+                         f"<td>{e(r['scenario'])}</td><td>{ns(analysis.p50(r))}</td>"
+                         f"<td>{ns(r['latency_ns']['p99'])}</td><td>{e(r.get('msgs_per_s', '-'))}</td></tr>")
+        parts.append("</table>")
+    if problems:
+        parts.append("<h2>Problems with the input</h2><ul class=warn>" +
+                     "".join(f"<li>{e(p)}</li>" for p in problems) + "</ul>")
+    parts.append("</body></html>")
+    return "\n".join(parts)

@@ -1,0 +1,90 @@
+"""Reading nemo-bench JSON (docs/bench-json.md) with precise complaints.
+
+A malformed file or a bad row never stops the report: the problem is
+recorded as "FILE: PATH: what" and everything valid is kept.
+"""
+import json
+import pathlib
+
+STATS = ("min", "p50", "p90", "p99", "max", "mean", "stddev")
+ROW_REQUIRED = ("mechanism", "scenario", "src_cpu", "dst_cpu", "trials", "latency_ns", "sender_ns")
+BASELINES_FLOOR = "spin"
+
+
+class Run:
+    """One JSON document: its suite, machine, config and valid rows."""
+
+    def __init__(self, path, doc, rows):
+        self.path = path
+        self.suite = doc.get("suite", "?")
+        self.machine = doc.get("machine", {}) if isinstance(doc.get("machine"), dict) else {}
+        self.config = doc.get("config", {}) if isinstance(doc.get("config"), dict) else {}
+        self.started_at = doc.get("started_at", "")
+        self.duration_s = doc.get("duration_s", 0)
+        self.rows = rows
+
+
+def _check_stats(obj, where, problems):
+    if not isinstance(obj, dict):
+        problems.append(f"{where}: missing or not an object")
+        return False
+    for k in STATS:
+        if not isinstance(obj.get(k), (int, float)):
+            problems.append(f"{where}.{k}: missing")
+            return False
+    return True
+
+
+def _check_row(row, where, problems):
+    if not isinstance(row, dict):
+        problems.append(f"{where}: not an object")
+        return False
+    for k in ROW_REQUIRED:
+        if k not in row:
+            problems.append(f"{where}.{k}: missing")
+            return False
+    ok = _check_stats(row["latency_ns"], f"{where}.latency_ns", problems)
+    ok = _check_stats(row["sender_ns"], f"{where}.sender_ns", problems) and ok
+    if "waiters" in row:
+        for k in ("first_ns", "last_ns", "spread_ns"):
+            ok = _check_stats(row.get(k), f"{where}.{k}", problems) and ok
+    return ok
+
+
+def load_file(path, problems):
+    """Return a Run, or None (with the reason appended to problems)."""
+    path = pathlib.Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        problems.append(f"{path}: cannot read JSON: {e}")
+        return None
+    if not isinstance(doc, dict) or doc.get("tool") != "nemo-bench":
+        problems.append(f"{path}: tool: not a nemo-bench document")
+        return None
+    results = doc.get("results")
+    if not isinstance(results, list):
+        problems.append(f"{path}: results: missing")
+        return None
+    rows = []
+    for i, row in enumerate(results):
+        mine = []
+        if _check_row(row, f"results[{i}]", mine):
+            row["_file"] = path
+            rows.append(row)
+        problems.extend(f"{path}: {m}" for m in mine)
+    return Run(path, doc, rows)
+
+
+def expand(paths):
+    """Files named, and the *.json files of folders named."""
+    out = []
+    for p in map(pathlib.Path, paths):
+        out.extend(sorted(p.glob("*.json")) if p.is_dir() else [p])
+    return out
+
+
+def load_all(paths):
+    problems = []
+    runs = [r for r in (load_file(p, problems) for p in expand(paths)) if r is not None]
+    return runs, problems

@@ -1,0 +1,101 @@
+"""nemo-report builds from fixture JSON (small real nemo-bench runs), every
+figure is produced and embedded, nothing external is referenced, the
+ratios are computed from the numbers, and bad input gives a clear error
+naming the file and the field while the rest of the report still builds."""
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+
+from nemo_report import analysis, cli, load
+
+HERE = pathlib.Path(__file__).parent
+FIX = HERE / "fixtures"
+GOOD = ["unicast.json", "broadcast.json", "coherence.json", "policy.json"]
+ALL_FIGURES = {"latency_boxes.png", "latency_cdfs.png", "sender_cost.png", "broadcast_k.png",
+               "broadcast_spread.png", "coherence.png", "breakdown.png", "policy.png"}
+
+
+def build(tmp_path, names, capsys=None):
+    rc = cli.main(["build", *[str(FIX / n) for n in names], "-o", str(tmp_path / "out")])
+    return rc, tmp_path / "out"
+
+
+def test_fixtures_follow_the_documented_schema():
+    doc = (HERE.parents[1] / "docs" / "bench-json.md").read_text()
+    schema = json.loads(re.search(r"```json schema\n(.*?)\n```", doc, re.S).group(1))
+    for n in GOOD:
+        jsonschema.validate(json.loads((FIX / n).read_text()), schema)
+
+
+def test_full_report(tmp_path):
+    rc, out = build(tmp_path, GOOD)
+    assert rc == 0
+    page = (out / "index.html").read_text()
+    made = {p.name for p in out.glob("*.png")}
+    assert made == ALL_FIGURES
+    # every figure embedded as a data URI, and nothing fetched from outside
+    assert page.count('<img src="data:image/png;base64,') == len(ALL_FIGURES)
+    assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', page)
+    assert "http://" not in page and "https://" not in page
+    assert "What to use on this machine" in page
+    assert "AMD" in page or "cpu" in page.lower()
+
+
+def test_ratio_is_computed_from_the_numbers(tmp_path):
+    runs, problems = load.load_all([FIX / "unicast.json"])
+    assert not problems
+    rows = analysis.unicast_rows(runs)
+    s = {(x["mechanism"], x["scenario"]): x for x in analysis.summary(rows)}
+    ev = next(r for r in rows if r["mechanism"] == "nemo-event" and r["scenario"] == "blocked")
+    best = min((r for r in rows if r["scenario"] == "blocked" and not r["mechanism"].startswith("nemo-")),
+               key=lambda r: r["latency_ns"]["p50"])
+    x = s[("nemo-event", "blocked")]
+    assert x["baseline"] == best["mechanism"]
+    assert x["speedup_p50"] == pytest.approx(best["latency_ns"]["p50"] / ev["latency_ns"]["p50"])
+    rc, out = build(tmp_path, ["unicast.json"])
+    assert f"{x['speedup_p50']:.2f}x" in (out / "index.html").read_text()
+
+
+def test_malformed_and_partial_input(tmp_path, capsys):
+    rc, out = build(tmp_path, GOOD + ["truncated.json", "partial.json"])
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "truncated.json: cannot read JSON" in err
+    assert "partial.json: results[1].latency_ns: missing" in err
+    page = (out / "index.html").read_text()
+    assert "results[1].latency_ns: missing" in page       # listed in the report too
+    assert {p.name for p in out.glob("*.png")} == ALL_FIGURES
+
+
+def test_only_bad_input_fails(tmp_path, capsys):
+    rc, _ = build(tmp_path, ["truncated.json"])
+    assert rc == 1
+    assert "no valid results" in capsys.readouterr().err
+
+
+def test_unknown_suite_becomes_a_table(tmp_path):
+    rc, out = build(tmp_path, ["other_suite.json", "coherence.json"])
+    assert rc == 0
+    page = (out / "index.html").read_text()
+    assert "Other results" in page and "10000000" in page
+
+
+def test_breakdown_never_negative():
+    runs, _ = load.load_all([FIX / "unicast.json"])
+    for part in analysis.breakdown(analysis.unicast_rows(runs)):
+        for k in ("floor", "sender", "wake_path", "idle_cpu"):
+            assert part[k] >= 0
+
+
+def test_command_line(tmp_path):
+    bad = subprocess.run([sys.executable, "-m", "nemo_report", "build"], capture_output=True, text=True)
+    assert bad.returncode == 2
+    ok = subprocess.run([sys.executable, "-m", "nemo_report", "build", str(FIX / "coherence.json"),
+                         "-o", str(tmp_path / "o")], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "o" / "coherence.png").exists()
