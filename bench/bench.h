@@ -106,6 +106,12 @@ extern const suite suite_unicast, suite_broadcast, suite_coherence, suite_policy
 _Noreturn void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /** Print "nemo-bench: <msg>" and exit with status 1 (run failed). */
 _Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/**
+ * A mechanism cannot run here (reason why): fatal if the user named it,
+ * else a warning and an entry {mechanism, reason} in skipped.
+ */
+void mechanism_unavailable(const bench_opts *o, const char *name, const char *why, json_t *skipped);
+
 /** Print "nemo-bench: warning: <msg>" unless quiet. */
 void warn(const bench_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

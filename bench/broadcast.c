@@ -353,11 +353,7 @@ static int bc_run(const bench_opts *o, json_t *results, json_t *config)
 			char why[200];
 			if (bc_row(o, sel[i], ks[k], cpus, results, why, sizeof why))
 				continue;
-			if (o->nmechs)
-				fatal("mechanism %s is not available here: %s", sel[i]->name, why);
-			warn(o, "skipping %s: %s", sel[i]->name, why);
-			json_array_append_new(skipped, json_pack("{s:s,s:s}",
-				"mechanism", sel[i]->name, "reason", why));
+			mechanism_unavailable(o, sel[i]->name, why, skipped);
 			break;
 		}
 	}

@@ -51,6 +51,14 @@ void warn(const bench_opts *o, const char *fmt, ...)
 	va_end(ap);
 }
 
+void mechanism_unavailable(const bench_opts *o, const char *name, const char *why, json_t *skipped)
+{
+	if (o->nmechs)
+		fatal("mechanism %s is not available here: %s", name, why);
+	warn(o, "skipping %s: %s", name, why);
+	json_array_append_new(skipped, json_pack("{s:s,s:s}", "mechanism", name, "reason", why));
+}
+
 void *xcalloc(size_t n, size_t size)
 {
 	void *p = calloc(n ? n : 1, size ? size : 1);

@@ -8,10 +8,16 @@
 #ifndef NEMO_TEST_CHECK_H
 #define NEMO_TEST_CHECK_H
 
+/* in_ms needs POSIX clocks; tests that include this first get them. */
+#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 /* Atomic: tests CHECK from several threads. */
 static atomic_int check_failures;
@@ -48,6 +54,19 @@ static atomic_int check_count;
 				__FILE__, __LINE__, #a, #b, a_, b_);            \
 		}                                                               \
 	} while (0)
+
+/* An absolute deadline `ms` milliseconds from now on clock `clk`. */
+static inline struct timespec in_ms(clockid_t clk, int ms)
+{
+	struct timespec t;
+	clock_gettime(clk, &t);
+	t.tv_nsec += (long)ms * 1000000L;
+	while (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return t;
+}
 
 static inline int check_exit(const char *name)
 {

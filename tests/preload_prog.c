@@ -14,6 +14,8 @@
  * to libnemo-preload.so.
  */
 #define _GNU_SOURCE
+#include "check.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -26,20 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static int failures;
+static int failures;   /* (check.h supplies only in_ms here) */
 #define EXPECT(c) do { if (!(c)) { failures++; fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c); } } while (0)
-
-static struct timespec in_ms(clockid_t clk, int ms)
-{
-	struct timespec t;
-	clock_gettime(clk, &t);
-	t.tv_nsec += (long)ms * 1000000L;
-	while (t.tv_nsec >= 1000000000L) {
-		t.tv_sec++;
-		t.tv_nsec -= 1000000000L;
-	}
-	return t;
-}
 
 /* ---- static initializer, signal, broadcast ---- */
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;

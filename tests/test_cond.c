@@ -13,18 +13,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static struct timespec in_ms(clockid_t clk, int ms)
-{
-	struct timespec t;
-	clock_gettime(clk, &t);
-	t.tv_nsec += (long)ms * 1000000L;
-	while (t.tv_nsec >= 1000000000L) {
-		t.tv_sec++;
-		t.tv_nsec -= 1000000000L;
-	}
-	return t;
-}
-
 static void test_init_and_errors(void)
 {
 	nemo_cond zero = NEMO_COND_INITIALIZER;

@@ -11,18 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static struct timespec in_ms(clockid_t clk, int ms)
-{
-	struct timespec t;
-	clock_gettime(clk, &t);
-	t.tv_nsec += (long)ms * 1000000L;
-	while (t.tv_nsec >= 1000000000L) {
-		t.tv_sec++;
-		t.tv_nsec -= 1000000000L;
-	}
-	return t;
-}
-
 static void test_errors(void)
 {
 	nemo_event e;

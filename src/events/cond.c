@@ -121,6 +121,15 @@ static struct cond_impl *impl(nemo_cond *c)
 	return (struct cond_impl *)(void *)c;
 }
 
+/* The condvar behind cv, or NULL if cv is NULL or was initialised by glibc
+ * as process-shared (the interposer routes those; here they are EINVAL). */
+static struct cond_impl *checked(nemo_cond *cv)
+{
+	if (!cv || (impl(cv)->flags & CF_PSHARED))
+		return NULL;
+	return impl(cv);
+}
+
 /* ------------------------------------------------------------------ lock */
 
 static void cond_lock(struct cond_impl *c)
@@ -180,10 +189,8 @@ int nemo_cond_init(nemo_cond *cv, const pthread_condattr_t *attr)
 
 int nemo_cond_destroy(nemo_cond *cv)
 {
-	if (!cv)
-		return EINVAL;
-	struct cond_impl *c = impl(cv);
-	if (c->flags & CF_PSHARED)
+	struct cond_impl *c = checked(cv);
+	if (!c)
 		return EINVAL;
 	cond_lock(c);
 	int busy = c->nwaiting != 0;
@@ -359,10 +366,8 @@ static void on_cancel(void *arg)
 int nemo_cond_clockwait(nemo_cond *cv, pthread_mutex_t *m, clockid_t clock,
 			const struct timespec *abstime)
 {
-	if (!cv || !m)
-		return EINVAL;
-	struct cond_impl *c = impl(cv);
-	if (c->flags & CF_PSHARED)
+	struct cond_impl *c = checked(cv);
+	if (!c || !m)
 		return EINVAL;
 	int err = nemo__check_deadline(clock, abstime);
 	if (err)
@@ -422,10 +427,8 @@ int nemo_cond_wait(nemo_cond *cv, pthread_mutex_t *m)
 
 int nemo_cond_signal(nemo_cond *cv)
 {
-	if (!cv)
-		return EINVAL;
-	struct cond_impl *c = impl(cv);
-	if (c->flags & CF_PSHARED)
+	struct cond_impl *c = checked(cv);
+	if (!c)
 		return EINVAL;
 	if (!atomic_load_explicit(&c->head, memory_order_acquire))
 		return 0;
@@ -441,10 +444,8 @@ int nemo_cond_signal(nemo_cond *cv)
 
 int nemo_cond_broadcast(nemo_cond *cv)
 {
-	if (!cv)
-		return EINVAL;
-	struct cond_impl *c = impl(cv);
-	if (c->flags & CF_PSHARED)
+	struct cond_impl *c = checked(cv);
+	if (!c)
 		return EINVAL;
 	if (!atomic_load_explicit(&c->head, memory_order_acquire))
 		return 0;
