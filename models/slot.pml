@@ -21,6 +21,14 @@
  * futex queue) under one atomic step per futex operation, as the kernel's
  * hash-bucket lock makes it.
  *
+ * -DSHARED models a slot queued on a nemo_cond (waiter.c, SHARED WORD):
+ * it sleeps on the condvar's shared word `bseq` (B1: read it before W2;
+ * B2: futex_wait(bseq, seen)); a kick, after its CAS, bumps bseq and wakes
+ * the sleepers on it (K2, K3).  The second wait sleeps on another
+ * condvar's word (cw = 2), so a stray kick from the first wait that reads
+ * the slot's word must read it after its CAS (K1) - -DSHARED -DK1EARLY
+ * reads it before, and spin must find the lost wake-up that causes.
+ *
  * -DBROKEN moves W3 before W2 (check, then publish): spin must then find a
  * lost wake-up (an invalid end state), which shows the model can fail.
  */
@@ -36,11 +44,33 @@ bit queued = 0;          /* the waiter sleeps in futex_wait */
 byte round = 0;          /* which wait the releasers release */
 byte spur = 0;
 byte returned = 0;       /* waits completed */
+#ifdef SHARED
+byte bseq[3];            /* shared words of condvars 1 and 2 */
+byte cw = 0;             /* the condvar the slot is queued on now */
+byte qon = 0;            /* the word the slot sleeps on (futex queue) */
+#endif
 
 inline futex_wake() {
 	atomic { if :: queued -> queued = 0 :: else -> skip fi }
 }
 
+#ifdef SHARED
+inline kick() {
+	byte kw;
+#ifdef K1EARLY
+	kw = cw;                                            /* K1 too early */
+#endif
+	if
+	:: atomic { state == SLEEPING -> state = RUNNING };   /* R2 + CAS */
+#ifndef K1EARLY
+	   kw = cw;                                          /* K1 */
+#endif
+	   bseq[kw]++;                                       /* K2 */
+	   atomic { if :: queued && qon == kw -> queued = 0 :: else -> skip fi }   /* K3 */
+	:: else -> skip
+	fi
+}
+#else
 inline kick() {
 	if
 	:: atomic { state == SLEEPING -> state = RUNNING };   /* R2 + CAS */
@@ -48,6 +78,7 @@ inline kick() {
 	:: else -> skip                                      /* kick avoided */
 	fi
 }
+#endif
 
 proctype releaser(byte r) {
 	/* Release wait r once the waiter armed it.  A releaser that comes late
@@ -62,11 +93,20 @@ proctype releaser(byte r) {
 
 active proctype waiter() {
 	byte w = 1;
+#ifdef SHARED
+	byte seen;
+#endif
 	do
 	:: w <= 2 ->
+#ifdef SHARED
+		cw = w;                              /* queued on condvar w */
+#endif
 		atomic { token = 0; round = w };     /* arm, then become findable */
 		do
 		::
+#ifdef SHARED
+			seen = bseq[cw];                                /* B1 */
+#endif
 #ifdef BROKEN
 			if :: token == 1 -> break :: else -> skip fi;   /* W3 too early */
 			state = SLEEPING;                               /* W2 */
@@ -74,8 +114,13 @@ active proctype waiter() {
 			state = SLEEPING;                               /* W2 */
 			if :: token == 1 -> state = RUNNING; break :: else -> skip fi;  /* W3 */
 #endif
+#ifdef SHARED
+			/* B2: futex_wait(bseq[cw], seen), atomic check-and-queue */
+			atomic { if :: bseq[cw] == seen -> queued = 1; qon = cw :: else -> skip fi };
+#else
 			/* W4: futex_wait(&state, SLEEPING), atomic check-and-queue */
 			atomic { if :: state == SLEEPING -> queued = 1 :: else -> skip fi };
+#endif
 			if
 			:: queued == 0 -> skip                               /* woken (or EAGAIN) */
 			:: atomic { queued == 1 && spur < MAXSPUR -> queued = 0; spur++ }  /* spurious */

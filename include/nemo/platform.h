@@ -181,18 +181,19 @@ int nemo_futex_wait_until(uint32_t *word, uint32_t expected, clockid_t clock,
 			  const struct timespec *deadline, int flags);
 
 /**
- * Sleep while *word1 == val1 and *word2 == val2 (futex_waitv, Linux >=
- * 5.16): a FUTEX_WAKE on either word wakes the sleeper.
- * @param clock   CLOCK_MONOTONIC or CLOCK_REALTIME, for deadline
- * @param deadline absolute deadline, or NULL for none
- * @return as nemo_futex_wait_until; ENOSYS where the kernel lacks
- *         futex_waitv (see nemo_futex_have_waitv).
+ * nemo_futex_wait_until for waiters that share one word: sleep while
+ * *word == expected, waking only for a nemo_futex_wake_bitset whose bits
+ * intersect `bits` (FUTEX_WAIT_BITSET).
+ * @return as nemo_futex_wait_until; EINVAL also for bits == 0.
  */
-int nemo_futex_wait2(uint32_t *word1, uint32_t val1, uint32_t *word2, uint32_t val2,
-		     clockid_t clock, const struct timespec *deadline, int flags);
+int nemo_futex_wait_bitset(uint32_t *word, uint32_t expected, uint32_t bits, clockid_t clock,
+			   const struct timespec *deadline, int flags);
 
-/** Whether this kernel has futex_waitv (probed once). */
-bool nemo_futex_have_waitv(void);
+/**
+ * Wake at most n waiters sleeping on word whose bits intersect `bits`.
+ * @return as nemo_futex_wake; EINVAL also for bits == 0.
+ */
+int nemo_futex_wake_bitset(uint32_t *word, int n, uint32_t bits, int flags, int *woken);
 
 /**
  * Wake at most n waiters sleeping on word.

@@ -15,8 +15,9 @@
  *                glibc initialised as process-shared; bit 1: CLOCK_MONOTONIC
  *                (glibc's bit, too); bit 2: kick mode; bits 8-12: fan-out
  *                (0 = 2)
- *  40  bseq      broadcast word: bumped by a flat broadcast, which wakes
- *                every sleeper on it with one FUTEX_WAKE
+ *  40  bseq      the word queued waiters sleep on (each with its own bit):
+ *                a kick bumps it and wakes one bit; a flat broadcast bumps
+ *                it and wakes every sleeper with one FUTEX_WAKE
  *  44  reserved
  *
  * The lock protects head, tail, nwaiting, gen and each queued slot's
@@ -64,13 +65,12 @@
  *   before the store that frees its owner.
  *   When the waiters sit on no more CPUs than the fan-out, there is
  *   nothing to parallelise: then the broadcast is flat - tokens, then one
- *   FUTEX_WAKE of every sleeper on the broadcast word `bseq`, on which
- *   queued slots also sleep (futex_waitv; the handshake is in waiter.c).
- *   Measured here, 8 waiters on one CPU, last waiter p50: a tree over
- *   threads 34 us, a loop of 8 FUTEX_WAKEs 38 us, glibc's one wake-all
- *   31 us - so the flat case uses one wake-all too.  Without futex_waitv
- *   (Linux < 5.16) the tree is always used.  Polling waiters are released
- *   by their token store alone.
+ *   FUTEX_WAKE of every sleeper on the word `bseq`, on which queued slots
+ *   sleep, each with its own bit so a signal wakes just its waiter (the
+ *   handshake is in waiter.c, SHARED WORD).  Measured here, 8 waiters on
+ *   one CPU, last waiter p50: a tree over threads 34 us, a loop of 8
+ *   FUTEX_WAKEs 38 us, glibc's one wake-all 31 us.  Polling waiters are
+ *   released by their token store alone.
  *
  * CANCELLATION  the sleep runs with asynchronous cancellation enabled (the
  *   futex syscall only), and the poll calls pthread_testcancel.  The
@@ -239,7 +239,7 @@ static void enqueue(struct cond_impl *c, nemo_waiter *w)
 {
 	w->next = NULL;
 	w->cpu = sched_getcpu();
-	w->bword = nemo_futex_have_waitv() ? &c->bseq : NULL;
+	atomic_store_explicit(&w->bword, &c->bseq, memory_order_relaxed);
 	w->queued = true;
 	if (c->tail)
 		c->tail->next = w;
@@ -401,6 +401,8 @@ int nemo_cond_clockwait(nemo_cond *cv, pthread_mutex_t *m, clockid_t clock,
 	rc = nemo__waiter_wait_flags(w, &pol, clock, abstime,
 				     NEMO__WAIT_CANCELLABLE | (kick ? NEMO__WAIT_BOOST : 0));
 	pthread_cleanup_pop(0);
+	/* Later plain waits of this slot sleep on state. */
+	atomic_store_explicit(&w->bword, NULL, memory_order_relaxed);
 	if (rc == ETIMEDOUT && !leave_queue(c, w))
 		rc = 0;          /* released while timing out: the wake-up counts */
 	wake_kids(w);
@@ -486,9 +488,9 @@ int nemo_cond_broadcast(nemo_cond *cv)
 	int ngroups = 0;
 	for (nemo_waiter *g = groups; g; g = g->next)
 		ngroups++;
-	if (ngroups <= fan && nemo_futex_have_waitv()) {
-		/* Flat: every detached slot sleeps on bseq too (enqueue set
-		 * bword).  Tokens first (C1), then bump and wake (C2, C3). */
+	if (ngroups <= fan) {
+		/* Flat: every detached slot sleeps on bseq (enqueue set bword).
+		 * Tokens first, then bump and wake everyone (K2, K3 for all). */
 		for (nemo_waiter *g = groups, *gnx; g; g = gnx) {
 			gnx = g->next;
 			for (nemo_waiter *m = g, *mnx; m; m = mnx) {

@@ -145,10 +145,9 @@ static bool ev_try_take(void *arg)
 	return false;
 }
 
-static bool ev_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t **word2, uint32_t *val2)
+static bool ev_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *bits)
 {
-	(void)word2;
-	(void)val2;
+	(void)bits;
 	struct event_impl *x = arg;
 	uint32_t v = atomic_fetch_add_explicit(&x->word, EV_SLEEPER, memory_order_seq_cst) + EV_SLEEPER; /* S1 */
 	while (v & EV_SET) {                                                                           /* S2 */

@@ -12,8 +12,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <pthread.h>
-#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -62,19 +60,37 @@ int nemo_futex_wait(uint32_t *word, uint32_t expected,
 	return wait_result(rc);
 }
 
-int nemo_futex_wait_until(uint32_t *word, uint32_t expected, clockid_t clock,
-			  const struct timespec *deadline, int flags)
+int nemo_futex_wait_bitset(uint32_t *word, uint32_t expected, uint32_t bits, clockid_t clock,
+			   const struct timespec *deadline, int flags)
 {
 	int pf;
-	if (bad_word(word) || bad_timespec(deadline) || op_flags(flags, &pf))
+	if (bad_word(word) || bad_timespec(deadline) || op_flags(flags, &pf) || bits == 0)
 		return EINVAL;
 	if (clock == CLOCK_REALTIME)
 		pf |= FUTEX_CLOCK_REALTIME;
 	else if (clock != CLOCK_MONOTONIC)
 		return EINVAL;
-	long rc = syscall(SYS_futex, word, FUTEX_WAIT_BITSET | pf, expected, deadline,
-			  NULL, FUTEX_BITSET_MATCH_ANY);
+	long rc = syscall(SYS_futex, word, FUTEX_WAIT_BITSET | pf, expected, deadline, NULL, bits);
 	return wait_result(rc);
+}
+
+int nemo_futex_wait_until(uint32_t *word, uint32_t expected, clockid_t clock,
+			  const struct timespec *deadline, int flags)
+{
+	return nemo_futex_wait_bitset(word, expected, FUTEX_BITSET_MATCH_ANY, clock, deadline, flags);
+}
+
+int nemo_futex_wake_bitset(uint32_t *word, int n, uint32_t bits, int flags, int *woken)
+{
+	int pf;
+	if (bad_word(word) || n < 1 || op_flags(flags, &pf) || bits == 0)
+		return EINVAL;
+	long rc = syscall(SYS_futex, word, FUTEX_WAKE_BITSET | pf, n, NULL, NULL, bits);
+	if (rc < 0)
+		return errno ? errno : EINVAL;
+	if (woken)
+		*woken = (int)rc;
+	return 0;
 }
 
 int nemo_futex_wake(uint32_t *word, int n, int flags, int *woken)
@@ -90,44 +106,3 @@ int nemo_futex_wake(uint32_t *word, int n, int flags, int *woken)
 	return 0;
 }
 
-int nemo_futex_wait2(uint32_t *word1, uint32_t val1, uint32_t *word2, uint32_t val2,
-		     clockid_t clock, const struct timespec *deadline, int flags)
-{
-	int pf;
-	if (bad_word(word1) || bad_word(word2) || bad_timespec(deadline) || op_flags(flags, &pf))
-		return EINVAL;
-	if (clock != CLOCK_MONOTONIC && clock != CLOCK_REALTIME)
-		return EINVAL;
-#ifdef SYS_futex_waitv
-	struct futex_waitv w[2];
-	memset(w, 0, sizeof w);
-	unsigned wf = FUTEX_32 | (flags == NEMO_FUTEX_PRIVATE ? FUTEX_PRIVATE_FLAG : 0);
-	w[0] = (struct futex_waitv){ .val = val1, .uaddr = (uintptr_t)word1, .flags = wf };
-	w[1] = (struct futex_waitv){ .val = val2, .uaddr = (uintptr_t)word2, .flags = wf };
-	long rc = syscall(SYS_futex_waitv, w, 2, 0, deadline, clock);
-	if (rc >= 0)
-		return 0;
-	return wait_result(rc);
-#else
-	(void)val1;
-	(void)val2;
-	return ENOSYS;
-#endif
-}
-
-static bool have_waitv;
-static pthread_once_t waitv_once = PTHREAD_ONCE_INIT;
-
-static void waitv_probe(void)
-{
-#ifdef SYS_futex_waitv
-	/* No waiters at all: EINVAL where the call exists, ENOSYS where not. */
-	have_waitv = !(syscall(SYS_futex_waitv, NULL, 0, 0, NULL, CLOCK_MONOTONIC) < 0 && errno == ENOSYS);
-#endif
-}
-
-bool nemo_futex_have_waitv(void)
-{
-	pthread_once(&waitv_once, waitv_probe);
-	return have_waitv;
-}

@@ -131,15 +131,14 @@ void nemo__boost_leave(void)
 	self->boosted = false;
 }
 
-static int futex_sleep(const nemo__wait_ops *ops, uint32_t *word, uint32_t val,
-		       uint32_t *word2, uint32_t val2, clockid_t clock,
-		       const struct timespec *abstime, unsigned flags)
+static int futex_sleep(const nemo__wait_ops *ops, uint32_t *word, uint32_t val, uint32_t bits,
+		       clockid_t clock, const struct timespec *abstime, unsigned flags)
 {
 	int rc, oldtype = 0;
 	if (flags & NEMO__WAIT_CANCELLABLE)
 		pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &oldtype);
-	if (word2)
-		rc = nemo_futex_wait2(word, val, word2, val2, clock, abstime, ops->futex_flags);
+	if (bits)
+		rc = nemo_futex_wait_bitset(word, val, bits, clock, abstime, ops->futex_flags);
 	else if (abstime)
 		rc = nemo_futex_wait_until(word, val, clock, abstime, ops->futex_flags);
 	else
@@ -206,14 +205,14 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 		nemo__boost_leave();
 	int result;
 	for (;;) {
-		uint32_t *word, val, *word2 = NULL, val2 = 0;
-		if (ops->sleep_begin(arg, &word, &val, &word2, &val2)) {
+		uint32_t *word, val, bits = 0;
+		if (ops->sleep_begin(arg, &word, &val, &bits)) {
 			result = 0;
 			break;
 		}
 		if (self)
 			NEMO__COUNT(self, sleeps);
-		int rc = futex_sleep(ops, word, val, word2, val2, clock, abstime, flags);
+		int rc = futex_sleep(ops, word, val, bits, clock, abstime, flags);
 		ops->sleep_end(arg);
 		if (ops->try_take(arg)) {
 			result = 0;

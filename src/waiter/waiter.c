@@ -66,22 +66,32 @@
  * releasers, a stray kick landing on a reused slot, spurious wake-ups; a
  * broken variant (W3 before W2) is shown to lose a wake-up.
  *
- * BROADCAST WORD
+ * SHARED WORD
  *
- * A slot queued on a nemo_cond may also sleep on the condvar's broadcast
- * word `bseq` (futex_waitv on both words), so that a broadcast can wake
- * every sleeper with one FUTEX_WAKE instead of one per waiter:
- *   B1  seen := load(bseq, seq_cst)          -- before W2
- *   B2  futex_waitv(state == SLEEPING, bseq == seen)   -- instead of W4
- * and the broadcaster, after detaching the queue:
- *   C1  store(token, 1, seq_cst) for every detached slot;
- *   C2  fetch_add(bseq, 1, seq_cst);  C3  futex_wake(bseq, all).
- * If B1 reads the value C2 wrote, C1 precedes it in the seq_cst order and
- * W3 (after B1) sees token == 1.  If B1 reads an older value, then either
- * C2 has happened by B2 (the kernel sees bseq != seen and returns at once)
- * or the waiter sleeps on bseq before C2, and C3 finds it.  A waiter woken
- * by a broadcast meant for others re-reads bseq at B1 on its next round,
- * so it does not spin on a stale value.
+ * A slot queued on a nemo_cond sleeps on the condvar's word `bseq`, with
+ * its own bit (FUTEX_WAIT_BITSET), instead of on `state`, so that a
+ * broadcast can wake every sleeper with one FUTEX_WAKE.  (Sleeping on both
+ * words with futex_waitv was measured and rejected: each woken waiter must
+ * then also unqueue its second entry, and 8 waiters on one CPU reached the
+ * last one 3.5-9% later than glibc; on bseq alone, 1-10% sooner.)
+ *   B1  seen := load(bseq, seq_cst)                 -- before W2
+ *   B2  futex_wait_bitset(bseq, seen, bit)          -- instead of W4
+ * and a kick, after its CAS on state succeeded (R3):
+ *   K1  read the slot's bseq and bit;  K2  fetch_add(bseq, 1, seq_cst);
+ *   K3  futex_wake_bitset(bseq, all, bit).
+ * A broadcast releases all tokens, then K2 and a FUTEX_WAKE of everyone.
+ * Why no wake-up is lost: W2;W3 and R1;R2 still decide as above.  If the
+ * kicker saw SLEEPING, its bump K2 comes after R2, R2 after W2, and W2
+ * after B1: so B2 compares bseq against a value read before the bump -
+ * either the bump has happened (the kernel returns at once) or the slot
+ * sleeps on bseq before it, and K3 finds it by its bit.  Other sleepers on
+ * bseq that share the bit, or that were about to sleep, wake spuriously
+ * and go back (W5).  K1 comes after the CAS on purpose: read before, a
+ * slot that meanwhile queued itself on another condvar would be marked
+ * RUNNING by the CAS but woken on the old word - and the real releaser,
+ * seeing RUNNING, would not wake it.  After the CAS the slot's bseq is
+ * that of the wait that was SLEEPING, unless the slot has already left
+ * that wait on its own, awake.  models/slot.pml -DSHARED checks this.
  *
  * VISIBILITY
  *
@@ -99,6 +109,7 @@
 #include "waiter_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +161,7 @@ static nemo_waiter *slot_new(void)
 		w = aligned_alloc(NEMO__CACHELINE, NEMO__LINES(sizeof *w));
 		if (w) {
 			memset(w, 0, sizeof *w);
+			w->bbit = 1u << (((uintptr_t)w / NEMO__CACHELINE) % 32);
 			w->all_next = pool_all;
 			pool_all = w;
 		}
@@ -205,14 +217,21 @@ static void count_kick(bool issued)
 		NEMO__COUNT(me, kicks_avoided);
 }
 
-/* R2 and R3 of the essay. */
+/* R2 and R3 of the essay (and K1-K3 for a slot on a shared word). */
 static void kick(nemo_waiter *w)
 {
 	uint32_t s = atomic_load_explicit(&w->state, memory_order_seq_cst);
 	if (s == NEMO_WAITER_SLEEPING &&
 	    atomic_compare_exchange_strong_explicit(&w->state, &s, NEMO_WAITER_RUNNING,
 						    memory_order_seq_cst, memory_order_relaxed)) {
-		nemo_futex_wake((uint32_t *)&w->state, 1, NEMO_FUTEX_PRIVATE, NULL);
+		_Atomic uint32_t *bw = atomic_load_explicit(&w->bword, memory_order_relaxed); /* K1 */
+		if (bw) {
+			atomic_fetch_add_explicit(bw, 1, memory_order_seq_cst);       /* K2 */
+			nemo_futex_wake_bitset((uint32_t *)bw, INT_MAX, w->bbit,
+					       NEMO_FUTEX_PRIVATE, NULL);            /* K3 */
+		} else {
+			nemo_futex_wake((uint32_t *)&w->state, 1, NEMO_FUTEX_PRIVATE, NULL);
+		}
 		count_kick(true);
 	} else {
 		count_kick(false);
@@ -247,13 +266,12 @@ static bool slot_try_take(void *arg)
 	return atomic_load_explicit(&w->token, memory_order_acquire) == 1;
 }
 
-static bool slot_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t **word2, uint32_t *val2)
+static bool slot_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *bits)
 {
 	nemo_waiter *w = arg;
-	/* B1: queued on a condvar whose broadcasts wake everyone with one
-	 * FUTEX_WAKE on its broadcast word: read that word first (see
-	 * BROADCAST WORD above). */
-	_Atomic uint32_t *bw = w->bword;
+	/* B1: queued on a condvar, the slot sleeps on its shared word: read it
+	 * before publishing SLEEPING (see SHARED WORD above). */
+	_Atomic uint32_t *bw = atomic_load_explicit(&w->bword, memory_order_relaxed);
 	uint32_t seen = bw ? atomic_load_explicit(bw, memory_order_seq_cst) : 0;
 	atomic_exchange_explicit(&w->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst); /* W2 */
 	if (atomic_load_explicit(&w->token, memory_order_seq_cst) == 1) {                /* W3 */
@@ -263,8 +281,9 @@ static bool slot_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t
 	*word = (uint32_t *)&w->state;
 	*val = NEMO_WAITER_SLEEPING;
 	if (bw) {                                                                        /* B2 */
-		*word2 = (uint32_t *)bw;
-		*val2 = seen;
+		*word = (uint32_t *)bw;
+		*val = seen;
+		*bits = w->bbit;
 	}
 	return false;
 }

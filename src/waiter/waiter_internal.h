@@ -30,7 +30,11 @@ struct nemo_waiter {
 	_Alignas(NEMO__CACHELINE) struct nemo_waiter *next;
 	bool queued;
 	int cpu;                      /* CPU it was on when it queued itself */
-	_Atomic uint32_t *bword;      /* queue's broadcast word to sleep on too, or NULL */
+	/* The queue's shared word to sleep on instead of state, or NULL.
+	 * Atomic (relaxed): a late kicker may read it while the owner clears
+	 * it; the ordering that matters comes from the CAS on state. */
+	_Atomic(_Atomic uint32_t *) bword;
+	uint32_t bbit;                /* this slot's bit on bword; fixed at creation */
 	struct nemo_waiter *gnext;    /* next waiter of the same CPU group (broadcast) */
 	int nkids;
 	struct nemo_waiter *kids[NEMO__MAX_FANOUT];   /* heads of child CPU groups */
@@ -64,10 +68,10 @@ typedef struct nemo__wait_ops {
 	bool (*try_take)(void *arg);
 	/* Publish "I am about to sleep", then re-check.  Return true if the
 	 * condition holds (taken, publication undone); else set *word and
-	 * *val for futex_wait - and, to sleep on two words at once
-	 * (futex_waitv), *word2 and *val2 (left NULL otherwise) - and return
+	 * *val for futex_wait - and *bits, to sleep on a word shared with
+	 * other waiters (FUTEX_WAIT_BITSET; left 0 otherwise) - and return
 	 * false. */
-	bool (*sleep_begin)(void *arg, uint32_t **word, uint32_t *val, uint32_t **word2, uint32_t *val2);
+	bool (*sleep_begin)(void *arg, uint32_t **word, uint32_t *val, uint32_t *bits);
 	/* Undo the publication once futex_wait has returned. */
 	void (*sleep_end)(void *arg);
 	int futex_flags;              /* NEMO_FUTEX_PRIVATE / _SHARED */
