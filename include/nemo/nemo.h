@@ -12,6 +12,9 @@
 #include <nemo/platform.h>
 #include <nemo/waiter.h>
 #include <nemo/event.h>
+#include <nemo/domain.h>
+#include <nemo/notify.h>
+#include <nemo/am.h>
 
 #ifdef __cplusplus
 extern "C" {

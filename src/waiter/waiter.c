@@ -217,8 +217,9 @@ static void count_kick(bool issued)
 		NEMO__COUNT(me, kicks_avoided);
 }
 
-/* R2 and R3 of the essay (and K1-K3 for a slot on a shared word). */
-static void kick(nemo_waiter *w)
+/* R2 and R3 of the essay (and K1-K3 for a slot on a shared word).
+ * Returns true if it made a FUTEX_WAKE. */
+static bool kick(nemo_waiter *w)
 {
 	uint32_t s = atomic_load_explicit(&w->state, memory_order_seq_cst);
 	if (s == NEMO_WAITER_SLEEPING &&
@@ -233,9 +234,10 @@ static void kick(nemo_waiter *w)
 			nemo_futex_wake((uint32_t *)&w->state, 1, NEMO_FUTEX_PRIVATE, NULL);
 		}
 		count_kick(true);
-	} else {
-		count_kick(false);
+		return true;
 	}
+	count_kick(false);
+	return false;
 }
 
 int nemo_waiter_kick(nemo_waiter *w)
@@ -247,6 +249,12 @@ int nemo_waiter_kick(nemo_waiter *w)
 	atomic_thread_fence(memory_order_seq_cst);
 	kick(w);
 	return 0;
+}
+
+bool nemo__waiter_kick_issued(nemo_waiter *w)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	return kick(w);
 }
 
 int nemo_waiter_release(nemo_waiter *w)

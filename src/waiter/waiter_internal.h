@@ -99,6 +99,10 @@ int nemo__waiter_wait_flags(nemo_waiter *w, const nemo_wait_policy *p, clockid_t
  * (UINT64_MAX: forever). */
 uint64_t nemo__spin_budget_ticks(const nemo_wait_policy *resolved, nemo_waiter *self);
 
+/* nemo_waiter_kick for layers above: returns true if it had to make a
+ * FUTEX_WAKE (the target slept), false if the target was awake. */
+bool nemo__waiter_kick_issued(nemo_waiter *w);
+
 /* Drop the kick-mode boost, if this thread holds it (back to SCHED_OTHER). */
 void nemo__boost_leave(void);
 

@@ -1,0 +1,142 @@
+/*
+ * nemo/am.h - active messages: a message names the code that handles it.
+ *
+ * Two tables, as in the Nemo paper, made complete:
+ *   - the Action Descriptor Table (ADT), one per domain, maps an action
+ *     id to a handler and its context (nemo_action_register);
+ *   - the Action Lookup Table (ALT), one per place, maps an event id to
+ *     the action that place runs for it (nemo_am_event_map), so one event
+ *     can mean different actions on different places.
+ *
+ * A message carries an action id, or an event id (NEMO_AM_EVENT(e)), a
+ * 64-bit argument and up to NEMO_AM_PAYLOAD_MAX bytes of inline payload.
+ * An event is resolved through the destination's ALT when it is sent.
+ * The handler runs on the destination place's thread (nemo/domain.h:
+ * where messages are handled): at its poll points, in its waits, or in
+ * interrupt mode from a signal handler (then it must be
+ * async-signal-safe; msg->context says which).
+ *
+ * Order: messages from one sender to one receiver are handled in the
+ * order sent: each handler starts after the previous one's (a handler
+ * that waits in a full-queue send serves later messages meanwhile).
+ * Visibility: everything the sender wrote before nemo_am_send is visible
+ * to the handler (release on enqueue, acquire on dequeue).
+ *
+ * Nothing is lost: a send returns 0 once the message is queued, and a
+ * queued message is handled - by its receiver, or, if that receiver
+ * leaves first, during its nemo_place_leave.  A send that races the leave
+ * fails with ESRCH instead, and the message is not handled.
+ *
+ * Errors: ENOTCONN the caller is not a place; ESRCH no such destination
+ * place; ERANGE an action or event id out of range; ENOENT an action
+ * with no handler, or an event the destination has not mapped; EEXIST an
+ * action registered twice; EMSGSIZE a payload over NEMO_AM_PAYLOAD_MAX;
+ * EAGAIN a full ring with NEMO_NONBLOCK; EDEADLK a handler nested more
+ * than 8 deep in full-queue waits; EIDRM a destroyed domain; EINVAL a
+ * NULL or malformed argument.
+ */
+#ifndef NEMO_AM_H
+#define NEMO_AM_H
+
+#include <nemo/domain.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Largest inline payload of one message, in bytes. */
+#define NEMO_AM_PAYLOAD_MAX 48u
+
+/** Largest action and event tables (nemo_domain_attr). */
+#define NEMO_AM_ACTIONS_MAX 4096u
+#define NEMO_AM_EVENTS_MAX 4096u
+
+/** The id of event e (as opposed to action e) in nemo_am_send. */
+#define NEMO_AM_EVENT(e) (0x80000000u | (uint32_t)(e))
+
+/** msg->event of a message sent by action id. */
+#define NEMO_AM_NO_EVENT 0xFFFFFFFFu
+
+/** Where a handler runs. */
+typedef enum nemo_am_context {
+	NEMO_AM_CTX_POLL = 0,         /**< in nemo_poll, or in nemo_place_leave */
+	NEMO_AM_CTX_WAIT = 1,         /**< in nemo_place_wait, or in a send waiting for room */
+	NEMO_AM_CTX_INTERRUPT = 2,    /**< in the interrupt-mode signal handler */
+} nemo_am_context;
+
+/** One message, as its handler sees it (valid during the call only). */
+typedef struct nemo_am_msg {
+	nemo_place_id src;            /**< the sender */
+	nemo_place_id dest;           /**< this place */
+	uint32_t action;              /**< the action being run */
+	uint32_t event;               /**< the event it was sent as, or NEMO_AM_NO_EVENT */
+	uint64_t arg;                 /**< the sender's argument */
+	const void *payload;          /**< inline payload (NULL if len is 0) */
+	size_t len;                   /**< payload bytes */
+	nemo_am_context context;      /**< where the handler runs */
+} nemo_am_msg;
+
+/** An action's handler. */
+typedef void (*nemo_am_handler)(const nemo_am_msg *msg, void *ctx);
+
+/**
+ * Register action id `action` of domain d: fn(msg, ctx) runs for it.  An
+ * action stays registered for the domain's life.  Any thread may
+ * register, at any time.
+ * @return 0; EINVAL for NULL d or fn; ERANGE for action >= max_actions;
+ *         EEXIST if the action has a handler already; EIDRM.
+ */
+int nemo_action_register(nemo_domain *d, uint32_t action, nemo_am_handler fn, void *ctx);
+
+/**
+ * Map event `event` to `action` in the calling place's ALT (replacing any
+ * earlier mapping).  action NEMO_AM_NO_EVENT unmaps it.
+ * @return 0; ENOTCONN; ERANGE for an id out of range; ENOENT if the action
+ *         has no handler.
+ */
+int nemo_am_event_map(uint32_t event, uint32_t action);
+
+/**
+ * The action place `place` runs for `event` (a snapshot).
+ * @return 0 with *action set; ENOENT if unmapped; ESRCH; ERANGE; EINVAL;
+ *         ENOTCONN if the caller is not a place.
+ */
+int nemo_am_event_lookup(nemo_place_id place, uint32_t event, uint32_t *action);
+
+/**
+ * Send an active message to dest: run action `id` (or, for
+ * NEMO_AM_EVENT(e), the action dest maps e to) there with `arg`.
+ * @param flags NEMO_PUSH, NEMO_NONBLOCK, NEMO_MORE (nemo/domain.h)
+ * @return 0 once queued; or an error of the list above.
+ */
+int nemo_am_send(nemo_place_id dest, uint32_t id, uint64_t arg, unsigned flags);
+
+/**
+ * nemo_am_send with an inline payload of len bytes (copied; at most
+ * NEMO_AM_PAYLOAD_MAX).
+ */
+int nemo_am_sendv(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload,
+		  size_t len, unsigned flags);
+
+/**
+ * Send the same message to many places: to `set` (n ids), or, with set
+ * NULL, to every place of the caller's domain but the caller.  Each
+ * destination gets its own copy in its own ring; an event is resolved per
+ * destination.  Wake-ups are issued after every message is queued, so
+ * the receivers start as close together as the kernel allows.
+ * @param sent receives how many places the message was queued to (may be NULL)
+ * @return 0 if it reached them all; else the first error met (ESRCH,
+ *         ENOENT...), having still sent to every other destination;
+ *         EINVAL for a NULL set with n > 0.
+ */
+int nemo_am_broadcast(const nemo_place_id *set, size_t n, uint32_t id, uint64_t arg,
+		      const void *payload, size_t len, unsigned flags, size_t *sent);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NEMO_AM_H */

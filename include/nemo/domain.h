@@ -1,0 +1,271 @@
+/*
+ * nemo/domain.h - domains and places: who can message whom, and where
+ * messages are handled.
+ *
+ * A domain is a set of places.  A place is a thread that joined the
+ * domain (nemo_place_join), pinned to a CPU or not.  Every place has, for
+ * every other place, its own incoming queues (Barrelfish TN-9): a
+ * one-cache-line notification FIFO (nemo/notify.h) and a ring of active
+ * messages (nemo/am.h).  Only the sender writes a queue's entries, so
+ * senders never contend with each other; a receiver finds its non-empty
+ * queues through a hint bitmap instead of scanning them all.
+ *
+ * Where messages are handled.  Always on the receiving place's own
+ * thread, at one of these moments:
+ *   - at its poll points: nemo_poll();
+ *   - while it waits in nemo_place_wait() (it polls for its wait
+ *     policy's budget, then sleeps in the kernel until a sender kicks it);
+ *   - while it is blocked in a send whose queue is full (it serves its own
+ *     incoming messages, so cycles of full queues cannot deadlock);
+ *   - in interrupt mode, from a signal handler, when it is computing and
+ *     not polling (nemo_place_set_interrupts; see "Interrupt mode" below);
+ *   - when it leaves: nemo_place_leave() handles everything still queued.
+ *
+ * Whether a sender kicks (src/messaging/kick.c, the one place it is
+ * decided): only when the sender's queue to that receiver turned
+ * non-empty since the receiver last looked (its hint bit was clear), or
+ * the sender passed NEMO_PUSH; and then according to the state the
+ * receiver published: polling -> nothing (it will see the message);
+ * sleeping -> one FUTEX_WAKE; running with interrupts on -> a signal;
+ * running without -> nothing (it sees the message at its next poll point).
+ *
+ * Identity.  A place is named by a nemo_place_id: its index in the domain
+ * plus a generation, so an id of a place that has left never reaches a
+ * later occupant of the same index (sends to it fail with ESRCH).  A
+ * thread is a place of at most one domain at a time.
+ *
+ * Interrupt mode.  A place with interrupts on gets a signal (SIGURG by
+ * default; nemo_domain_attr.irq_signal) when a message arrives while it is
+ * running outside nemo.  The signal handler runs the message handlers
+ * right there, on top of whatever the thread was doing.  So handlers that
+ * can run in interrupt mode must be async-signal-safe: no malloc, no
+ * stdio, no locks the interrupted code may hold; atomics, nemo sends and
+ * notifies (they are safe here), and the functions of signal-safety(7)
+ * are fine.  The interrupted code sees errno preserved.  While the
+ * thread is inside any nemo messaging call (a send, nemo_poll, a wait) a
+ * signal never runs handlers: it is remembered, and the messages are
+ * handled when that call returns.  nemo_place_set_interrupts(false)
+ * turns interrupts off for a critical section (no syscall); turning them
+ * back on handles whatever arrived meanwhile.  A blocking system call the
+ * place is in when the signal arrives is restarted (SA_RESTART) after the
+ * handlers ran.
+ *
+ * Errors (every function returns 0 or one of these; never a crash):
+ *   EINVAL     a NULL or malformed argument
+ *   EIDRM      the domain has been destroyed
+ *   ENOTCONN   the calling thread is not a place (of that domain)
+ *   EALREADY   the calling thread is already a place of a domain
+ *   ENOSPC     the domain has no free place
+ *   EBUSY      destroying a domain that still has places; leaving from
+ *              inside a handler
+ *   ESRCH      no such place: index out of range, never joined, or left
+ *   ETIMEDOUT  a wait's deadline passed
+ */
+#ifndef NEMO_DOMAIN_H
+#define NEMO_DOMAIN_H
+
+#include <nemo/waiter.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A domain (opaque). */
+typedef struct nemo_domain nemo_domain;
+
+/** A place's name: index (low 12 bits) and generation (high 20 bits). */
+typedef uint32_t nemo_place_id;
+
+/** No place (returned by nemo_place_self() outside a domain). */
+#define NEMO_PLACE_NONE ((nemo_place_id)0xFFFFFFFFu)
+
+/** The largest max_places of a domain. */
+#define NEMO_PLACES_MAX 1024u
+
+/** Index of a place in its domain (0 <= index < max_places). */
+static inline unsigned nemo_place_index(nemo_place_id id)
+{
+	return id & 0xFFFu;
+}
+
+/** Domain parameters; zero fields take the defaults. */
+typedef struct nemo_domain_attr {
+	unsigned max_places;          /**< places at once, 1..1024 (0: 64) */
+	unsigned ring_slots;          /**< slots of each sender->receiver message
+	                                   ring, a power of two 8..65536 (0: 256).
+	                                   A message takes 1 slot, plus 1 per 12
+	                                   bytes of payload. */
+	unsigned max_actions;         /**< action ids 0..max_actions-1, 1..4096 (0: 256) */
+	unsigned max_events;          /**< event ids 0..max_events-1, 1..4096 (0: 256) */
+	int irq_signal;               /**< interrupt-mode signal (0: SIGURG) */
+} nemo_domain_attr;
+
+/**
+ * Create an empty domain.
+ * @param attr NULL for the defaults
+ * @return 0 with *out set; EINVAL for a NULL out or an attribute out of
+ *         range (ring_slots not a power of two, an unusable signal);
+ *         ENOMEM.
+ */
+int nemo_domain_create(const nemo_domain_attr *attr, nemo_domain **out);
+
+/**
+ * Destroy a domain that has no places.  Its memory is released, except a
+ * small record that makes later calls with the same pointer fail with
+ * EIDRM instead of touching freed memory.
+ * @return 0; EINVAL for NULL; EBUSY while places remain; EIDRM if
+ *         already destroyed.
+ */
+int nemo_domain_destroy(nemo_domain *d);
+
+/** What a domain has done (sums over every place, past and present). */
+typedef struct nemo_domain_counters {
+	uint64_t am_sent;             /**< active messages enqueued */
+	uint64_t am_handled;          /**< active-message handlers run */
+	uint64_t notify_sent;         /**< notifications enqueued */
+	uint64_t notify_handled;      /**< notification handlers run */
+	uint64_t kicks_futex;         /**< kicks that made a FUTEX_WAKE */
+	uint64_t kicks_signal;        /**< kicks that sent a signal (interrupt mode) */
+	uint64_t kicks_avoided;       /**< kicks that found the receiver polling or running */
+	uint64_t kicks_skipped;       /**< sends that needed no kick at all (hint already set) */
+	uint64_t full_waits;          /**< sends that found their queue full and waited */
+	uint64_t send_failures;       /**< sends that raced a leaving receiver and were returned (ESRCH) */
+	uint64_t interrupts;          /**< signal handlers that ran message handlers */
+	uint64_t sleeps;              /**< times a place slept in nemo_place_wait */
+} nemo_domain_counters;
+
+/**
+ * Sum the counters of every place.  Each place updates its own counters
+ * with relaxed stores: a monitoring snapshot, not a barrier.
+ * @return 0, EINVAL for NULL arguments, EIDRM.
+ */
+int nemo_domain_get_counters(nemo_domain *d, nemo_domain_counters *out);
+
+/* ------------------------------------------------------------------------
+ * Places
+ * ------------------------------------------------------------------------ */
+
+/** nemo_place_attr.flags */
+enum {
+	NEMO_PLACE_PIN = 1u << 0,        /**< pin the thread to attr.cpu while it is a place */
+	NEMO_PLACE_INTERRUPTS = 1u << 1, /**< start in interrupt mode */
+};
+
+/** Place parameters; zero fields take the defaults. */
+typedef struct nemo_place_attr {
+	unsigned flags;               /**< NEMO_PLACE_* */
+	int cpu;                      /**< with NEMO_PLACE_PIN: the CPU */
+	nemo_wait_policy policy;      /**< how nemo_place_wait waits (kind 0: the
+	                                   thread's / NEMO_WAIT / adaptive) */
+} nemo_place_attr;
+
+/**
+ * The calling thread joins d as a place.  Safe while other places run;
+ * it can receive as soon as this returns.
+ * @param attr NULL for the defaults
+ * @param id   receives the place's id (may be NULL)
+ * @return 0; EINVAL (bad flags or CPU); EIDRM; EALREADY if the thread is
+ *         already a place; ENOSPC if d is full; the error of pinning;
+ *         EBUSY if interrupt mode is asked for and the domain's signal has
+ *         a handler that is not nemo's.
+ */
+int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *id);
+
+/**
+ * The calling thread leaves its domain.  Every message and notification
+ * already queued to it is handled first, here; a send that races the
+ * leave either reaches it before it goes or fails with ESRCH at the
+ * sender - never both, never neither.  Sends it deferred with NEMO_MORE
+ * are flushed.  Pinning is undone.
+ * @return 0; ENOTCONN if the thread is not a place; EBUSY from inside a
+ *         handler.
+ */
+int nemo_place_leave(void);
+
+/** The calling thread's place id, or NEMO_PLACE_NONE. */
+nemo_place_id nemo_place_self(void);
+
+/** The calling thread's domain, or NULL. */
+nemo_domain *nemo_place_domain(void);
+
+/**
+ * Is id a place of d right now?  (A snapshot: it may leave at once.)
+ * @return 0 if it is; ESRCH if not; EINVAL; EIDRM.
+ */
+int nemo_place_check(nemo_domain *d, nemo_place_id id);
+
+/**
+ * Ids of the places of d right now, in index order.
+ * @param ids receives at most cap ids (may be NULL if cap is 0)
+ * @param n   receives how many places there are (may exceed cap)
+ * @return 0, EINVAL, EIDRM.
+ */
+int nemo_domain_places(nemo_domain *d, nemo_place_id *ids, size_t cap, size_t *n);
+
+/**
+ * Handle everything queued to the calling place now, without waiting.
+ * @param handled receives the number of handlers run (may be NULL)
+ * @return 0; ENOTCONN if the thread is not a place.
+ */
+int nemo_poll(unsigned *handled);
+
+/**
+ * Wait until at least one message or notification has been handled, or
+ * the deadline passes; polls for the place's policy budget, then sleeps.
+ * @param abstime CLOCK_MONOTONIC deadline, or NULL for none
+ * @param handled receives the number of handlers run (may be NULL)
+ * @return 0 once something was handled; ETIMEDOUT; ENOTCONN; EINVAL for
+ *         a malformed abstime.
+ */
+int nemo_place_wait(const struct timespec *abstime, unsigned *handled);
+
+/**
+ * Set how the calling place waits in nemo_place_wait.
+ * @return 0, EINVAL for NULL or an unknown kind, ENOTCONN.
+ */
+int nemo_place_set_policy(const nemo_wait_policy *p);
+
+/**
+ * Turn interrupt mode on or off for the calling place (see "Interrupt
+ * mode" above).  Turning it on installs the domain's signal handler the
+ * first time, then handles whatever arrived while it was off.  Turning it
+ * off costs no syscall: use it around code that handlers must not
+ * interrupt.
+ * @return 0; ENOTCONN; EBUSY if the signal has a handler not nemo's.
+ */
+int nemo_place_set_interrupts(bool on);
+
+/* ------------------------------------------------------------------------
+ * Send flags, shared by nemo_notify and nemo_am_send
+ * ------------------------------------------------------------------------ */
+enum {
+	NEMO_PUSH = 1u << 0,      /**< kick the receiver even if its queue was
+	                               already non-empty (TN-9's PUSH) */
+	NEMO_NONBLOCK = 1u << 1,  /**< a full queue returns EAGAIN instead of waiting */
+	NEMO_MORE = 1u << 2,      /**< more sends follow: enqueue, but leave the
+	                               hint and the kick to the next send to the
+	                               same place without NEMO_MORE, or to
+	                               nemo_flush (batching: a polling receiver
+	                               still sees the message at once) */
+};
+
+/** nemo_flush(): every place with deferred sends. */
+#define NEMO_PLACE_ALL ((nemo_place_id)0xFFFFFFFEu)
+
+/**
+ * Publish the sends the calling place deferred with NEMO_MORE to dest
+ * (or to every place: NEMO_PLACE_ALL): set the hint, kick if needed.
+ * @return 0; ENOTCONN; ESRCH for an unknown dest.
+ */
+int nemo_flush(nemo_place_id dest);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NEMO_DOMAIN_H */

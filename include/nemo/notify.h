@@ -1,0 +1,69 @@
+/*
+ * nemo/notify.h - notifications: "channel C has news for you", TN-9 style.
+ *
+ * Each receiving place has, for each sending place, a FIFO of one cache
+ * line: sixteen 32-bit entries, each a channel id or empty.  Only the
+ * sender fills entries and only the receiver empties them.
+ * nemo_notify(dest, chan, flags) appends chan to the caller's FIFO at
+ * dest and kicks dest only if its queues from the caller turned non-empty
+ * and dest is not polling (nemo/domain.h: whether a sender kicks).  The
+ * receiving place's notification handler runs once per notification, in
+ * the order sent, on the receiving place's thread (nemo/domain.h: where
+ * messages are handled).
+ *
+ * A full FIFO is backpressure, never loss: a blocking nemo_notify waits
+ * for room while serving the caller's own incoming messages; with
+ * NEMO_NONBLOCK it returns EAGAIN.
+ *
+ * Order: notifications from one sender to one receiver are handled in the
+ * order sent.  Between a notification and an active message from the
+ * same sender there is no order (they travel in separate queues).
+ * Visibility: whatever the sender wrote before nemo_notify is visible to
+ * the handler.
+ */
+#ifndef NEMO_NOTIFY_H
+#define NEMO_NOTIFY_H
+
+#include <nemo/domain.h>
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Largest channel id (24 bits: an entry also carries the receiver's
+ *  generation, so a late entry can never reach a later occupant). */
+#define NEMO_NOTIFY_CHAN_MAX 0xFFFFFFu
+
+/** Entries in one sender->receiver notification FIFO (one cache line). */
+#define NEMO_NOTIFY_FIFO_LEN 16u
+
+/** A receiving place's notification handler. */
+typedef void (*nemo_notify_handler)(void *ctx, nemo_place_id src, uint32_t chan);
+
+/**
+ * Set (or clear, with NULL) the calling place's notification handler.
+ * Notifications to a place without one fail at the sender with ENOENT.
+ * @return 0, ENOTCONN.
+ */
+int nemo_notify_set_handler(nemo_notify_handler fn, void *ctx);
+
+/**
+ * Notify place dest that channel chan has news.
+ * @param flags NEMO_PUSH, NEMO_NONBLOCK, NEMO_MORE (nemo/domain.h)
+ * @return 0 once queued; ENOTCONN if the caller is not a place; ESRCH if
+ *         dest is not a place of the caller's domain (or left before the
+ *         notification could reach it); ENOENT if dest has no notification
+ *         handler; ERANGE for chan > NEMO_NOTIFY_CHAN_MAX; EINVAL for
+ *         unknown flags; EAGAIN with NEMO_NONBLOCK when the FIFO is full;
+ *         EDEADLK if a handler nested more than 8 deep in full-queue
+ *         waits would have to wait again.
+ */
+int nemo_notify(nemo_place_id dest, uint32_t chan, unsigned flags);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NEMO_NOTIFY_H */

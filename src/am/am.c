@@ -1,0 +1,235 @@
+/*
+ * am.c - active messages: the Action Descriptor Table (per domain), the
+ * Action Lookup Tables (per place), and sends that name an action or an
+ * event.  The transport is the messaging layer's ring (src/messaging/
+ * queue.c); this file only names things and dispatches.
+ *
+ * Tables.  adt[a] = {fn, ctx}: fn is published with release after ctx,
+ * and never changes once set (actions live as long as the domain), so a
+ * receiver that loads fn with acquire can call it with its ctx.
+ * alt[p][e] = action + 1 (0: unmapped), written by place p itself,
+ * read by senders.
+ *
+ * Where an event is resolved: at the sender, from the destination's ALT,
+ * at the moment of the send.  So a send to an unmapped event fails at
+ * once with ENOENT (instead of a message nobody can handle), and the
+ * message carries the action to run; a remapping after the send does not
+ * change what runs.  The meta word of the message (messaging_internal.h)
+ * has the action (12 bits), the event + 1 (13 bits) and the payload
+ * length (6 bits).
+ */
+#define _GNU_SOURCE
+#include "../messaging/messaging_internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* The messaging layer's hook: run one message's action. */
+static void am_deliver(nemo_place *me, unsigned src, uint32_t meta, uint64_t arg,
+		       const void *payload, size_t len, nemo_am_context ctx)
+{
+	struct nemo_domain *d = me->d;
+	uint32_t action = meta & 0xFFFu, ev1 = (meta >> 12) & 0x1FFFu;
+	nemo__action *a = &d->adt[action];
+	nemo_am_handler fn = atomic_load_explicit(&a->fn, memory_order_acquire);
+	uint32_t sgen = atomic_load_explicit(&d->places[src].status, memory_order_relaxed) >> 2;
+	nemo_am_msg m = {
+		.src = nemo__make_id(src, sgen),
+		.dest = me->id,
+		.action = action,
+		.event = ev1 ? ev1 - 1 : NEMO_AM_NO_EVENT,
+		.arg = arg,
+		.payload = payload,
+		.len = len,
+		.context = ctx,
+	};
+	if (fn)   /* always set: a send checks it, and it is never cleared */
+		fn(&m, a->ctx);
+}
+
+int nemo_action_register(nemo_domain *d, uint32_t action, nemo_am_handler fn, void *ctx)
+{
+	int err = nemo__domain_check(d);
+	if (err)
+		return err;
+	if (!fn)
+		return EINVAL;
+	pthread_mutex_lock(&d->lock);
+	if (atomic_load_explicit(&d->magic, memory_order_relaxed) != NEMO__DOMAIN_MAGIC)
+		err = EIDRM;
+	else if (action >= d->A)
+		err = ERANGE;
+	else if (atomic_load_explicit(&d->adt[action].fn, memory_order_relaxed))
+		err = EEXIST;
+	else {
+		atomic_store_explicit(&d->deliver, am_deliver, memory_order_release);
+		d->adt[action].ctx = ctx;
+		atomic_store_explicit(&d->adt[action].fn, fn, memory_order_release);
+	}
+	pthread_mutex_unlock(&d->lock);
+	return err;
+}
+
+static bool action_ok(struct nemo_domain *d, uint32_t action)
+{
+	return atomic_load_explicit(&d->adt[action].fn, memory_order_acquire) != NULL;
+}
+
+int nemo_am_event_map(uint32_t event, uint32_t action)
+{
+	nemo_place *me = nemo__place_self();
+	if (!me)
+		return ENOTCONN;
+	struct nemo_domain *d = me->d;
+	if (event >= d->E)
+		return ERANGE;
+	_Atomic uint32_t *e = &nemo__alt_row(d, me->idx)[event];
+	if (action == NEMO_AM_NO_EVENT) {
+		atomic_store_explicit(e, 0, memory_order_release);
+		return 0;
+	}
+	if (action >= d->A)
+		return ERANGE;
+	if (!action_ok(d, action))
+		return ENOENT;
+	atomic_store_explicit(e, action + 1, memory_order_release);
+	return 0;
+}
+
+int nemo_am_event_lookup(nemo_place_id place, uint32_t event, uint32_t *action)
+{
+	nemo_place *me = nemo__place_self();
+	if (!me)
+		return ENOTCONN;
+	if (!action)
+		return EINVAL;
+	struct nemo_domain *d = me->d;
+	uint32_t st;
+	if (!nemo__dest(d, place, &st))
+		return ESRCH;
+	if (event >= d->E)
+		return ERANGE;
+	uint32_t v = atomic_load_explicit(&nemo__alt_row(d, nemo_place_index(place))[event],
+					  memory_order_acquire);
+	if (!v)
+		return ENOENT;
+	*action = v - 1;
+	return 0;
+}
+
+/* Validate and resolve id for dest: the meta word, or an error. */
+static int resolve(struct nemo_domain *d, nemo_place_id dest, uint32_t id, size_t len, uint32_t *meta)
+{
+	uint32_t st;
+	if (!nemo__dest(d, dest, &st))
+		return ESRCH;
+	uint32_t action, ev1 = 0;
+	if (id & 0x80000000u) {
+		uint32_t e = id & 0x7FFFFFFFu;
+		if (e >= d->E)
+			return ERANGE;
+		uint32_t v = atomic_load_explicit(&nemo__alt_row(d, nemo_place_index(dest))[e],
+						  memory_order_acquire);
+		if (!v)
+			return ENOENT;
+		action = v - 1;
+		ev1 = e + 1;
+	} else {
+		action = id;
+		if (action >= d->A)
+			return ERANGE;
+		if (!action_ok(d, action))
+			return ENOENT;
+	}
+	*meta = nemo__meta(action, ev1, (uint32_t)len);
+	return 0;
+}
+
+static int check_args(const void *payload, size_t len, unsigned flags)
+{
+	if (flags & ~(unsigned)(NEMO_PUSH | NEMO_NONBLOCK | NEMO_MORE))
+		return EINVAL;
+	if (len > NEMO_AM_PAYLOAD_MAX)
+		return EMSGSIZE;
+	if (len && !payload)
+		return EINVAL;
+	return 0;
+}
+
+int nemo_am_sendv(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload,
+		  size_t len, unsigned flags)
+{
+	nemo_place *me = nemo__place_self();
+	if (!me)
+		return ENOTCONN;
+	int err = check_args(payload, len, flags);
+	if (err)
+		return err;
+	nemo__busy_enter(me);
+	uint32_t meta;
+	err = resolve(me->d, dest, id, len, &meta);
+	if (!err)
+		err = nemo__msg_send(me, dest, meta, arg, payload, len, flags);
+	nemo__busy_exit(me);
+	return err;
+}
+
+int nemo_am_send(nemo_place_id dest, uint32_t id, uint64_t arg, unsigned flags)
+{
+	return nemo_am_sendv(dest, id, arg, NULL, 0, flags);
+}
+
+int nemo_am_broadcast(const nemo_place_id *set, size_t n, uint32_t id, uint64_t arg,
+		      const void *payload, size_t len, unsigned flags, size_t *sent)
+{
+	nemo_place *me = nemo__place_self();
+	if (sent)
+		*sent = 0;
+	if (!me)
+		return ENOTCONN;
+	if (!set && n)
+		return EINVAL;
+	int err = check_args(payload, len, flags);
+	if (err)
+		return err;
+	struct nemo_domain *d = me->d;
+	/* Every place but the caller, as of now. */
+	nemo_place_id all[NEMO_PLACES_MAX];
+	if (!set) {
+		for (unsigned i = 0; i < d->P; i++) {
+			if (i == me->idx)
+				continue;
+			uint32_t s = atomic_load_explicit(&d->places[i].status, memory_order_acquire);
+			if ((s & 3u) == NEMO__ST_ACTIVE)
+				all[n++] = nemo__make_id(i, s >> 2);
+		}
+		set = all;
+	}
+	nemo__busy_enter(me);
+	/* Queue to everyone first, then wake everyone: the receivers start
+	 * as close together as the kicks allow. */
+	int first = 0;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t meta;
+		int e = resolve(d, set[i], id, len, &meta);
+		if (!e)
+			e = nemo__msg_send(me, set[i], meta, arg, payload, len, flags | NEMO_MORE);
+		if (e) {
+			if (!first)
+				first = e;
+			continue;
+		}
+		k++;
+	}
+	if (!(flags & NEMO_MORE))
+		for (size_t i = 0; i < n; i++) {
+			unsigned r = nemo_place_index(set[i]);
+			if (r < d->P && nemo__out_of(d, me->idx, r)->deferred)
+				nemo__publish(me, r, flags & NEMO_PUSH);
+		}
+	nemo__busy_exit(me);
+	if (sent)
+		*sent = k;
+	return first;
+}

@@ -1,0 +1,523 @@
+/*
+ * domain.c - domains and places: creation, joining, leaving, destruction,
+ * counters, and interrupt mode's signal handler.
+ *
+ * Lifetimes.  Everything a sender may touch while sending (the place
+ * records, hint words, queues) is allocated when the domain is created
+ * and freed only when it is destroyed, which requires that no place is
+ * left - and only places send.  A place record is reused by the next
+ * occupant of its index with the next generation: senders compare the
+ * status word (generation and state) before and after enqueueing
+ * (queue.c, S0 and S3), and entries carry the receiver's generation tag,
+ * so nothing meant for one occupant ever reaches the next.
+ *
+ * A destroyed domain keeps its small header, marked dead, so that a stale
+ * pointer gives EIDRM instead of a use after free.  Big arrays are mapped
+ * with MAP_NORESERVE: a domain of 64 places with 256-slot rings reserves
+ * 16 MiB of address space but touches only the pages its pairs use.
+ */
+#define _GNU_SOURCE
+#include "messaging_internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static __thread nemo_place *tls_place __attribute__((tls_model("initial-exec")));
+
+nemo_place *nemo__place_self(void)
+{
+	return tls_place;
+}
+
+nemo_place_id nemo_place_self(void)
+{
+	nemo_place *me = tls_place;
+	return me ? me->id : NEMO_PLACE_NONE;
+}
+
+nemo_domain *nemo_place_domain(void)
+{
+	nemo_place *me = tls_place;
+	return me ? me->d : NULL;
+}
+
+int nemo__domain_check(const struct nemo_domain *d)
+{
+	if (!d)
+		return EINVAL;
+	uint32_t m = atomic_load_explicit(&d->magic, memory_order_acquire);
+	if (m == NEMO__DOMAIN_DEAD)
+		return EIDRM;
+	return m == NEMO__DOMAIN_MAGIC ? 0 : EINVAL;
+}
+
+/* ----------------------------------------------------------- memory */
+
+static void *big_alloc(size_t size)
+{
+	void *p = mmap(NULL, size ? size : 1, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void big_free(void *p, size_t size)
+{
+	if (p)
+		munmap(p, size ? size : 1);
+}
+
+/* Sizes of the arrays of a domain. */
+struct sizes {
+	size_t places, hints, links, rings, out, in, adt, alt;
+};
+
+static struct sizes sizes_of(const struct nemo_domain *d)
+{
+	size_t P = d->P, pairs = P * P;
+	return (struct sizes){
+		.places = P * sizeof(nemo_place),
+		.hints = P * d->hw_stride * sizeof(uint64_t),
+		.links = pairs * sizeof(nemo__link),
+		.rings = pairs * d->R * sizeof(nemo__slot),
+		.out = pairs * sizeof(nemo__out),
+		.in = pairs * sizeof(nemo__in),
+		.adt = (size_t)d->A * sizeof(nemo__action),
+		.alt = P * d->E * sizeof(uint32_t),
+	};
+}
+
+static void free_arrays(struct nemo_domain *d)
+{
+	struct sizes z = sizes_of(d);
+	big_free(d->places, z.places);
+	big_free((void *)d->hints, z.hints);
+	big_free(d->links, z.links);
+	big_free(d->rings, z.rings);
+	big_free(d->out, z.out);
+	big_free(d->in, z.in);
+	big_free(d->adt, z.adt);
+	big_free((void *)d->alt, z.alt);
+	d->places = NULL;
+	d->hints = NULL;
+	d->links = NULL;
+	d->rings = NULL;
+	d->out = NULL;
+	d->in = NULL;
+	d->adt = NULL;
+	d->alt = NULL;
+}
+
+/* ----------------------------------------------------------- domains */
+
+static bool signal_usable(int sig)
+{
+	/* Not the ones the kernel or the C library own, nor SIGKILL/SIGSTOP. */
+	if (sig <= 0 || sig >= SIGRTMAX + 1)
+		return false;
+	return sig != SIGKILL && sig != SIGSTOP && sig != SIGSEGV && sig != SIGBUS &&
+	       sig != SIGFPE && sig != SIGILL && sig != SIGABRT && !(sig >= 32 && sig < SIGRTMIN);
+}
+
+int nemo_domain_create(const nemo_domain_attr *attr, nemo_domain **out)
+{
+	if (!out)
+		return EINVAL;
+	nemo_domain_attr a = attr ? *attr : (nemo_domain_attr){ 0 };
+	if (!a.max_places)
+		a.max_places = 64;
+	if (!a.ring_slots)
+		a.ring_slots = 256;
+	if (!a.max_actions)
+		a.max_actions = 256;
+	if (!a.max_events)
+		a.max_events = 256;
+	if (!a.irq_signal)
+		a.irq_signal = SIGURG;
+	if (a.max_places > NEMO_PLACES_MAX || a.ring_slots < 8 || a.ring_slots > 65536 ||
+	    (a.ring_slots & (a.ring_slots - 1)) || a.max_actions > NEMO_AM_ACTIONS_MAX ||
+	    a.max_events > NEMO_AM_EVENTS_MAX || !signal_usable(a.irq_signal))
+		return EINVAL;
+
+	struct nemo_domain *d = aligned_alloc(NEMO__CACHELINE, NEMO__LINES(sizeof *d));
+	if (!d)
+		return ENOMEM;
+	memset(d, 0, sizeof *d);
+	pthread_mutex_init(&d->lock, NULL);
+	d->P = a.max_places;
+	d->R = a.ring_slots;
+	d->A = a.max_actions;
+	d->E = a.max_events;
+	d->sig = a.irq_signal;
+	d->HW = (d->P + 63) / 64;
+	d->hw_stride = (d->HW + 7) / 8 * 8;        /* whole cache lines per receiver */
+	struct sizes z = sizes_of(d);
+	d->places = big_alloc(z.places);
+	d->hints = big_alloc(z.hints);
+	d->links = big_alloc(z.links);
+	d->rings = big_alloc(z.rings);
+	d->out = big_alloc(z.out);
+	d->in = big_alloc(z.in);
+	d->adt = big_alloc(z.adt);
+	d->alt = big_alloc(z.alt);
+	if (!d->places || !d->hints || !d->links || !d->rings || !d->out || !d->in || !d->adt || !d->alt) {
+		free_arrays(d);
+		pthread_mutex_destroy(&d->lock);
+		free(d);
+		return ENOMEM;
+	}
+	/* Zero pages are a valid empty state: every status FREE with
+	 * generation 0, every queue empty, every table unmapped. */
+	for (unsigned i = 0; i < d->P; i++) {
+		d->places[i].idx = i;
+		d->places[i].d = d;
+	}
+	atomic_store_explicit(&d->magic, NEMO__DOMAIN_MAGIC, memory_order_release);
+	*out = d;
+	return 0;
+}
+
+int nemo_domain_destroy(nemo_domain *d)
+{
+	int err = nemo__domain_check(d);
+	if (err)
+		return err;
+	pthread_mutex_lock(&d->lock);
+	if (atomic_load_explicit(&d->magic, memory_order_relaxed) != NEMO__DOMAIN_MAGIC) {
+		pthread_mutex_unlock(&d->lock);
+		return EIDRM;
+	}
+	if (d->nplaces) {
+		pthread_mutex_unlock(&d->lock);
+		return EBUSY;
+	}
+	atomic_store_explicit(&d->magic, NEMO__DOMAIN_DEAD, memory_order_release);
+	free_arrays(d);
+	pthread_mutex_unlock(&d->lock);
+	/* The header stays (see the top of this file). */
+	return 0;
+}
+
+int nemo_domain_get_counters(nemo_domain *d, nemo_domain_counters *out)
+{
+	int err = nemo__domain_check(d);
+	if (err)
+		return err;
+	if (!out)
+		return EINVAL;
+	memset(out, 0, sizeof *out);
+	pthread_mutex_lock(&d->lock);
+	if (d->places) {
+		for (unsigned i = 0; i < d->P; i++) {
+			nemo_place *p = &d->places[i];
+#define SUM(f, c) out->f += atomic_load_explicit(&p->c, memory_order_relaxed)
+			SUM(am_sent, c_am_sent);
+			SUM(am_handled, c_am_handled);
+			SUM(notify_sent, c_nf_sent);
+			SUM(notify_handled, c_nf_handled);
+			SUM(kicks_futex, c_kicks_futex);
+			SUM(kicks_signal, c_kicks_signal);
+			SUM(kicks_avoided, c_kicks_avoided);
+			SUM(kicks_skipped, c_kicks_skipped);
+			SUM(full_waits, c_full_waits);
+			SUM(send_failures, c_send_failures);
+			SUM(interrupts, c_interrupts);
+			SUM(sleeps, c_sleeps);
+#undef SUM
+		}
+	}
+	pthread_mutex_unlock(&d->lock);
+	return 0;
+}
+
+int nemo_place_check(nemo_domain *d, nemo_place_id id)
+{
+	int err = nemo__domain_check(d);
+	if (err)
+		return err;
+	uint32_t st;
+	return nemo__dest(d, id, &st) ? 0 : ESRCH;
+}
+
+int nemo_domain_places(nemo_domain *d, nemo_place_id *ids, size_t cap, size_t *n)
+{
+	int err = nemo__domain_check(d);
+	if (err)
+		return err;
+	if (!n || (cap && !ids))
+		return EINVAL;
+	size_t k = 0;
+	pthread_mutex_lock(&d->lock);
+	if (d->places) {
+		for (unsigned i = 0; i < d->P; i++) {
+			uint32_t s = atomic_load_explicit(&d->places[i].status, memory_order_acquire);
+			if ((s & 3u) != NEMO__ST_ACTIVE)
+				continue;
+			if (k < cap)
+				ids[k] = nemo__make_id(i, s >> 2);
+			k++;
+		}
+	}
+	pthread_mutex_unlock(&d->lock);
+	*n = k;
+	return 0;
+}
+
+/* ------------------------------------------------------ interrupt mode */
+
+/* The signal handler: run the handlers now, unless the thread is inside
+ * a nemo call or has interrupts off - then remember, and the call's exit
+ * (nemo__busy_exit) or nemo_place_set_interrupts(true) runs them. */
+static void irq_handler(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)si;
+	(void)uc;
+	nemo_place *me = tls_place;
+	if (!me)
+		return;
+	int saved = errno;
+	if (atomic_load_explicit(&me->busy, memory_order_relaxed) ||
+	    !atomic_load_explicit(&me->irq_on, memory_order_relaxed)) {
+		atomic_store_explicit(&me->irq_pending, 1, memory_order_relaxed);
+		errno = saved;
+		return;
+	}
+	atomic_store_explicit(&me->busy, 1, memory_order_relaxed);
+	atomic_signal_fence(memory_order_seq_cst);
+	NEMO__PCOUNT(me, c_interrupts);
+	/* Until nothing is left: a sender that found its hint bit set will
+	 * not signal again, so what remains queued must be handled now. */
+	while (nemo__drain(me, NEMO_AM_CTX_INTERRUPT, false) || nemo__pending(me))
+		;
+	atomic_signal_fence(memory_order_seq_cst);
+	atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
+	errno = saved;
+}
+
+static pthread_mutex_t irq_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int nemo__irq_install(int sig)
+{
+	int err = 0;
+	pthread_mutex_lock(&irq_lock);
+	struct sigaction old;
+	if (sigaction(sig, NULL, &old) != 0) {
+		err = errno;
+	} else if ((old.sa_flags & SA_SIGINFO) && old.sa_sigaction == irq_handler) {
+		err = 0;      /* installed already */
+	} else if (!(old.sa_flags & SA_SIGINFO) &&
+		   (old.sa_handler == SIG_DFL || old.sa_handler == SIG_IGN)) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_sigaction = irq_handler;
+		sa.sa_flags = SA_SIGINFO | SA_RESTART;
+		sigemptyset(&sa.sa_mask);
+		if (sigaction(sig, &sa, NULL) != 0)
+			err = errno;
+	} else {
+		err = EBUSY;  /* someone else's handler: not ours to replace */
+	}
+	pthread_mutex_unlock(&irq_lock);
+	return err;
+}
+
+int nemo_place_set_interrupts(bool on)
+{
+	nemo_place *me = tls_place;
+	if (!me)
+		return ENOTCONN;
+	if (!on) {
+		atomic_store_explicit(&me->irq_on, 0, memory_order_seq_cst);
+		return 0;
+	}
+	int err = nemo__irq_install(me->d->sig);
+	if (err)
+		return err;
+	/* Make sure the signal is not blocked in this thread. */
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, me->d->sig);
+	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	atomic_store_explicit(&me->irq_on, 1, memory_order_seq_cst);
+	/* What arrived while interrupts were off (a sender that saw them off
+	 * did not signal): the same store/load pattern as W6 of queue.c. */
+	nemo__busy_enter(me);
+	if (nemo__pending(me) || atomic_exchange_explicit(&me->irq_pending, 0, memory_order_relaxed))
+		nemo__drain(me, NEMO_AM_CTX_POLL, false);
+	nemo__busy_exit(me);
+	return 0;
+}
+
+/* ------------------------------------------------------------- places */
+
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+/* A thread that exits while a place leaves first: its queued messages
+ * are handled, not stranded. */
+static void place_thread_exit(void *p)
+{
+	(void)p;
+	if (tls_place) {
+		atomic_store_explicit(&tls_place->busy, 0, memory_order_relaxed);
+		nemo_place_leave();
+	}
+}
+
+static void exit_key_init(void)
+{
+	pthread_key_create(&exit_key, place_thread_exit);
+}
+
+int nemo_place_set_policy(const nemo_wait_policy *p)
+{
+	nemo_place *me = tls_place;
+	if (!me)
+		return ENOTCONN;
+	if (!p || p->kind < NEMO_WAIT_DEFAULT || p->kind > NEMO_WAIT_ADAPTIVE)
+		return EINVAL;
+	me->policy = *p;
+	return 0;
+}
+
+int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *id)
+{
+	int err = nemo__domain_check(d);
+	if (err)
+		return err;
+	nemo_place_attr a = attr ? *attr : (nemo_place_attr){ 0 };
+	if (a.flags & ~(unsigned)(NEMO_PLACE_PIN | NEMO_PLACE_INTERRUPTS))
+		return EINVAL;
+	if (a.policy.kind < NEMO_WAIT_DEFAULT || a.policy.kind > NEMO_WAIT_ADAPTIVE)
+		return EINVAL;
+	if (tls_place)
+		return EALREADY;
+	nemo_waiter *w = nemo_waiter_self();
+	if (!w)
+		return ENOMEM;
+	if (a.flags & NEMO_PLACE_INTERRUPTS) {
+		err = nemo__irq_install(d->sig);
+		if (err)
+			return err;
+	}
+	pthread_once(&exit_once, exit_key_init);
+
+	cpu_set_t old;
+	bool pinned = false;
+	if (a.flags & NEMO_PLACE_PIN) {
+		if (a.cpu < 0)
+			return EINVAL;
+		if (sched_getaffinity(0, sizeof old, &old) != 0)
+			return errno;
+		err = nemo_pin_self(a.cpu);
+		if (err)
+			return err;
+		pinned = true;
+	}
+
+	pthread_mutex_lock(&d->lock);
+	if (atomic_load_explicit(&d->magic, memory_order_relaxed) != NEMO__DOMAIN_MAGIC) {
+		err = EIDRM;
+	} else {
+		err = ENOSPC;
+		for (unsigned i = 0; i < d->P; i++) {
+			nemo_place *p = &d->places[i];
+			uint32_t s = atomic_load_explicit(&p->status, memory_order_relaxed);
+			if ((s & 3u) != NEMO__ST_FREE)
+				continue;
+			uint32_t gen = ((s >> 2) + 1) & NEMO__GEN_MASK;
+			p->gen = gen;
+			p->id = nemo__make_id(i, gen);
+			atomic_store_explicit(&p->busy, 0, memory_order_relaxed);
+			atomic_store_explicit(&p->irq_pending, 0, memory_order_relaxed);
+			p->serve_depth = 0;
+			for (unsigned h = 0; h < NEMO__HOT; h++)
+				p->hot[h] = d->P;
+			p->hot_next = 0;
+			p->policy = a.policy;
+			p->handled = 0;
+			p->pinned = pinned;
+			if (pinned) {
+				memcpy(p->old_mask, &old, sizeof old < sizeof p->old_mask ? sizeof old : sizeof p->old_mask);
+				p->old_mask_len = sizeof old < sizeof p->old_mask ? sizeof old : sizeof p->old_mask;
+			}
+			_Atomic uint64_t *row = nemo__hint_row(d, i);
+			for (unsigned k = 0; k < d->HW; k++)
+				atomic_store_explicit(&row[k], 0, memory_order_relaxed);
+			_Atomic uint32_t *alt = nemo__alt_row(d, i);
+			for (unsigned k = 0; k < d->E; k++)
+				atomic_store_explicit(&alt[k], 0, memory_order_relaxed);
+			atomic_store_explicit(&p->nf_fn, NULL, memory_order_relaxed);
+			atomic_store_explicit(&p->nf_ctx, NULL, memory_order_relaxed);
+			atomic_store_explicit(&p->waiter, w, memory_order_relaxed);
+			atomic_store_explicit(&p->tid, (pid_t)syscall(SYS_gettid), memory_order_relaxed);
+			atomic_store_explicit(&p->irq_on, (a.flags & NEMO_PLACE_INTERRUPTS) ? 1u : 0u,
+					      memory_order_relaxed);
+			/* Publish: from here on senders may enqueue. */
+			atomic_store_explicit(&p->status, nemo__status(gen, NEMO__ST_ACTIVE), memory_order_seq_cst);
+			d->nplaces++;
+			tls_place = p;
+			if (id)
+				*id = p->id;
+			err = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&d->lock);
+	if (err) {
+		if (pinned)
+			sched_setaffinity(0, sizeof old, &old);
+		return err;
+	}
+	pthread_setspecific(exit_key, d);
+	if (a.flags & NEMO_PLACE_INTERRUPTS) {
+		sigset_t set;
+		sigemptyset(&set);
+		sigaddset(&set, d->sig);
+		pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	}
+	return 0;
+}
+
+int nemo_place_leave(void)
+{
+	nemo_place *me = tls_place;
+	if (!me)
+		return ENOTCONN;
+	if (atomic_load_explicit(&me->busy, memory_order_relaxed))
+		return EBUSY;      /* from inside a handler */
+	struct nemo_domain *d = me->d;
+	nemo__busy_enter(me);
+	/* Deferred sends first: their receivers must hear of them. */
+	for (unsigned r = 0; r < d->P; r++)
+		if (nemo__out_of(d, me->idx, r)->deferred)
+			nemo__publish(me, r, false);
+	atomic_store_explicit(&me->irq_on, 0, memory_order_seq_cst);
+	atomic_store_explicit(&me->status, nemo__status(me->gen, NEMO__ST_LEAVING),
+			      memory_order_seq_cst);                        /* L1 */
+	nemo__drain(me, NEMO_AM_CTX_POLL, true);                            /* L2 */
+	_Atomic uint64_t *row = nemo__hint_row(d, me->idx);
+	for (unsigned k = 0; k < d->HW; k++)
+		atomic_store_explicit(&row[k], 0, memory_order_relaxed);
+	pthread_mutex_lock(&d->lock);
+	atomic_store_explicit(&me->status, nemo__status(me->gen, NEMO__ST_FREE),
+			      memory_order_seq_cst);                        /* L3 */
+	d->nplaces--;
+	pthread_mutex_unlock(&d->lock);
+	if (me->pinned) {
+		cpu_set_t old;
+		memcpy(&old, me->old_mask, me->old_mask_len);
+		sched_setaffinity(0, sizeof old, &old);
+	}
+	atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
+	atomic_store_explicit(&me->irq_pending, 0, memory_order_relaxed);
+	tls_place = NULL;
+	pthread_setspecific(exit_key, NULL);
+	return 0;
+}

@@ -1,0 +1,257 @@
+/*
+ * messaging_internal.h - the messaging layer's structures, shared with the
+ * active-message layer above it (src/am/) but not with users.
+ *
+ * Memory of a domain with P places (all allocated at creation):
+ *
+ *   places[P]          one struct nemo_place per index, reused by later
+ *                      occupants of the index (so the sender-side and
+ *                      receiver-side positions below carry over)
+ *   hints[P][HW]       each receiver's hint bitmap, HW = ceil(P/64) words,
+ *                      on cache lines of its own
+ *   links[r*P + s]     the queues from sender s to receiver r: the
+ *                      notification FIFO (one line) and the ring's ack
+ *                      word (one line), receiver-major as in TN-9's
+ *                      per-core notification pages
+ *   rings[(r*P+s)*R]   the message ring from s to r: R 16-byte slots
+ *   out[s][r], in[r][s] sender-private and receiver-private positions
+ *   adt[A], alt[P][E]  the active-message tables (owned by src/am/)
+ *
+ * The protocol over these is written out at the top of queue.c.
+ */
+#ifndef NEMO_MESSAGING_INTERNAL_H
+#define NEMO_MESSAGING_INTERNAL_H
+
+#include <nemo/am.h>
+#include <nemo/domain.h>
+#include <nemo/notify.h>
+
+#include "../waiter/waiter_internal.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/types.h>
+
+/* ------------------------------------------------------------- encoding */
+
+/* Place ids: index in the low 12 bits, generation in the high 20. */
+#define NEMO__IDX_BITS 12
+#define NEMO__GEN_MASK 0xFFFFFu
+static inline nemo_place_id nemo__make_id(unsigned idx, uint32_t gen)
+{
+	return ((gen & NEMO__GEN_MASK) << NEMO__IDX_BITS) | idx;
+}
+static inline uint32_t nemo__id_gen(nemo_place_id id)
+{
+	return id >> NEMO__IDX_BITS;
+}
+
+/* A place's status word: generation << 2 | state. */
+enum { NEMO__ST_FREE = 0, NEMO__ST_ACTIVE = 1, NEMO__ST_LEAVING = 2 };
+static inline uint32_t nemo__status(uint32_t gen, unsigned st)
+{
+	return ((gen & NEMO__GEN_MASK) << 2) | st;
+}
+
+/* The 7-bit generation tag carried by every queue entry. */
+static inline uint32_t nemo__gtag(uint32_t gen)
+{
+	return gen & 0x7Fu;
+}
+
+/* Ring slot head word for position pos of a receiver of tag g: odd, so a
+ * payload slot (word 0) or a retracted/consumed slot (0) never matches. */
+static inline uint32_t nemo__slot_seq(uint32_t pos, uint32_t gtag)
+{
+	return ((pos & 0xFFFFFFu) << 8) | (gtag << 1) | 1u;
+}
+
+/* Notification FIFO entry: chan (24 bits), tag, and a bit that makes it
+ * non-zero. */
+static inline uint32_t nemo__nf_entry(uint32_t chan, uint32_t gtag)
+{
+	return (chan << 8) | 0x80u | gtag;
+}
+
+/* Message meta word: action (12 bits), event + 1 (13 bits), length (6). */
+static inline uint32_t nemo__meta(uint32_t action, uint32_t event_plus1, uint32_t len)
+{
+	return action | (event_plus1 << 12) | (len << 25);
+}
+
+/* ------------------------------------------------------------ structures */
+
+/* One 16-byte ring slot.  A message is a head slot (seq, meta, arg)
+ * followed by ceil(len/12) payload slots (word 0 zero, 12 bytes). */
+typedef struct nemo__slot {
+	_Atomic uint32_t seq;
+	uint32_t meta;
+	uint64_t arg;
+} nemo__slot;
+
+/* The queues of one sender->receiver pair (besides its ring). */
+typedef struct nemo__link {
+	_Alignas(NEMO__CACHELINE) _Atomic uint32_t nf[NEMO_NOTIFY_FIFO_LEN];
+	_Alignas(NEMO__CACHELINE) _Atomic uint32_t ack;  /* ring position the receiver has consumed */
+} nemo__link;
+
+/* Sender-private state of one link (in the sender's row). */
+typedef struct nemo__out {
+	uint32_t tail;                /* next ring position to write */
+	uint32_t ack_seen;            /* last ack read: room = R - (tail - ack_seen) */
+	uint32_t nf_tail;             /* next notification FIFO position */
+	uint32_t deferred;            /* NEMO_MORE sends not yet published */
+} nemo__out;
+
+/* Receiver-private state of one link (in the receiver's row). */
+typedef struct nemo__in {
+	uint32_t head;                /* next ring position to read */
+	uint32_t acked;               /* last position published to link->ack */
+	uint32_t nf_head;             /* next notification FIFO position */
+	uint32_t pad;
+} nemo__in;
+
+#define NEMO__HOT 4               /* senders a polling receiver watches directly */
+
+struct nemo_domain;
+
+/* One index of a domain. */
+typedef struct nemo_place {
+	/* Read by senders; written at join/leave and mode changes. */
+	_Alignas(NEMO__CACHELINE) _Atomic uint32_t status;  /* nemo__status() */
+	_Atomic uint32_t irq_on;      /* interrupt mode: senders may signal */
+	_Atomic(nemo_waiter *) waiter;/* the occupant's parking slot (published state) */
+	_Atomic pid_t tid;            /* the occupant's thread, for tgkill */
+	_Atomic(nemo_notify_handler) nf_fn;
+	void *_Atomic nf_ctx;
+
+	/* Owner-private (the occupant's thread and its signal handler). */
+	_Alignas(NEMO__CACHELINE) struct nemo_domain *d;
+	unsigned idx;
+	uint32_t gen;
+	nemo_place_id id;
+	_Atomic int busy;             /* nesting depth of nemo calls: signals defer */
+	_Atomic int irq_pending;      /* a signal arrived while busy */
+	int serve_depth;              /* handlers nested in full-queue waits */
+	unsigned hot[NEMO__HOT];      /* senders recently found non-empty (P: none) */
+	unsigned hot_next;
+	nemo_wait_policy policy;
+	bool pinned;
+	unsigned char old_mask[128];  /* affinity before pinning (cpu_set_t) */
+	size_t old_mask_len;
+	unsigned handled;             /* handlers run in the current poll/wait */
+
+	/* Counters: written by the owner only (relaxed), summed by readers. */
+	_Alignas(NEMO__CACHELINE) _Atomic uint64_t c_am_sent, c_am_handled, c_nf_sent, c_nf_handled;
+	_Atomic uint64_t c_kicks_futex, c_kicks_signal, c_kicks_avoided, c_kicks_skipped;
+	_Atomic uint64_t c_full_waits, c_send_failures, c_interrupts, c_sleeps;
+} nemo_place;
+
+/* An action of the ADT (src/am/). */
+typedef struct nemo__action {
+	_Atomic(nemo_am_handler) fn;
+	void *ctx;
+} nemo__action;
+
+/* The hook by which the messaging layer hands a ring message to the
+ * active-message layer (set by src/am/ when the first action is
+ * registered: layers call down, never up). */
+typedef void (*nemo__deliver_fn)(nemo_place *me, unsigned src, uint32_t meta, uint64_t arg,
+				 const void *payload, size_t len, nemo_am_context ctx);
+
+#define NEMO__DOMAIN_MAGIC 0x6e656d6fu   /* "nemo" */
+#define NEMO__DOMAIN_DEAD 0x64656164u    /* "dead" */
+
+struct nemo_domain {
+	_Atomic uint32_t magic;
+	pthread_mutex_t lock;         /* join, leave, destroy, registration */
+	unsigned P, R, HW, A, E;
+	int sig;
+	unsigned nplaces;
+
+	nemo_place *places;
+	_Atomic uint64_t *hints;      /* [P][HW_LINE] */
+	unsigned hw_stride;           /* words per receiver row (whole lines) */
+	nemo__link *links;
+	nemo__slot *rings;
+	nemo__out *out;
+	nemo__in *in;
+	nemo__action *adt;
+	_Atomic uint32_t *alt;        /* [P][E]: action + 1, 0 unmapped */
+	_Atomic(nemo__deliver_fn) deliver;
+};
+
+/* ---------------------------------------------------------- accessors */
+
+static inline nemo__link *nemo__link_of(struct nemo_domain *d, unsigned r, unsigned s)
+{
+	return &d->links[(size_t)r * d->P + s];
+}
+static inline nemo__slot *nemo__ring_of(struct nemo_domain *d, unsigned r, unsigned s)
+{
+	return &d->rings[((size_t)r * d->P + s) * d->R];
+}
+static inline nemo__out *nemo__out_of(struct nemo_domain *d, unsigned s, unsigned r)
+{
+	return &d->out[(size_t)s * d->P + r];
+}
+static inline nemo__in *nemo__in_of(struct nemo_domain *d, unsigned r, unsigned s)
+{
+	return &d->in[(size_t)r * d->P + s];
+}
+static inline _Atomic uint64_t *nemo__hint_row(struct nemo_domain *d, unsigned r)
+{
+	return &d->hints[(size_t)r * d->hw_stride];
+}
+static inline _Atomic uint32_t *nemo__alt_row(struct nemo_domain *d, unsigned p)
+{
+	return &d->alt[(size_t)p * d->E];
+}
+
+/* Owner-only counter bump (relaxed load + store). */
+#define NEMO__PCOUNT(p, field) \
+	atomic_store_explicit(&(p)->field, \
+		atomic_load_explicit(&(p)->field, memory_order_relaxed) + 1, memory_order_relaxed)
+
+/* The calling thread's place (NULL if none).  Readable from the
+ * interrupt signal handler (initial-exec TLS). */
+nemo_place *nemo__place_self(void);
+
+/* Check a live domain: 0, EINVAL (NULL), EIDRM. */
+int nemo__domain_check(const struct nemo_domain *d);
+
+/* Enter / leave a nemo call on the caller's own place: while busy, the
+ * interrupt handler defers; leaving the outermost call handles what it
+ * deferred. */
+void nemo__busy_enter(nemo_place *me);
+void nemo__busy_exit(nemo_place *me);
+
+/* The destination place of id, if id names an active place of d:
+ * returns it and its status word in *st; NULL if not (ESRCH). */
+nemo_place *nemo__dest(struct nemo_domain *d, nemo_place_id id, uint32_t *st);
+
+/*
+ * Enqueue one ring message from me to dest (busy held by the caller).
+ * meta from nemo__meta(); payload of len <= NEMO_AM_PAYLOAD_MAX.
+ * Returns 0, ESRCH, EAGAIN, EDEADLK.
+ */
+int nemo__msg_send(nemo_place *me, nemo_place_id dest, uint32_t meta, uint64_t arg,
+		   const void *payload, size_t len, unsigned flags);
+
+/* Publish deferred sends to one destination index (hint + kick). */
+void nemo__publish(nemo_place *me, unsigned dst_idx, bool push);
+
+/* The one kick decision (kick.c): make dst notice its queues now. */
+void nemo__kick(nemo_place *me, nemo_place *dst);
+
+/* Handle what is queued to me (busy held).  final: the leave's last
+ * drain (every link, consuming by CAS).  Returns the number handled. */
+unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final);
+
+/* Is anything queued to me?  (hint words, hot links) */
+bool nemo__pending(nemo_place *me);
+
+/* Signal handler install (domain.c). */
+int nemo__irq_install(int sig);
+
+#endif

@@ -1,0 +1,661 @@
+/*
+ * queue.c - the queues between places, and how a place finds, handles and
+ * waits for what is queued to it.
+ *
+ * THE QUEUES
+ *
+ * For every ordered pair (sender s, receiver r) of a domain there are two
+ * single-producer single-consumer queues (messaging_internal.h):
+ *
+ *   nf[16]   the notification FIFO of Barrelfish TN-9: one cache line of
+ *            32-bit entries, 0 = empty, else (chan << 8 | 0x80 | gtag).
+ *            s fills the entry at its private nf_tail if it is 0; r reads
+ *            the entry at its private nf_head and writes 0 back.  An entry
+ *            that is not 0 at nf_tail means the FIFO is full.
+ *   ring[R]  the active-message ring: 16-byte slots, a message is a head
+ *            slot {seq, meta, arg} and ceil(len/12) payload slots.  A
+ *            head is valid for position p iff its seq is
+ *            ((p & 0xFFFFFF) << 8 | gtag << 1 | 1).  The consumer only
+ *            reads slots (Barrelfish UMP's epoch idea, with the position
+ *            as the epoch), and publishes how far it has read in the
+ *            link's ack word on its own line; the sender reads ack only
+ *            when its cached view says the ring is full.  So in steady
+ *            state a message costs one line transfer per 4 slots and no
+ *            shared index at all.
+ *
+ * gtag is the receiver's generation (7 bits): a late entry meant for an
+ * earlier occupant of index r never matches the current one.
+ *
+ * Each receiver has a hint bitmap, one bit per sender.  Only sender s
+ * sets bit s (fetch_or); only r clears bits (exchange with 0).
+ *
+ * Each place publishes its state in its waiter slot (src/waiter):
+ * RUNNING, POLLING (in nemo_place_wait, watching memory) or SLEEPING (in
+ * futex_wait on that word, or about to be), and its status word:
+ * gen << 2 | FREE / ACTIVE / LEAVING.
+ *
+ * SEND (s to r; nemo__msg_send, notify_send, nemo__publish)
+ *
+ *   S0  st := load(r.status, acquire); not ACTIVE of the id's generation
+ *       -> ESRCH, nothing written.
+ *   S1  write the entry; its seq / FIFO word last, with release: this is
+ *       what makes everything s wrote before visible to r's handler.
+ *   S2  atomic_thread_fence(seq_cst)
+ *   S3  if load(r.status, seq_cst) != st: r is leaving (or left): try to
+ *       take the entry back, CAS(seq or FIFO word: entry -> 0).  Success:
+ *       nobody consumed it and nobody will (tags differ from any later
+ *       occupant's) -> ESRCH.  Failure: r's final drain consumed it ->
+ *       0, delivered; no kick needed.
+ *   -- with NEMO_MORE the send stops here; S4-S5 run at the next
+ *      publishing send or nemo_flush.
+ *   S4  if load(hint word, seq_cst) has bit s: stop.  Else
+ *       fetch_or(hint word, bit s, seq_cst) and go on.  (A set bit was set
+ *       by s itself, earlier, and r has not cleared it yet: r has not
+ *       looked at s's queues since, and will; s already kicked then.)
+ *   S5  kick (kick.c): load(r's waiter state, seq_cst) decides nothing,
+ *       FUTEX_WAKE or signal.  NEMO_PUSH goes to S5 even when S4 stops.
+ *
+ * RECEIVE (r; nemo__drain)
+ *
+ *   D1  the hot queues (senders found non-empty recently): consume what
+ *       is valid.  A polling receiver sees a hot sender's entry with one
+ *       line transfer, before the sender has even set its hint bit.
+ *   D2  for each hint word that is not 0: x := exchange(word, 0,
+ *       seq_cst); drain every queue whose bit is in x.
+ *   Consuming copies the entry out and advances the private head (and
+ *   publishes ack) before the handler runs, so a handler may itself poll
+ *   or wait without seeing its own message again.
+ *
+ * WAIT (r; nemo_place_wait with the ops below, through nemo__wait_loop,
+ * the waiter layer's one decision of how long to poll)
+ *
+ *   W1  state := POLLING; poll: if nemo__pending() (any hint word, or a
+ *       hot queue non-empty) then drain; return once something was handled.
+ *   W2  exchange(state, SLEEPING, seq_cst)
+ *   W3  if nemo__pending() (seq_cst loads): state := RUNNING, drain.
+ *   W4  futex_wait(state, SLEEPING)
+ *   W5  state := RUNNING; drain; done if something was handled, else W2.
+ *   W6  leaving the wait: store(state, RUNNING, seq_cst), and if interrupt
+ *       mode is on, check nemo__pending() once more and drain.
+ *
+ * WHY NO WAKE-UP IS LOST
+ *
+ * S4;S5 and W2;W3 are the store-buffering pattern (as in waiter.c): s
+ * stores the hint bit then loads state; r stores state then loads the
+ * hint; all seq_cst.  One of the two loads sees the other's store: r sees
+ * the bit and does not sleep, or s sees SLEEPING and wakes it (the
+ * waiter layer's CAS + FUTEX_WAKE, whose kernel check makes a wake before
+ * the sleep harmless).  When S4 finds the bit already set, s skips S5:
+ * that bit's own setting was followed by its own S5, and r clears it only
+ * in D2, whose exchange reads s's set bit; then s's load at S4, which
+ * read the bit before that exchange, precedes it in the seq_cst order,
+ * so the entry written before S2 is visible to D2's loads that follow the
+ * exchange: r drains it.  W6 does the same for interrupt mode, where
+ * RUNNING (not SLEEPING) is the state that needs a kick: a sender that
+ * read POLLING does not signal, and the place sees its hint at W6.
+ * models/place.pml checks this with spin, with the broken variants
+ * "kick before hint", "check before publishing SLEEPING".
+ *
+ * WHY A SEND RACING A LEAVE IS DELIVERED XOR FAILED
+ *
+ * nemo_place_leave: L1 status := LEAVING (seq_cst); L2 the final drain:
+ * every queue, consuming each entry by CAS(entry -> 0) instead of a read,
+ * passes until one finds nothing; L3 status := FREE.  A sender whose S3
+ * read ACTIVE has S2 before L1 in the seq_cst order, so its entry is
+ * visible to L2, which consumes it: delivered.  A sender whose S3 reads
+ * otherwise races L2 with its own CAS on the same word: exactly one CAS
+ * wins - consumed (the sender returns 0) or taken back (ESRCH).  Later
+ * occupants never consume the taken-back entry: its tag is the old
+ * generation's.  models/place.pml -DLEAVE checks this, and that the
+ * broken variants "no re-check at S3" (a message lost) and "plain reads
+ * in the final drain" (handled and failed) are caught.
+ *
+ * BACKPRESSURE
+ *
+ * A full ring or FIFO never drops: a blocking send waits for room while
+ * draining the sender's own queues (so cycles of full queues make
+ * progress), up to 8 levels of handlers nested in such waits (then
+ * EDEADLK); NEMO_NONBLOCK returns EAGAIN.
+ */
+#define _GNU_SOURCE
+#include "messaging_internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+
+#define NEMO__SERVE_DEPTH_MAX 8
+
+static inline uint32_t slots_for(size_t len)
+{
+	return 1u + (uint32_t)((len + 11) / 12);
+}
+
+/* ------------------------------------------------------------ busy */
+
+void nemo__busy_enter(nemo_place *me)
+{
+	int b = atomic_load_explicit(&me->busy, memory_order_relaxed);
+	atomic_store_explicit(&me->busy, b + 1, memory_order_relaxed);
+	atomic_signal_fence(memory_order_seq_cst);
+}
+
+void nemo__busy_exit(nemo_place *me)
+{
+	atomic_signal_fence(memory_order_seq_cst);
+	int b = atomic_load_explicit(&me->busy, memory_order_relaxed) - 1;
+	if (b > 0) {
+		atomic_store_explicit(&me->busy, b, memory_order_relaxed);
+		return;
+	}
+	/* Leaving the outermost call: run what an interrupt deferred.  The
+	 * check after clearing busy closes the window in which a signal
+	 * sees busy set but we have already looked at irq_pending. */
+	for (;;) {
+		if (atomic_exchange_explicit(&me->irq_pending, 0, memory_order_relaxed))
+			nemo__drain(me, NEMO_AM_CTX_POLL, false);
+		atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
+		atomic_signal_fence(memory_order_seq_cst);
+		if (!atomic_load_explicit(&me->irq_pending, memory_order_relaxed))
+			return;
+		atomic_store_explicit(&me->busy, 1, memory_order_relaxed);
+		atomic_signal_fence(memory_order_seq_cst);
+	}
+}
+
+/* ------------------------------------------------------------ lookup */
+
+nemo_place *nemo__dest(struct nemo_domain *d, nemo_place_id id, uint32_t *st)
+{
+	unsigned idx = nemo_place_index(id);
+	if (id == NEMO_PLACE_NONE || idx >= d->P)
+		return NULL;
+	nemo_place *p = &d->places[idx];
+	uint32_t s = atomic_load_explicit(&p->status, memory_order_acquire);
+	if (s != nemo__status(nemo__id_gen(id), NEMO__ST_ACTIVE))
+		return NULL;
+	*st = s;
+	return p;
+}
+
+/* ----------------------------------------------------------- publish */
+
+void nemo__publish(nemo_place *me, unsigned r, bool push)
+{
+	struct nemo_domain *d = me->d;
+	nemo__out_of(d, me->idx, r)->deferred = 0;
+	_Atomic uint64_t *w = nemo__hint_row(d, r) + me->idx / 64;
+	uint64_t bit = 1ull << (me->idx % 64);
+	if (atomic_load_explicit(w, memory_order_seq_cst) & bit) {           /* S4 */
+		if (!push) {
+			NEMO__PCOUNT(me, c_kicks_skipped);
+			return;
+		}
+	} else {
+		atomic_fetch_or_explicit(w, bit, memory_order_seq_cst);
+	}
+	nemo__kick(me, &d->places[r]);                                       /* S5 */
+}
+
+int nemo_flush(nemo_place_id dest)
+{
+	nemo_place *me = nemo__place_self();
+	if (!me)
+		return ENOTCONN;
+	struct nemo_domain *d = me->d;
+	int err = 0;
+	nemo__busy_enter(me);
+	if (dest == NEMO_PLACE_ALL) {
+		for (unsigned r = 0; r < d->P; r++)
+			if (nemo__out_of(d, me->idx, r)->deferred)
+				nemo__publish(me, r, false);
+	} else {
+		uint32_t st;
+		if (nemo__dest(d, dest, &st))
+			nemo__publish(me, nemo_place_index(dest), false);
+		else
+			err = ESRCH;
+	}
+	nemo__busy_exit(me);
+	return err;
+}
+
+/* ------------------------------------------------------- waiting room */
+
+/* The queue to dst is full: wait for room, serving our own queues.
+ * room(arg) says whether there is room now.  Returns 0, ESRCH (dst is
+ * leaving: nothing more can reach it), EAGAIN, EDEADLK. */
+static int wait_room(nemo_place *me, nemo_place *dst, uint32_t st, unsigned r, unsigned flags,
+		     bool (*room)(void *), void *arg)
+{
+	if (flags & NEMO_NONBLOCK)
+		return EAGAIN;
+	if (me->serve_depth >= NEMO__SERVE_DEPTH_MAX)
+		return EDEADLK;
+	NEMO__PCOUNT(me, c_full_waits);
+	/* Make sure r knows about what fills its queue (deferred sends). */
+	nemo__publish(me, r, false);
+	for (unsigned n = 1;; n++) {
+		if (room(arg))
+			return 0;
+		if (atomic_load_explicit(&dst->status, memory_order_acquire) != st)
+			return ESRCH;
+		me->serve_depth++;
+		nemo__drain(me, NEMO_AM_CTX_WAIT, false);
+		me->serve_depth--;
+		nemo_cpu_relax();
+		/* Oversubscribed: the receiver may need this CPU to make room. */
+		if (n % 64 == 0)
+			sched_yield();
+	}
+}
+
+/* ---------------------------------------------------------- ring send */
+
+struct ring_room {
+	nemo__out *o;
+	nemo__link *lk;
+	uint32_t need, R;
+};
+
+static bool ring_has_room(void *p)
+{
+	struct ring_room *rr = p;
+	rr->o->ack_seen = atomic_load_explicit(&rr->lk->ack, memory_order_acquire);
+	return rr->o->tail + rr->need - rr->o->ack_seen <= rr->R;
+}
+
+int nemo__msg_send(nemo_place *me, nemo_place_id dest, uint32_t meta, uint64_t arg,
+		   const void *payload, size_t len, unsigned flags)
+{
+	struct nemo_domain *d = me->d;
+	uint32_t st;
+	nemo_place *dst = nemo__dest(d, dest, &st);                          /* S0 */
+	if (!dst)
+		return ESRCH;
+	unsigned r = nemo_place_index(dest);
+	nemo__out *o = nemo__out_of(d, me->idx, r);
+	nemo__link *lk = nemo__link_of(d, r, me->idx);
+	uint32_t need = slots_for(len);
+	if (o->tail + need - o->ack_seen > d->R) {
+		struct ring_room rr = { o, lk, need, d->R };
+		if (!ring_has_room(&rr)) {
+			int err = wait_room(me, dst, st, r, flags, ring_has_room, &rr);
+			if (err)
+				return err;
+		}
+	}
+	/* S1: payload slots, then the head; its seq last, with release. */
+	nemo__slot *ring = nemo__ring_of(d, r, me->idx);
+	uint32_t mask = d->R - 1, p = o->tail;
+	const unsigned char *src = payload;
+	for (uint32_t k = 1; k < need; k++) {
+		nemo__slot *ps = &ring[(p + k) & mask];
+		size_t off = (size_t)(k - 1) * 12, n = len - off < 12 ? len - off : 12;
+		atomic_store_explicit(&ps->seq, 0, memory_order_relaxed);
+		memcpy((unsigned char *)ps + 4, src + off, n);
+	}
+	nemo__slot *hs = &ring[p & mask];
+	hs->meta = meta;
+	hs->arg = arg;
+	uint32_t seq = nemo__slot_seq(p, nemo__gtag(nemo__id_gen(dest)));
+	atomic_store_explicit(&hs->seq, seq, memory_order_release);
+	o->tail = p + need;
+	atomic_thread_fence(memory_order_seq_cst);                           /* S2 */
+	if (atomic_load_explicit(&dst->status, memory_order_seq_cst) != st) { /* S3 */
+		uint32_t exp = seq;
+		if (atomic_compare_exchange_strong_explicit(&hs->seq, &exp, 0, memory_order_acq_rel,
+							    memory_order_acquire)) {
+			o->tail = p;
+			NEMO__PCOUNT(me, c_send_failures);
+			return ESRCH;
+		}
+		NEMO__PCOUNT(me, c_am_sent);   /* the leave consumed it */
+		return 0;
+	}
+	NEMO__PCOUNT(me, c_am_sent);
+	if (flags & NEMO_MORE)
+		o->deferred = 1;
+	else
+		nemo__publish(me, r, flags & NEMO_PUSH);                     /* S4, S5 */
+	return 0;
+}
+
+/* ------------------------------------------------------- notify send */
+
+struct nf_room {
+	_Atomic uint32_t *e;
+};
+
+static bool nf_has_room(void *p)
+{
+	struct nf_room *nr = p;
+	return atomic_load_explicit(nr->e, memory_order_acquire) == 0;
+}
+
+static int notify_send(nemo_place *me, nemo_place_id dest, uint32_t chan, unsigned flags)
+{
+	struct nemo_domain *d = me->d;
+	uint32_t st;
+	nemo_place *dst = nemo__dest(d, dest, &st);                          /* S0 */
+	if (!dst)
+		return ESRCH;
+	if (!atomic_load_explicit(&dst->nf_fn, memory_order_acquire))
+		return ENOENT;
+	unsigned r = nemo_place_index(dest);
+	nemo__out *o = nemo__out_of(d, me->idx, r);
+	nemo__link *lk = nemo__link_of(d, r, me->idx);
+	uint32_t p = o->nf_tail;
+	struct nf_room nr = { &lk->nf[p % NEMO_NOTIFY_FIFO_LEN] };
+	if (!nf_has_room(&nr)) {
+		int err = wait_room(me, dst, st, r, flags, nf_has_room, &nr);
+		if (err)
+			return err;
+	}
+	uint32_t v = nemo__nf_entry(chan, nemo__gtag(nemo__id_gen(dest)));
+	atomic_store_explicit(nr.e, v, memory_order_release);                /* S1 */
+	o->nf_tail = p + 1;
+	atomic_thread_fence(memory_order_seq_cst);                           /* S2 */
+	if (atomic_load_explicit(&dst->status, memory_order_seq_cst) != st) { /* S3 */
+		uint32_t exp = v;
+		if (atomic_compare_exchange_strong_explicit(nr.e, &exp, 0, memory_order_acq_rel,
+							    memory_order_acquire)) {
+			o->nf_tail = p;
+			NEMO__PCOUNT(me, c_send_failures);
+			return ESRCH;
+		}
+		NEMO__PCOUNT(me, c_nf_sent);
+		return 0;
+	}
+	NEMO__PCOUNT(me, c_nf_sent);
+	if (flags & NEMO_MORE)
+		o->deferred = 1;
+	else
+		nemo__publish(me, r, flags & NEMO_PUSH);                     /* S4, S5 */
+	return 0;
+}
+
+int nemo_notify(nemo_place_id dest, uint32_t chan, unsigned flags)
+{
+	nemo_place *me = nemo__place_self();
+	if (!me)
+		return ENOTCONN;
+	if (flags & ~(unsigned)(NEMO_PUSH | NEMO_NONBLOCK | NEMO_MORE))
+		return EINVAL;
+	if (chan > NEMO_NOTIFY_CHAN_MAX)
+		return ERANGE;
+	nemo__busy_enter(me);
+	int err = notify_send(me, dest, chan, flags);
+	nemo__busy_exit(me);
+	return err;
+}
+
+int nemo_notify_set_handler(nemo_notify_handler fn, void *ctx)
+{
+	nemo_place *me = nemo__place_self();
+	if (!me)
+		return ENOTCONN;
+	/* ctx first: a sender that sees fn may deliver at once. */
+	atomic_store_explicit(&me->nf_ctx, ctx, memory_order_relaxed);
+	atomic_store_explicit(&me->nf_fn, fn, memory_order_release);
+	return 0;
+}
+
+/* ------------------------------------------------------------ receive */
+
+static void hot_add(nemo_place *me, unsigned s)
+{
+	for (unsigned i = 0; i < NEMO__HOT; i++)
+		if (me->hot[i] == s)
+			return;
+	me->hot[me->hot_next++ % NEMO__HOT] = s;
+}
+
+static void publish_ack(nemo__link *lk, nemo__in *in)
+{
+	if (in->acked != in->head) {
+		in->acked = in->head;
+		atomic_store_explicit(&lk->ack, in->head, memory_order_release);
+	}
+}
+
+/* Drain the queues from sender s: at most `budget` entries unless final.
+ * Sets *more if it stopped with entries left. */
+static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool final,
+			   unsigned budget, bool *more)
+{
+	struct nemo_domain *d = me->d;
+	nemo__in *in = nemo__in_of(d, me->idx, s);
+	nemo__link *lk = nemo__link_of(d, me->idx, s);
+	uint32_t g = nemo__gtag(me->gen);
+	unsigned n = 0;
+
+	/* Notifications. */
+	while (final || n < budget) {
+		_Atomic uint32_t *e = &lk->nf[in->nf_head % NEMO_NOTIFY_FIFO_LEN];
+		uint32_t v = atomic_load_explicit(e, memory_order_acquire);
+		if (v == 0 || (v & 0x7Fu) != g)
+			break;
+		if (final) {
+			uint32_t exp = v;
+			if (!atomic_compare_exchange_strong_explicit(e, &exp, 0, memory_order_acq_rel,
+								     memory_order_acquire))
+				break;    /* the sender took it back */
+		} else {
+			atomic_store_explicit(e, 0, memory_order_release);
+		}
+		in->nf_head++;
+		n++;
+		NEMO__PCOUNT(me, c_nf_handled);
+		nemo_notify_handler fn = atomic_load_explicit(&me->nf_fn, memory_order_acquire);
+		void *fctx = atomic_load_explicit(&me->nf_ctx, memory_order_relaxed);
+		if (fn) {
+			uint32_t sgen = atomic_load_explicit(&d->places[s].status, memory_order_relaxed) >> 2;
+			fn(fctx, nemo__make_id(s, sgen), v >> 8);
+		}
+	}
+
+	/* Active messages. */
+	nemo__slot *ring = nemo__ring_of(d, me->idx, s);
+	uint32_t mask = d->R - 1;
+	while (final || n < budget) {
+		uint32_t p = in->head;
+		nemo__slot *hs = &ring[p & mask];
+		uint32_t v = atomic_load_explicit(&hs->seq, memory_order_acquire);
+		if (v != nemo__slot_seq(p, g))
+			break;
+		if (final) {
+			uint32_t exp = v;
+			if (!atomic_compare_exchange_strong_explicit(&hs->seq, &exp, 0, memory_order_acq_rel,
+								     memory_order_acquire))
+				break;    /* the sender took it back */
+		}
+		uint32_t meta = hs->meta;
+		uint64_t arg = hs->arg;
+		uint32_t len = meta >> 25;
+		uint32_t need = slots_for(len);
+		unsigned char buf[NEMO_AM_PAYLOAD_MAX];
+		for (uint32_t k = 1; k < need; k++) {
+			size_t off = (size_t)(k - 1) * 12, m = len - off < 12 ? len - off : 12;
+			memcpy(buf + off, (unsigned char *)&ring[(p + k) & mask] + 4, m);
+		}
+		in->head = p + need;
+		/* Give the sender its room back before the handler runs: the
+		 * handler may wait on a full queue to this very sender. */
+		if (in->head - in->acked >= d->R / 4)
+			publish_ack(lk, in);
+		n++;
+		NEMO__PCOUNT(me, c_am_handled);
+		nemo__deliver_fn fn = atomic_load_explicit(&d->deliver, memory_order_acquire);
+		if (fn)
+			fn(me, s, meta, arg, len ? buf : NULL, len, ctx);
+	}
+	publish_ack(lk, in);
+	if (!final && n >= budget)
+		*more = true;
+	return n;
+}
+
+unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final)
+{
+	struct nemo_domain *d = me->d;
+	unsigned total = 0;
+	bool more = false;
+	if (final) {
+		/* L2: every queue, by CAS, until a pass finds nothing. */
+		for (;;) {
+			unsigned got = 0;
+			for (unsigned s = 0; s < d->P; s++)
+				got += drain_link(me, s, ctx, true, 0, &more);
+			total += got;
+			if (!got)
+				return total;
+		}
+	}
+	unsigned budget = d->R + NEMO_NOTIFY_FIFO_LEN;
+	/* D1: the hot queues first: a polling receiver finds a hot sender's
+	 * entry there before the sender's hint bit arrives. */
+	for (unsigned i = 0; i < NEMO__HOT; i++) {
+		unsigned s = me->hot[i];
+		if (s < d->P)
+			total += drain_link(me, s, ctx, false, budget, &more);
+	}
+	/* D2: the hint words. */
+	_Atomic uint64_t *row = nemo__hint_row(d, me->idx);
+	for (unsigned w = 0; w < d->HW; w++) {
+		if (!atomic_load_explicit(&row[w], memory_order_relaxed))
+			continue;
+		uint64_t x = atomic_exchange_explicit(&row[w], 0, memory_order_seq_cst);
+		while (x) {
+			unsigned b = (unsigned)__builtin_ctzll(x);
+			x &= x - 1;
+			unsigned s = w * 64 + b;
+			bool left = false;
+			unsigned got = drain_link(me, s, ctx, false, budget, &left);
+			if (got)
+				hot_add(me, s);
+			if (left) {
+				/* Stopped at the budget: keep s findable. */
+				atomic_fetch_or_explicit(&row[w], 1ull << b, memory_order_relaxed);
+			}
+			total += got;
+		}
+	}
+	if (more) {
+		/* A hot queue hit the budget: find it again next time. */
+		for (unsigned i = 0; i < NEMO__HOT; i++) {
+			unsigned s = me->hot[i];
+			if (s < d->P)
+				atomic_fetch_or_explicit(&row[s / 64], 1ull << (s % 64), memory_order_relaxed);
+		}
+	}
+	return total;
+}
+
+bool nemo__pending(nemo_place *me)
+{
+	struct nemo_domain *d = me->d;
+	_Atomic uint64_t *row = nemo__hint_row(d, me->idx);
+	for (unsigned w = 0; w < d->HW; w++)
+		if (atomic_load_explicit(&row[w], memory_order_seq_cst))
+			return true;
+	uint32_t g = nemo__gtag(me->gen);
+	for (unsigned i = 0; i < NEMO__HOT; i++) {
+		unsigned s = me->hot[i];
+		if (s >= d->P)
+			continue;
+		nemo__in *in = nemo__in_of(d, me->idx, s);
+		nemo__slot *hs = &nemo__ring_of(d, me->idx, s)[in->head & (d->R - 1)];
+		if (atomic_load_explicit(&hs->seq, memory_order_acquire) == nemo__slot_seq(in->head, g))
+			return true;
+		uint32_t v = atomic_load_explicit(&nemo__link_of(d, me->idx, s)->nf[in->nf_head % NEMO_NOTIFY_FIFO_LEN],
+						  memory_order_acquire);
+		if (v && (v & 0x7Fu) == g)
+			return true;
+	}
+	return false;
+}
+
+/* --------------------------------------------------------- poll, wait */
+
+int nemo_poll(unsigned *handled)
+{
+	nemo_place *me = nemo__place_self();
+	if (!me)
+		return ENOTCONN;
+	nemo__busy_enter(me);
+	unsigned n = nemo__drain(me, NEMO_AM_CTX_POLL, false);
+	nemo__busy_exit(me);
+	if (handled)
+		*handled = n;
+	return 0;
+}
+
+static bool place_try_take(void *arg)
+{
+	nemo_place *me = arg;
+	if (!nemo__pending(me))
+		return false;
+	unsigned n = nemo__drain(me, NEMO_AM_CTX_WAIT, false);
+	me->handled += n;
+	return n > 0;
+}
+
+static bool place_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *bits)
+{
+	nemo_place *me = arg;
+	nemo_waiter *w = atomic_load_explicit(&me->waiter, memory_order_relaxed);
+	(void)bits;
+	*word = (uint32_t *)&w->state;
+	*val = NEMO_WAITER_SLEEPING;
+	atomic_exchange_explicit(&w->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst);  /* W2 */
+	if (nemo__pending(me)) {                                                           /* W3 */
+		/* Undo; futex_wait then returns at once (state != SLEEPING)
+		 * and the loop's try_take drains. */
+		atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
+		return false;
+	}
+	NEMO__PCOUNT(me, c_sleeps);
+	return false;                                                                      /* W4 */
+}
+
+static void place_sleep_end(void *arg)
+{
+	nemo_place *me = arg;
+	nemo_waiter *w = atomic_load_explicit(&me->waiter, memory_order_relaxed);
+	atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);      /* W5 */
+}
+
+static const nemo__wait_ops place_ops = {
+	.try_take = place_try_take,
+	.sleep_begin = place_sleep_begin,
+	.sleep_end = place_sleep_end,
+	.futex_flags = NEMO_FUTEX_PRIVATE,
+};
+
+int nemo_place_wait(const struct timespec *abstime, unsigned *handled)
+{
+	nemo_place *me = nemo__place_self();
+	if (!me)
+		return ENOTCONN;
+	int rc = nemo__check_deadline(CLOCK_MONOTONIC, abstime);
+	if (rc)
+		return rc;
+	nemo__busy_enter(me);
+	unsigned outer = me->handled;   /* a handler may wait too: nest the count */
+	me->handled = 0;
+	nemo_waiter *w = atomic_load_explicit(&me->waiter, memory_order_relaxed);
+	atomic_store_explicit(&w->state, NEMO_WAITER_POLLING, memory_order_relaxed);      /* W1 */
+	rc = nemo__wait_loop(&place_ops, me, &me->policy, CLOCK_MONOTONIC, abstime, 0);
+	atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_seq_cst);      /* W6 */
+	if (atomic_load_explicit(&me->irq_on, memory_order_relaxed) && nemo__pending(me))
+		me->handled += nemo__drain(me, NEMO_AM_CTX_WAIT, false);
+	unsigned n = me->handled;
+	me->handled = outer + n;
+	nemo__busy_exit(me);
+	if (rc == ETIMEDOUT && n)
+		rc = 0;
+	if (handled)
+		*handled = n;
+	return rc;
+}

@@ -1,0 +1,879 @@
+/*
+ * test_messaging.c - domains, places, notifications and active messages:
+ * every error of the API, delivery in each context, order, visibility,
+ * backpressure, leaving with messages queued, and a send racing a leave.
+ * No test here asserts a time.
+ */
+#define _GNU_SOURCE
+#include "check.h"
+
+#include <nemo/nemo.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ helpers */
+
+typedef struct rec {
+	atomic_uint count;
+	atomic_uint last_action;
+	atomic_uint last_event;
+	_Atomic uint64_t last_arg;
+	atomic_uint last_src;
+	atomic_uint last_dest;
+	atomic_int last_ctx;
+	atomic_uint bad_order;
+	_Atomic uint64_t expect_next;     /* order check: args must be 1, 2, 3... */
+	unsigned char payload[NEMO_AM_PAYLOAD_MAX];
+	atomic_size_t len;
+} rec;
+
+static void record(const nemo_am_msg *m, void *ctx)
+{
+	rec *r = ctx;
+	atomic_store(&r->last_action, m->action);
+	atomic_store(&r->last_event, m->event);
+	atomic_store(&r->last_arg, m->arg);
+	atomic_store(&r->last_src, m->src);
+	atomic_store(&r->last_dest, m->dest);
+	atomic_store(&r->last_ctx, (int)m->context);
+	if (m->len)
+		memcpy(r->payload, m->payload, m->len);
+	atomic_store(&r->len, m->len);
+	atomic_fetch_add(&r->count, 1);
+}
+
+static void ordered(const nemo_am_msg *m, void *ctx)
+{
+	rec *r = ctx;
+	uint64_t want = atomic_load(&r->expect_next);
+	if (m->arg != want)
+		atomic_fetch_add(&r->bad_order, 1);
+	atomic_store(&r->expect_next, m->arg + 1);
+	atomic_fetch_add(&r->count, 1);
+}
+
+static void run_thread(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	CHECK(pthread_create(t, NULL, fn, arg) == 0);
+}
+
+static void spin_until(atomic_uint *v, unsigned want)
+{
+	struct timespec dl = in_ms(CLOCK_MONOTONIC, 20000);
+	while (atomic_load(v) < want) {
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec > dl.tv_sec || (now.tv_sec == dl.tv_sec && now.tv_nsec > dl.tv_nsec)) {
+			fprintf(stderr, "spin_until: stuck at %u < %u\n", atomic_load(v), want);
+			CHECK(!"progress");
+			return;
+		}
+		sched_yield();
+	}
+}
+
+/* ------------------------------------------------------------ domain API */
+
+static void test_domain_errors(void)
+{
+	nemo_domain *d;
+	nemo_domain_attr a = { .ring_slots = 12 };
+	CHECK_EQ_INT(nemo_domain_create(&a, &d), EINVAL);      /* not a power of two */
+	a = (nemo_domain_attr){ .ring_slots = 4 };
+	CHECK_EQ_INT(nemo_domain_create(&a, &d), EINVAL);
+	a = (nemo_domain_attr){ .max_places = NEMO_PLACES_MAX + 1 };
+	CHECK_EQ_INT(nemo_domain_create(&a, &d), EINVAL);
+	a = (nemo_domain_attr){ .max_actions = NEMO_AM_ACTIONS_MAX + 1 };
+	CHECK_EQ_INT(nemo_domain_create(&a, &d), EINVAL);
+	a = (nemo_domain_attr){ .irq_signal = SIGKILL };
+	CHECK_EQ_INT(nemo_domain_create(&a, &d), EINVAL);
+	CHECK_EQ_INT(nemo_domain_create(NULL, NULL), EINVAL);
+	CHECK_EQ_INT(nemo_domain_destroy(NULL), EINVAL);
+
+	CHECK_EQ_INT(nemo_domain_create(NULL, &d), 0);
+	/* Not a place yet. */
+	CHECK_EQ_INT(nemo_am_send(0, 0, 0, 0), ENOTCONN);
+	CHECK_EQ_INT(nemo_notify(0, 0, 0), ENOTCONN);
+	CHECK_EQ_INT(nemo_poll(NULL), ENOTCONN);
+	CHECK_EQ_INT(nemo_place_wait(NULL, NULL), ENOTCONN);
+	CHECK_EQ_INT(nemo_place_leave(), ENOTCONN);
+	CHECK_EQ_INT(nemo_flush(NEMO_PLACE_ALL), ENOTCONN);
+	CHECK_EQ_INT(nemo_am_event_map(0, 0), ENOTCONN);
+	CHECK_EQ_INT(nemo_notify_set_handler(NULL, NULL), ENOTCONN);
+	CHECK_EQ_INT(nemo_place_set_interrupts(true), ENOTCONN);
+	CHECK(nemo_place_self() == NEMO_PLACE_NONE);
+	CHECK(nemo_place_domain() == NULL);
+
+	/* Registration. */
+	rec r = { 0 };
+	CHECK_EQ_INT(nemo_action_register(d, 0, NULL, NULL), EINVAL);
+	CHECK_EQ_INT(nemo_action_register(NULL, 0, record, &r), EINVAL);
+	CHECK_EQ_INT(nemo_action_register(d, 256, record, &r), ERANGE);
+	CHECK_EQ_INT(nemo_action_register(d, 3, record, &r), 0);
+	CHECK_EQ_INT(nemo_action_register(d, 3, record, &r), EEXIST);
+
+	/* Join: bad attributes, twice. */
+	nemo_place_attr pa = { .flags = 1u << 7 };
+	nemo_place_id me;
+	CHECK_EQ_INT(nemo_place_join(d, &pa, &me), EINVAL);
+	pa = (nemo_place_attr){ .flags = NEMO_PLACE_PIN, .cpu = -1 };
+	CHECK_EQ_INT(nemo_place_join(d, &pa, &me), EINVAL);
+	pa = (nemo_place_attr){ .flags = NEMO_PLACE_PIN, .cpu = 100000 };
+	CHECK_EQ_INT(nemo_place_join(d, &pa, &me), EINVAL);
+	CHECK(nemo_place_self() == NEMO_PLACE_NONE);
+	CHECK_EQ_INT(nemo_place_join(d, NULL, &me), 0);
+	CHECK(nemo_place_self() == me);
+	CHECK(nemo_place_domain() == d);
+	CHECK_EQ_INT(nemo_place_join(d, NULL, &me), EALREADY);
+	CHECK_EQ_INT(nemo_place_check(d, me), 0);
+	size_t n = 0;
+	nemo_place_id ids[4];
+	CHECK_EQ_INT(nemo_domain_places(d, ids, 4, &n), 0);
+	CHECK_EQ_INT(n, 1);
+	CHECK(ids[0] == me);
+	CHECK_EQ_INT(nemo_domain_places(d, NULL, 4, &n), EINVAL);
+
+	/* Sends: every bad input gets its own code. */
+	CHECK_EQ_INT(nemo_am_send(me, 4, 0, 0), ENOENT);            /* unregistered */
+	CHECK_EQ_INT(nemo_am_send(me, 999, 0, 0), ERANGE);          /* out of range */
+	CHECK_EQ_INT(nemo_am_send(me, NEMO_AM_EVENT(999), 0, 0), ERANGE);
+	CHECK_EQ_INT(nemo_am_send(me, NEMO_AM_EVENT(5), 0, 0), ENOENT);  /* unmapped */
+	CHECK_EQ_INT(nemo_am_send(nemo_place_index(me) + 1, 3, 0, 0), ESRCH);  /* never joined */
+	CHECK_EQ_INT(nemo_am_send(4095, 3, 0, 0), ESRCH);           /* beyond max_places */
+	CHECK_EQ_INT(nemo_am_send(me + (1u << 12), 3, 0, 0), ESRCH);/* another generation */
+	CHECK_EQ_INT(nemo_am_send(NEMO_PLACE_NONE, 3, 0, 0), ESRCH);
+	CHECK_EQ_INT(nemo_am_send(me, 3, 0, 1u << 9), EINVAL);      /* unknown flag */
+	char big[NEMO_AM_PAYLOAD_MAX + 1] = { 0 };
+	CHECK_EQ_INT(nemo_am_sendv(me, 3, 0, big, sizeof big, 0), EMSGSIZE);
+	CHECK_EQ_INT(nemo_am_sendv(me, 3, 0, NULL, 4, 0), EINVAL);
+	CHECK_EQ_INT(nemo_am_event_map(999, 3), ERANGE);
+	CHECK_EQ_INT(nemo_am_event_map(5, 999), ERANGE);
+	CHECK_EQ_INT(nemo_am_event_map(5, 4), ENOENT);
+	uint32_t act;
+	CHECK_EQ_INT(nemo_am_event_lookup(me, 5, &act), ENOENT);
+	CHECK_EQ_INT(nemo_am_event_lookup(me, 5, NULL), EINVAL);
+	CHECK_EQ_INT(nemo_notify(me, 1, 0), ENOENT);                /* no handler */
+	CHECK_EQ_INT(nemo_notify(me, NEMO_NOTIFY_CHAN_MAX + 1, 0), ERANGE);
+	CHECK_EQ_INT(nemo_notify(me, 1, 1u << 9), EINVAL);
+	CHECK_EQ_INT(nemo_flush(4095), ESRCH);
+	nemo_wait_policy bad = { .kind = 99 };
+	CHECK_EQ_INT(nemo_place_set_policy(&bad), EINVAL);
+	CHECK_EQ_INT(nemo_place_set_policy(NULL), EINVAL);
+	struct timespec badts = { .tv_sec = 0, .tv_nsec = 2000000000L };
+	CHECK_EQ_INT(nemo_place_wait(&badts, NULL), EINVAL);
+	struct timespec soon = in_ms(CLOCK_MONOTONIC, 5);
+	CHECK_EQ_INT(nemo_place_wait(&soon, NULL), ETIMEDOUT);
+	CHECK_EQ_INT(r.count, 0);                                   /* none of those queued anything */
+
+	/* Destroy with a place in it. */
+	CHECK_EQ_INT(nemo_domain_destroy(d), EBUSY);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	CHECK_EQ_INT(nemo_place_leave(), ENOTCONN);
+	CHECK_EQ_INT(nemo_place_check(d, me), ESRCH);
+	CHECK_EQ_INT(nemo_domain_destroy(d), 0);
+	/* Destroyed: every call with it says so. */
+	CHECK_EQ_INT(nemo_domain_destroy(d), EIDRM);
+	CHECK_EQ_INT(nemo_place_join(d, NULL, &me), EIDRM);
+	CHECK_EQ_INT(nemo_action_register(d, 1, record, &r), EIDRM);
+	nemo_domain_counters c;
+	CHECK_EQ_INT(nemo_domain_get_counters(d, &c), EIDRM);
+	CHECK_EQ_INT(nemo_place_check(d, me), EIDRM);
+}
+
+/* ------------------------------------------------- self-send, contexts */
+
+static void test_self_send(void)
+{
+	nemo_domain *d;
+	CHECK_EQ_INT(nemo_domain_create(NULL, &d), 0);
+	rec r = { 0 };
+	CHECK_EQ_INT(nemo_action_register(d, 7, record, &r), 0);
+	nemo_place_id me;
+	CHECK_EQ_INT(nemo_place_join(d, NULL, &me), 0);
+	CHECK_EQ_INT(nemo_am_event_map(42, 7), 0);
+	uint32_t act = 0;
+	CHECK_EQ_INT(nemo_am_event_lookup(me, 42, &act), 0);
+	CHECK_EQ_INT(act, 7);
+
+	const char text[] = "forty-eight bytes of payload, exactly, here!!!!";
+	CHECK_EQ_INT(sizeof text, 48);
+	CHECK_EQ_INT(nemo_am_sendv(me, NEMO_AM_EVENT(42), 0x1122334455667788ull, text, sizeof text, 0), 0);
+	CHECK_EQ_INT(r.count, 0);                  /* queued, not run: we did not poll */
+	unsigned h = 0;
+	CHECK_EQ_INT(nemo_poll(&h), 0);
+	CHECK_EQ_INT(h, 1);
+	CHECK_EQ_INT(r.count, 1);
+	CHECK_EQ_INT(r.last_action, 7);
+	CHECK_EQ_INT(r.last_event, 42);
+	CHECK(r.last_arg == 0x1122334455667788ull);
+	CHECK(r.last_src == me && r.last_dest == me);
+	CHECK_EQ_INT(r.last_ctx, NEMO_AM_CTX_POLL);
+	CHECK_EQ_INT(r.len, 48);
+	CHECK(memcmp(r.payload, text, 48) == 0);
+
+	/* Every payload length round-trips. */
+	for (size_t len = 0; len <= NEMO_AM_PAYLOAD_MAX; len++) {
+		unsigned char buf[NEMO_AM_PAYLOAD_MAX];
+		for (size_t i = 0; i < len; i++)
+			buf[i] = (unsigned char)(len * 7 + i);
+		CHECK_EQ_INT(nemo_am_sendv(me, 7, len, buf, len, 0), 0);
+		struct timespec dl = in_ms(CLOCK_MONOTONIC, 1000);
+		CHECK_EQ_INT(nemo_place_wait(&dl, &h), 0);
+		CHECK_EQ_INT(r.len, len);
+		CHECK_EQ_INT(r.last_ctx, NEMO_AM_CTX_WAIT);
+		CHECK(len == 0 || memcmp(r.payload, buf, len) == 0);
+	}
+	/* Unmap: the event no longer resolves. */
+	CHECK_EQ_INT(nemo_am_event_map(42, NEMO_AM_EVENT(0) | 0x7FFFFFFFu), 0);
+	CHECK_EQ_INT(nemo_am_send(me, NEMO_AM_EVENT(42), 0, 0), ENOENT);
+	nemo_domain_counters c;
+	CHECK_EQ_INT(nemo_domain_get_counters(d, &c), 0);
+	CHECK_EQ_INT(c.am_sent, 1 + NEMO_AM_PAYLOAD_MAX + 1);
+	CHECK_EQ_INT(c.am_handled, c.am_sent);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	CHECK_EQ_INT(nemo_domain_destroy(d), 0);
+}
+
+/* ------------------------------- two places: ALT per place, order, wait */
+
+struct pair {
+	nemo_domain *d;
+	atomic_uint ready;
+	_Atomic nemo_place_id rx;
+	rec r1, r2;
+	nemo_wait_policy pol;
+	long n;
+	uint64_t data[1024];      /* plain memory: written before send, read in the handler */
+	atomic_uint data_bad;
+	atomic_uint stop;
+};
+
+static void check_data(const nemo_am_msg *m, void *ctx)
+{
+	struct pair *p = ctx;
+	/* Visibility: the sender wrote data[arg % 1024] = arg before sending. */
+	if (p->data[m->arg % 1024] != m->arg)
+		atomic_fetch_add(&p->data_bad, 1);
+	ordered(m, &p->r1);
+}
+
+static void *pair_rx(void *arg)
+{
+	struct pair *p = arg;
+	nemo_place_attr a = { .policy = p->pol };
+	nemo_place_id id;
+	CHECK_EQ_INT(nemo_place_join(p->d, &a, &id), 0);
+	CHECK_EQ_INT(nemo_am_event_map(9, 2), 0);     /* event 9 means action 2 here */
+	atomic_store(&p->rx, id);
+	atomic_fetch_add(&p->ready, 1);
+	while (atomic_load(&p->r1.count) < (unsigned)p->n) {
+		struct timespec dl = in_ms(CLOCK_MONOTONIC, 20000);
+		int rc = nemo_place_wait(&dl, NULL);
+		CHECK_EQ_INT(rc, 0);
+		if (rc)
+			break;
+	}
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	return NULL;
+}
+
+static void test_pair(nemo_wait_kind kind)
+{
+	struct pair *p = calloc(1, sizeof *p);
+	p->pol = (nemo_wait_policy){ kind, 2000 };
+	p->n = 20000;
+	atomic_store(&p->r1.expect_next, 1);
+	CHECK_EQ_INT(nemo_domain_create(NULL, &p->d), 0);
+	CHECK_EQ_INT(nemo_action_register(p->d, 1, check_data, p), 0);
+	CHECK_EQ_INT(nemo_action_register(p->d, 2, record, &p->r2), 0);
+	pthread_t t;
+	run_thread(&t, pair_rx, p);
+	nemo_place_id me;
+	CHECK_EQ_INT(nemo_place_join(p->d, NULL, &me), 0);
+	CHECK_EQ_INT(nemo_am_event_map(9, 1), 0);     /* ...and action 1 on this place */
+	spin_until(&p->ready, 1);
+	nemo_place_id rx = atomic_load(&p->rx);
+	uint32_t act;
+	CHECK_EQ_INT(nemo_am_event_lookup(rx, 9, &act), 0);
+	CHECK_EQ_INT(act, 2);
+	CHECK_EQ_INT(nemo_am_event_lookup(me, 9, &act), 0);
+	CHECK_EQ_INT(act, 1);
+	/* One event, two meanings. */
+	CHECK_EQ_INT(nemo_am_send(rx, NEMO_AM_EVENT(9), 77, 0), 0);
+	spin_until(&p->r2.count, 1);
+	CHECK_EQ_INT(p->r2.last_event, 9);
+	CHECK_EQ_INT(p->r2.last_action, 2);
+	CHECK(p->r2.last_src == me);
+	/* A stream, in order, with data written before each send. */
+	for (long i = 1; i <= p->n; i++) {
+		p->data[i % 1024] = (uint64_t)i;
+		unsigned fl = (i % 7 == 0) ? NEMO_MORE : (i % 11 == 0) ? NEMO_PUSH : 0;
+		int rc = nemo_am_send(rx, 1, (uint64_t)i, fl);
+		CHECK_EQ_INT(rc, 0);
+		if (rc)
+			break;
+		/* The receiver must be done with data[i % 1024] before it is
+		 * overwritten: wait for it every 1000 messages. */
+		if (i % 1000 == 0) {
+			CHECK_EQ_INT(nemo_flush(rx), 0);
+			spin_until(&p->r1.count, (unsigned)i);
+		}
+	}
+	CHECK_EQ_INT(nemo_flush(NEMO_PLACE_ALL), 0);
+	pthread_join(t, NULL);
+	CHECK_EQ_INT(p->r1.count, p->n);
+	CHECK_EQ_INT(p->r1.bad_order, 0);
+	CHECK_EQ_INT(p->data_bad, 0);
+	CHECK_EQ_INT(nemo_am_send(rx, 1, 0, 0), ESRCH);   /* it left */
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	CHECK_EQ_INT(nemo_domain_destroy(p->d), 0);
+	free(p);
+}
+
+/* ---------------------------------------------------------- backpressure */
+
+struct bp {
+	nemo_domain *d;
+	_Atomic nemo_place_id rx;
+	atomic_uint phase;
+	rec r;
+	atomic_uint chans, chan_bad;
+};
+
+static void nf_handler(void *ctx, nemo_place_id src, uint32_t chan)
+{
+	struct bp *b = ctx;
+	(void)src;
+	unsigned want = atomic_load(&b->chans);
+	if (chan != want)
+		atomic_fetch_add(&b->chan_bad, 1);
+	atomic_fetch_add(&b->chans, 1);
+}
+
+static void *bp_rx(void *arg)
+{
+	struct bp *b = arg;
+	nemo_place_id id;
+	CHECK_EQ_INT(nemo_place_join(b->d, NULL, &id), 0);
+	CHECK_EQ_INT(nemo_notify_set_handler(nf_handler, b), 0);
+	atomic_store(&b->rx, id);
+	atomic_store(&b->phase, 1);
+	spin_until(&b->phase, 2);    /* the sender filled our queues */
+	/* Drain slowly: the blocked sender must get room each time. */
+	while (atomic_load(&b->r.count) < 8 + 100 || atomic_load(&b->chans) < 16 + 100) {
+		struct timespec dl = in_ms(CLOCK_MONOTONIC, 20000);
+		CHECK_EQ_INT(nemo_place_wait(&dl, NULL), 0);
+	}
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	return NULL;
+}
+
+static void test_backpressure(void)
+{
+	struct bp *b = calloc(1, sizeof *b);
+	nemo_domain_attr a = { .ring_slots = 8 };
+	CHECK_EQ_INT(nemo_domain_create(&a, &b->d), 0);
+	atomic_store(&b->r.expect_next, 1);
+	CHECK_EQ_INT(nemo_action_register(b->d, 0, ordered, &b->r), 0);
+	pthread_t t;
+	run_thread(&t, bp_rx, b);
+	CHECK_EQ_INT(nemo_place_join(b->d, NULL, NULL), 0);
+	spin_until(&b->phase, 1);
+	nemo_place_id rx = atomic_load(&b->rx);
+	/* The ring holds exactly 8 one-slot messages; the FIFO 16 entries. */
+	uint64_t next = 1;
+	for (int i = 0; i < 8; i++)
+		CHECK_EQ_INT(nemo_am_send(rx, 0, next++, NEMO_NONBLOCK), 0);
+	CHECK_EQ_INT(nemo_am_send(rx, 0, next, NEMO_NONBLOCK), EAGAIN);
+	for (uint32_t i = 0; i < 16; i++)
+		CHECK_EQ_INT(nemo_notify(rx, i, NEMO_NONBLOCK), 0);
+	CHECK_EQ_INT(nemo_notify(rx, 16, NEMO_NONBLOCK), EAGAIN);
+	/* A payload message needs 1 + 4 slots: no room either. */
+	char pl[48] = { 0 };
+	CHECK_EQ_INT(nemo_am_sendv(rx, 0, next, pl, sizeof pl, NEMO_NONBLOCK), EAGAIN);
+	atomic_store(&b->phase, 2);
+	/* Blocking sends now wait for room; nothing is lost, order holds. */
+	for (int i = 0; i < 100; i++) {
+		CHECK_EQ_INT(nemo_am_send(rx, 0, next++, 0), 0);
+		CHECK_EQ_INT(nemo_notify(rx, 16 + (uint32_t)i, 0), 0);
+	}
+	pthread_join(t, NULL);
+	CHECK_EQ_INT(b->r.count, 108);
+	CHECK_EQ_INT(b->r.bad_order, 0);
+	CHECK_EQ_INT(b->chans, 116);
+	CHECK_EQ_INT(b->chan_bad, 0);
+	nemo_domain_counters c;
+	CHECK_EQ_INT(nemo_domain_get_counters(b->d, &c), 0);
+	CHECK(c.full_waits > 0);
+	CHECK_EQ_INT(c.notify_sent, c.notify_handled);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	CHECK_EQ_INT(nemo_domain_destroy(b->d), 0);
+	free(b);
+}
+
+/* ------------------------------------------ a cycle of full queues */
+
+struct cyc {
+	nemo_domain *d;
+	_Atomic nemo_place_id id[2];
+	atomic_uint joined;
+	rec r[2];
+};
+
+struct cyc_arg {
+	struct cyc *c;
+	int me;
+};
+
+static void *cyc_main(void *arg)
+{
+	struct cyc_arg *a = arg;
+	struct cyc *c = a->c;
+	nemo_place_id id;
+	CHECK_EQ_INT(nemo_place_join(c->d, NULL, &id), 0);
+	atomic_store(&c->id[a->me], id);
+	atomic_fetch_add(&c->joined, 1);
+	spin_until(&c->joined, 2);
+	nemo_place_id peer = atomic_load(&c->id[1 - a->me]);
+	/* Both flood each other without ever polling: each blocking send
+	 * must serve its own queue, or both would wait forever. */
+	for (uint64_t i = 1; i <= 5000; i++)
+		CHECK_EQ_INT(nemo_am_send(peer, (uint32_t)(1 - a->me), i, 0), 0);
+	while (atomic_load(&c->r[a->me].count) < 5000) {
+		struct timespec dl = in_ms(CLOCK_MONOTONIC, 20000);
+		CHECK_EQ_INT(nemo_place_wait(&dl, NULL), 0);
+	}
+	atomic_fetch_add(&c->joined, 1);
+	spin_until(&c->joined, 4);     /* don't leave while the peer still sends */
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	return NULL;
+}
+
+static void test_full_cycle(void)
+{
+	struct cyc *c = calloc(1, sizeof *c);
+	nemo_domain_attr a = { .ring_slots = 8 };
+	CHECK_EQ_INT(nemo_domain_create(&a, &c->d), 0);
+	for (int i = 0; i < 2; i++) {
+		atomic_store(&c->r[i].expect_next, 1);
+		/* action 0 runs on place 0, action 1 on place 1 */
+		CHECK_EQ_INT(nemo_action_register(c->d, (uint32_t)i, ordered, &c->r[i]), 0);
+	}
+	struct cyc_arg args[2] = { { c, 0 }, { c, 1 } };
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++)
+		run_thread(&t[i], cyc_main, &args[i]);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < 2; i++) {
+		CHECK_EQ_INT(c->r[i].count, 5000);
+		CHECK_EQ_INT(c->r[i].bad_order, 0);
+	}
+	CHECK_EQ_INT(nemo_domain_destroy(c->d), 0);
+	free(c);
+}
+
+/* ------------------------------------- leaving with messages queued */
+
+struct lv {
+	nemo_domain *d;
+	_Atomic nemo_place_id rx;
+	atomic_uint phase;
+	rec r;
+	atomic_int leave_in_handler;
+};
+
+static void try_leave(const nemo_am_msg *m, void *ctx)
+{
+	struct lv *l = ctx;
+	(void)m;
+	atomic_store(&l->leave_in_handler, nemo_place_leave());
+	atomic_fetch_add(&l->r.count, 1);
+}
+
+static void *lv_rx(void *arg)
+{
+	struct lv *l = arg;
+	nemo_place_id id;
+	CHECK_EQ_INT(nemo_place_join(l->d, NULL, &id), 0);
+	CHECK_EQ_INT(nemo_notify_set_handler(nf_handler, NULL), 0);
+	atomic_store(&l->rx, id);
+	atomic_store(&l->phase, 1);
+	spin_until(&l->phase, 2);
+	/* Never polled: leaving runs every queued handler, here. */
+	CHECK_EQ_INT(l->r.count, 0);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	CHECK_EQ_INT(l->r.count, 101);
+	CHECK_EQ_INT(l->leave_in_handler, EBUSY);
+	atomic_store(&l->phase, 3);
+	return NULL;
+}
+
+static void *lv_exit_rx(void *arg)
+{
+	struct lv *l = arg;
+	nemo_place_id id;
+	CHECK_EQ_INT(nemo_place_join(l->d, NULL, &id), 0);
+	atomic_store(&l->rx, id);
+	atomic_store(&l->phase, 1);
+	spin_until(&l->phase, 2);
+	return NULL;      /* exits as a place: the exit leaves, handling all */
+}
+
+static void test_leave_pending(void)
+{
+	struct lv *l = calloc(1, sizeof *l);
+	CHECK_EQ_INT(nemo_domain_create(NULL, &l->d), 0);
+	atomic_store(&l->r.expect_next, 1);
+	CHECK_EQ_INT(nemo_action_register(l->d, 0, ordered, &l->r), 0);
+	CHECK_EQ_INT(nemo_action_register(l->d, 1, try_leave, l), 0);
+	pthread_t t;
+	run_thread(&t, lv_rx, l);
+	CHECK_EQ_INT(nemo_place_join(l->d, NULL, NULL), 0);
+	spin_until(&l->phase, 1);
+	nemo_place_id rx = atomic_load(&l->rx);
+	for (uint64_t i = 1; i <= 100; i++)
+		CHECK_EQ_INT(nemo_am_send(rx, 0, i, (i % 3) ? NEMO_MORE : 0), 0);
+	CHECK_EQ_INT(nemo_am_send(rx, 1, 0, 0), 0);
+	atomic_store(&l->phase, 2);
+	pthread_join(t, NULL);
+	CHECK_EQ_INT(l->r.bad_order, 0);
+	CHECK_EQ_INT(nemo_am_send(rx, 0, 1, 0), ESRCH);
+	CHECK_EQ_INT(nemo_notify(rx, 1, 0), ESRCH);
+
+	/* A thread that exits as a place: its queue is handled too. */
+	atomic_store(&l->phase, 0);
+	atomic_store(&l->r.count, 0);
+	atomic_store(&l->r.expect_next, 1);
+	run_thread(&t, lv_exit_rx, l);
+	spin_until(&l->phase, 1);
+	rx = atomic_load(&l->rx);
+	for (uint64_t i = 1; i <= 50; i++)
+		CHECK_EQ_INT(nemo_am_send(rx, 0, i, 0), 0);
+	atomic_store(&l->phase, 2);
+	pthread_join(t, NULL);
+	CHECK_EQ_INT(l->r.count, 50);
+	CHECK_EQ_INT(l->r.bad_order, 0);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	CHECK_EQ_INT(nemo_domain_destroy(l->d), 0);
+	free(l);
+}
+
+/* ---------------------------- a send racing a leave: delivered XOR failed */
+
+struct race {
+	nemo_domain *d;
+	_Atomic nemo_place_id rx;
+	atomic_uint phase;
+	atomic_uint handled;
+	atomic_uint nf_handled;
+	atomic_uint stop;
+};
+
+static void race_handler(const nemo_am_msg *m, void *ctx)
+{
+	(void)m;
+	atomic_fetch_add(&((struct race *)ctx)->handled, 1);
+}
+
+static void race_nf(void *ctx, nemo_place_id src, uint32_t chan)
+{
+	(void)src;
+	(void)chan;
+	atomic_fetch_add(&((struct race *)ctx)->nf_handled, 1);
+}
+
+static void *race_rx(void *arg)
+{
+	struct race *r = arg;
+	nemo_place_id id;
+	CHECK_EQ_INT(nemo_place_join(r->d, NULL, &id), 0);
+	CHECK_EQ_INT(nemo_notify_set_handler(race_nf, r), 0);
+	atomic_store(&r->rx, id);
+	atomic_store(&r->phase, 1);
+	/* Handle some, then leave in the middle of the stream. */
+	for (int i = 0; i < 3; i++)
+		nemo_poll(NULL);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	return NULL;
+}
+
+static void test_leave_race(void)
+{
+	struct race *r = calloc(1, sizeof *r);
+	nemo_domain_attr a = { .ring_slots = 16 };
+	CHECK_EQ_INT(nemo_domain_create(&a, &r->d), 0);
+	CHECK_EQ_INT(nemo_action_register(r->d, 0, race_handler, r), 0);
+	CHECK_EQ_INT(nemo_place_join(r->d, NULL, NULL), 0);
+	unsigned ok = 0, nf_ok = 0;
+	for (int round = 0; round < 300; round++) {
+		atomic_store(&r->phase, 0);
+		pthread_t t;
+		run_thread(&t, race_rx, r);
+		spin_until(&r->phase, 1);
+		nemo_place_id rx = atomic_load(&r->rx);
+		for (int i = 0;; i++) {
+			int rc = (i & 1) ? nemo_notify(rx, (uint32_t)i, 0) : nemo_am_send(rx, 0, (uint64_t)i, 0);
+			if (rc == ESRCH)
+				break;
+			CHECK_EQ_INT(rc, 0);
+			if (rc)
+				break;
+			if (i & 1)
+				nf_ok++;
+			else
+				ok++;
+		}
+		pthread_join(t, NULL);
+	}
+	/* Every send that returned 0 was handled, and no other. */
+	CHECK_EQ_INT(r->handled, ok);
+	CHECK_EQ_INT(r->nf_handled, nf_ok);
+	nemo_domain_counters c;
+	CHECK_EQ_INT(nemo_domain_get_counters(r->d, &c), 0);
+	CHECK_EQ_INT(c.am_handled, c.am_sent);
+	CHECK_EQ_INT(c.notify_handled, c.notify_sent);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	CHECK_EQ_INT(nemo_domain_destroy(r->d), 0);
+	free(r);
+}
+
+/* ------------------------------------------------------ interrupt mode */
+
+struct irq {
+	nemo_domain *d;
+	_Atomic nemo_place_id rx;
+	atomic_uint phase;
+	atomic_uint got;
+	atomic_int ctx_seen;
+	atomic_uint nf_got;
+};
+
+static void irq_handler_am(const nemo_am_msg *m, void *ctx)
+{
+	struct irq *q = ctx;
+	atomic_store(&q->ctx_seen, (int)m->context);
+	atomic_store(&q->got, (unsigned)m->arg);
+}
+
+static void irq_nf(void *ctx, nemo_place_id src, uint32_t chan)
+{
+	(void)src;
+	atomic_store(&((struct irq *)ctx)->nf_got, chan);
+}
+
+static void *irq_rx(void *arg)
+{
+	struct irq *q = arg;
+	nemo_place_attr a = { .flags = NEMO_PLACE_INTERRUPTS };
+	nemo_place_id id;
+	CHECK_EQ_INT(nemo_place_join(q->d, &a, &id), 0);
+	CHECK_EQ_INT(nemo_notify_set_handler(irq_nf, q), 0);
+	atomic_store(&q->rx, id);
+	atomic_store(&q->phase, 1);
+	/* Compute, never poll: only the signal can run the handler. */
+	uint64_t x = 1;
+	while (atomic_load_explicit(&q->got, memory_order_relaxed) < 20) {
+		for (int i = 0; i < 64; i++)
+			x = x * 6364136223846793005ULL + 1;
+		__asm__ __volatile__("" : "+r"(x));
+	}
+	while (atomic_load_explicit(&q->nf_got, memory_order_relaxed) != 5)
+		;
+	/* Interrupts off: a message waits; on again: it runs at once. */
+	CHECK_EQ_INT(nemo_place_set_interrupts(false), 0);
+	atomic_store(&q->phase, 2);
+	spin_until(&q->phase, 3);
+	CHECK_EQ_INT(q->got, 20);           /* not run while off */
+	CHECK_EQ_INT(nemo_place_set_interrupts(true), 0);
+	CHECK_EQ_INT(q->got, 21);           /* run by turning them on */
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	return NULL;
+}
+
+static void test_interrupts(void)
+{
+	struct irq *q = calloc(1, sizeof *q);
+	CHECK_EQ_INT(nemo_domain_create(NULL, &q->d), 0);
+	CHECK_EQ_INT(nemo_action_register(q->d, 0, irq_handler_am, q), 0);
+	pthread_t t;
+	run_thread(&t, irq_rx, q);
+	CHECK_EQ_INT(nemo_place_join(q->d, NULL, NULL), 0);
+	spin_until(&q->phase, 1);
+	nemo_place_id rx = atomic_load(&q->rx);
+	for (unsigned i = 1; i <= 20; i++) {
+		CHECK_EQ_INT(nemo_am_send(rx, 0, i, 0), 0);
+		spin_until(&q->got, i);
+	}
+	CHECK_EQ_INT(q->ctx_seen, NEMO_AM_CTX_INTERRUPT);
+	CHECK_EQ_INT(nemo_notify(rx, 5, 0), 0);
+	spin_until(&q->phase, 2);
+	CHECK_EQ_INT(nemo_am_send(rx, 0, 21, 0), 0);
+	usleep(20000);
+	atomic_store(&q->phase, 3);
+	pthread_join(t, NULL);
+	nemo_domain_counters c;
+	CHECK_EQ_INT(nemo_domain_get_counters(q->d, &c), 0);
+	CHECK(c.interrupts >= 1);
+	CHECK(c.kicks_signal >= 1);
+	CHECK_EQ_INT(c.am_handled, 21);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	CHECK_EQ_INT(nemo_domain_destroy(q->d), 0);
+	free(q);
+}
+
+/* ---------------------------------------------------------- broadcast */
+
+#define BK 4
+
+struct bc {
+	nemo_domain *d;
+	_Atomic nemo_place_id id[BK];
+	atomic_uint joined, done;
+	atomic_uint got[BK];
+	atomic_uint action_of[BK];
+};
+
+struct bc_arg {
+	struct bc *b;
+	int k;
+};
+
+static void bc_handler(const nemo_am_msg *m, void *ctx)
+{
+	struct bc *b = ctx;
+	for (int k = 0; k < BK; k++)
+		if (atomic_load(&b->id[k]) == m->dest) {
+			atomic_fetch_add(&b->got[k], 1);
+			atomic_store(&b->action_of[k], m->action);
+		}
+}
+
+static void *bc_main(void *arg)
+{
+	struct bc_arg *a = arg;
+	struct bc *b = a->b;
+	nemo_place_attr pa = { .policy = { NEMO_WAIT_BLOCK, 0 } };
+	nemo_place_id id;
+	CHECK_EQ_INT(nemo_place_join(b->d, &pa, &id), 0);
+	CHECK_EQ_INT(nemo_am_event_map(1, (uint32_t)(a->k % 2)), 0);   /* event 1: action 0 or 1 */
+	atomic_store(&b->id[a->k], id);
+	atomic_fetch_add(&b->joined, 1);
+	unsigned want = (a->k < 2) ? 3 : 2;     /* the set send reaches places 0 and 1 only */
+	while (atomic_load(&b->got[a->k]) < want) {
+		struct timespec dl = in_ms(CLOCK_MONOTONIC, 20000);
+		CHECK_EQ_INT(nemo_place_wait(&dl, NULL), 0);
+	}
+	atomic_fetch_add(&b->done, 1);
+	spin_until(&b->done, BK + 1);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	return NULL;
+}
+
+static void test_broadcast(void)
+{
+	struct bc *b = calloc(1, sizeof *b);
+	CHECK_EQ_INT(nemo_domain_create(NULL, &b->d), 0);
+	CHECK_EQ_INT(nemo_action_register(b->d, 0, bc_handler, b), 0);
+	CHECK_EQ_INT(nemo_action_register(b->d, 1, bc_handler, b), 0);
+	for (int k = 0; k < BK; k++)
+		atomic_store(&b->id[k], NEMO_PLACE_NONE);
+	struct bc_arg args[BK];
+	pthread_t t[BK];
+	for (int k = 0; k < BK; k++) {
+		args[k] = (struct bc_arg){ b, k };
+		run_thread(&t[k], bc_main, &args[k]);
+	}
+	CHECK_EQ_INT(nemo_place_join(b->d, NULL, NULL), 0);
+	spin_until(&b->joined, BK);
+	size_t sent = 0;
+	/* To everyone but the caller, by action. */
+	CHECK_EQ_INT(nemo_am_broadcast(NULL, 0, 0, 5, NULL, 0, 0, &sent), 0);
+	CHECK_EQ_INT(sent, BK);
+	/* By event: each place runs its own mapping. */
+	char pl[20] = "broadcast payload";
+	CHECK_EQ_INT(nemo_am_broadcast(NULL, 0, NEMO_AM_EVENT(1), 6, pl, sizeof pl, 0, &sent), 0);
+	CHECK_EQ_INT(sent, BK);
+	/* To a set with a stranger in it: the others still get it. */
+	nemo_place_id set[3] = { atomic_load(&b->id[0]), 4000, atomic_load(&b->id[1]) };
+	CHECK_EQ_INT(nemo_am_broadcast(set, 3, 0, 7, NULL, 0, 0, &sent), ESRCH);
+	CHECK_EQ_INT(sent, 2);
+	CHECK_EQ_INT(nemo_am_broadcast(NULL, 2, 0, 7, NULL, 0, 0, &sent), EINVAL);
+	CHECK_EQ_INT(nemo_am_broadcast(set, 3, 0, 7, NULL, 99, 0, &sent), EMSGSIZE);
+	spin_until(&b->done, BK);
+	for (int k = 0; k < BK; k++)
+		CHECK_EQ_INT(b->action_of[k], (k < 2) ? 0 : (unsigned)(k % 2));
+	atomic_fetch_add(&b->done, 1);
+	for (int k = 0; k < BK; k++)
+		pthread_join(t[k], NULL);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	CHECK_EQ_INT(nemo_domain_destroy(b->d), 0);
+	free(b);
+}
+
+/* -------------------------------------------------------- domain full */
+
+static void *join_fails(void *arg)
+{
+	nemo_domain *d = arg;
+	CHECK_EQ_INT(nemo_place_join(d, NULL, NULL), ENOSPC);
+	return NULL;
+}
+
+static void test_full_domain(void)
+{
+	nemo_domain *d;
+	nemo_domain_attr a = { .max_places = 1 };
+	CHECK_EQ_INT(nemo_domain_create(&a, &d), 0);
+	CHECK_EQ_INT(nemo_place_join(d, NULL, NULL), 0);
+	pthread_t t;
+	run_thread(&t, join_fails, d);
+	pthread_join(t, NULL);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	/* The index is reused with a new generation. */
+	nemo_place_id a1, a2;
+	CHECK_EQ_INT(nemo_place_join(d, NULL, &a1), 0);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	CHECK_EQ_INT(nemo_place_join(d, NULL, &a2), 0);
+	CHECK(a1 != a2 && nemo_place_index(a1) == nemo_place_index(a2));
+	CHECK_EQ_INT(nemo_place_check(d, a1), ESRCH);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	CHECK_EQ_INT(nemo_domain_destroy(d), 0);
+}
+
+int main(void)
+{
+	nemo_clock_init();
+	fprintf(stderr, "-- %s\n", "test_domain_errors()");
+	test_domain_errors();
+	fprintf(stderr, "-- %s\n", "test_self_send()");
+	test_self_send();
+	fprintf(stderr, "-- %s\n", "test_full_domain()");
+	test_full_domain();
+	fprintf(stderr, "-- %s\n", "test_pair(NEMO_WAIT_SPIN)");
+	test_pair(NEMO_WAIT_SPIN);
+	fprintf(stderr, "-- %s\n", "test_pair(NEMO_WAIT_BLOCK)");
+	test_pair(NEMO_WAIT_BLOCK);
+	fprintf(stderr, "-- %s\n", "test_pair(NEMO_WAIT_HYBRID)");
+	test_pair(NEMO_WAIT_HYBRID);
+	fprintf(stderr, "-- %s\n", "test_pair(NEMO_WAIT_ADAPTIVE)");
+	test_pair(NEMO_WAIT_ADAPTIVE);
+	fprintf(stderr, "-- %s\n", "test_backpressure()");
+	test_backpressure();
+	fprintf(stderr, "-- %s\n", "test_full_cycle()");
+	test_full_cycle();
+	fprintf(stderr, "-- %s\n", "test_leave_pending()");
+	test_leave_pending();
+	fprintf(stderr, "-- %s\n", "test_leave_race()");
+	test_leave_race();
+	fprintf(stderr, "-- %s\n", "test_interrupts()");
+	test_interrupts();
+	fprintf(stderr, "-- %s\n", "test_broadcast()");
+	test_broadcast();
+	return check_exit("test_messaging");
+}
