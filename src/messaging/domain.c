@@ -182,6 +182,10 @@ int nemo_domain_create(const nemo_domain_attr *attr, nemo_domain **out)
 	return 0;
 }
 
+/* Headers of destroyed domains (about 200 bytes each). */
+static pthread_mutex_t dead_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct nemo_domain *dead_domains;
+
 int nemo_domain_destroy(nemo_domain *d)
 {
 	int err = nemo__domain_check(d);
@@ -199,7 +203,12 @@ int nemo_domain_destroy(nemo_domain *d)
 	atomic_store_explicit(&d->magic, NEMO__DOMAIN_DEAD, memory_order_release);
 	free_arrays(d);
 	pthread_mutex_unlock(&d->lock);
-	/* The header stays (see the top of this file). */
+	/* The header stays (see the top of this file), on a list so that it
+	 * stays reachable: kept on purpose, not leaked. */
+	pthread_mutex_lock(&dead_lock);
+	d->dead_next = dead_domains;
+	dead_domains = d;
+	pthread_mutex_unlock(&dead_lock);
 	return 0;
 }
 

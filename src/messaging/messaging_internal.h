@@ -179,6 +179,7 @@ struct nemo_domain {
 	nemo__action *adt;
 	_Atomic uint32_t *alt;        /* [P][E]: action + 1, 0 unmapped */
 	_Atomic(nemo__deliver_fn) deliver;
+	struct nemo_domain *dead_next;/* destroyed domains (domain.c) */
 };
 
 /* ---------------------------------------------------------- accessors */

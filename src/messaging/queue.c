@@ -41,11 +41,15 @@
  *   S1  write the entry; its seq / FIFO word last, with release: this is
  *       what makes everything s wrote before visible to r's handler.
  *   S2  atomic_thread_fence(seq_cst)
- *   S3  if load(r.status, seq_cst) != st: r is leaving (or left): try to
- *       take the entry back, CAS(seq or FIFO word: entry -> 0).  Success:
- *       nobody consumed it and nobody will (tags differ from any later
+ *   S3  if load(r.status, seq_cst) != st: r is leaving (or left).  A ring
+ *       entry may have been read by an ordinary drain before the leave
+ *       (reads leave the slot as it was): if load(link.ack, acquire) is
+ *       past the entry, it was delivered -> 0.  Otherwise try to take the
+ *       entry back, CAS(seq or FIFO word: entry -> 0).  Success: nobody
+ *       consumed it and nobody will (tags differ from any later
  *       occupant's) -> ESRCH.  Failure: r's final drain consumed it ->
- *       0, delivered; no kick needed.
+ *       0, delivered; no kick needed.  (FIFO entries need no ack check:
+ *       an ordinary drain writes 0 back, so the CAS fails.)
  *   -- with NEMO_MORE the send stops here; S4-S5 run at the next
  *      publishing send or nemo_flush.
  *   S4  if load(hint word, seq_cst) has bit s: stop.  Else
@@ -106,7 +110,12 @@
  * otherwise races L2 with its own CAS on the same word: exactly one CAS
  * wins - consumed (the sender returns 0) or taken back (ESRCH).  Later
  * occupants never consume the taken-back entry: its tag is the old
- * generation's.  models/place.pml -DLEAVE checks this, and that the
+ * generation's.  A ring entry read by an ordinary drain before L1 is not
+ * retracted although its seq is still valid: every drain publishes ack
+ * before it returns, hence before L1, and a sender that saw L1 (or
+ * anything after it) sees that ack at S3.  models/place.pml -DLEAVE
+ * checks this (-DRING, the read-only ring; spin found the retract of an
+ * already-handled entry before the ack check was added), and that the
  * broken variants "no re-check at S3" (a message lost) and "plain reads
  * in the final drain" (handled and failed) are caught.
  *
@@ -303,6 +312,15 @@ int nemo__msg_send(nemo_place *me, nemo_place_id dest, uint32_t meta, uint64_t a
 	o->tail = p + need;
 	atomic_thread_fence(memory_order_seq_cst);                           /* S2 */
 	if (atomic_load_explicit(&dst->status, memory_order_seq_cst) != st) { /* S3 */
+		/* A ring entry is consumed by a plain read before the leave
+		 * (the slot keeps its seq), so first ask whether the receiver
+		 * had already read it: its ack, published at the end of every
+		 * drain, precedes L1, whose store we have just seen. */
+		uint32_t ack = atomic_load_explicit(&lk->ack, memory_order_acquire);
+		if ((int32_t)(ack - (p + need)) >= 0) {
+			NEMO__PCOUNT(me, c_am_sent);
+			return 0;
+		}
 		uint32_t exp = seq;
 		if (atomic_compare_exchange_strong_explicit(&hs->seq, &exp, 0, memory_order_acq_rel,
 							    memory_order_acquire)) {

@@ -1,0 +1,449 @@
+/*
+ * place.pml - the two protocols of the messaging layer that decide whether
+ * a place sleeps and whether a message is delivered, checked with spin:
+ *   P1  no lost wake-up: the receiver never ends blocked in futex_wait
+ *       while a message that was (or will be) sent with result OK is
+ *       still unconsumed;
+ *   P2  delivered xor failed on leave: every message is either handled
+ *       by the receiver once and its send returned 0, or never handled
+ *       and its send returned ESRCH - never handled-and-ESRCH, never
+ *       0-and-unhandled, never handled twice.
+ * The protocol is written out at the top of src/messaging/queue.c (send
+ * S0-S5, receive D1-D2, wait W1-W5, leave L1-L3); the labels here are its.
+ *
+ * THE MODEL
+ *
+ * One receiver place R and two senders S1, S2 (sender(0), sender(1)),
+ * each with its own queue to R: a FIFO of 2 entries, ent[3s], ent[3s+1]
+ * (ent[3s+2] is a sentinel that stays EMPTY).  A sender sends 1 or 2
+ * messages in a row (chosen by init: a lost wake-up of a lone message must
+ * not be rescued by the kick of a second one); the queue never wraps.  R
+ * reads queue s at its position rd[s] (in->head / in->nf_head).  R's hot
+ * set (me->hot[]) starts as {S1} (-DHOT0=0: empty, a fresh place) and
+ * gains a sender when D2 finds messages from it (hot_add); NEMO__HOT = 4
+ * means nothing is ever evicted here.  Sequentially consistent memory: the
+ * C code uses seq_cst for S2 (fence), S3, S4, S5, W2, W3's hint load, D2,
+ * L1 and L3, and the argument below needs nothing weaker; the relaxed
+ * stores of W1/W5 and the acquire loads of hot queues only save or add
+ * work.  Each numbered step is one atomic step; where C makes two atomic
+ * accesses in one step the model splits them (S3: the status load, then
+ * the CAS; S4: the hint load, then fetch_or; pending(): the hint, then
+ * each hot queue), except S5's load + CAS, merged as in slot.pml (a load
+ * of SLEEPING followed by a failing CAS acts as a load of anything else).
+ * The kernel's futex is `queued` (R is on the futex queue) under one
+ * atomic step per futex operation; futex_wait may return spuriously at
+ * most MAXSPUR times in total.  Not modelled: NEMO_MORE / NEMO_PUSH,
+ * interrupt mode (W6, signals), deadlines, full queues and drain budgets,
+ * later occupants of the index (generation tags; S0/S3 compare the whole
+ * status word, which is FREE/ACTIVE/LEAVING of one generation here).
+ *
+ * Ghost state, never read by the protocol: res[m] (NONE / PEND = written,
+ * not decided / OK / FAIL), cons[m] (times R handled message m), consumed
+ * (their sum).  Asserted as it happens: never handled twice, never
+ * handled after its send returned FAIL, never retracted (FAIL) after it
+ * was handled.  Asserted by the watcher once nothing can move: R is not
+ * asleep in futex_wait (P1) and every message is settled - OK and handled
+ * once, or FAIL and never handled (P2; in the default configuration,
+ * where every send is OK, also: all handled).  R blocked in W4 is
+ * moreover an invalid end state on its own.
+ *
+ * MAPPING TO THE C CODE
+ *
+ * Sender (nemo__msg_send for the ring, notify_send for the FIFO, both in
+ * src/messaging/queue.c):
+ *   S0  nemo__dest(): load(status) != ACTIVE of the id's generation -> ESRCH
+ *   S1  ring: payload, then the head slot's seq (store, release);
+ *       FIFO: the entry word.  From here on R can see it.
+ *   S2  atomic_thread_fence(seq_cst): nothing under SC; in C it orders
+ *       S1 before S3's load (store-buffering with L1;L2)
+ *   S3  load(status, seq_cst) != st -> retract(): CAS(seq / FIFO word:
+ *       entry -> 0); success: rewind the tail, ESRCH; failure: return 0
+ *   S4  nemo__publish(): load(hint word, seq_cst) has bit s -> stop
+ *       (kicks_skipped); else fetch_or(hint word, bit s, seq_cst)
+ *   S5  nemo__kick() (src/messaging/kick.c) -> nemo__waiter_kick_issued():
+ *       load(state) == SLEEPING and CAS(SLEEPING -> RUNNING): FUTEX_WAKE
+ * Receiver R:
+ *   take(s)        drain_link(final = false): consume while the entry at
+ *                  R's position is valid.  FIFO (default): load, store 0.
+ *                  Ring (-DRING): load only, advance in->head, and
+ *                  publish_ack() (link->ack := head) at the end.
+ *   final_take(s)  drain_link(final = true): consume by CAS(entry -> 0);
+ *                  stop at an empty entry or a failed CAS
+ *   drain()        nemo__drain(final = false): D1 take() of every hot
+ *                  queue; D2 x := exchange(hint word, 0), take() of every
+ *                  queue in x, hot_add() of those that had something
+ *   pending()      nemo__pending(): hint word != 0, or a hot queue's entry
+ *                  at R's position valid
+ *   place_wait()   nemo_place_wait() through nemo__wait_loop() (wait.c):
+ *     W1  state := POLLING; one poll = place_try_take(): pending() ->
+ *         drain(); return if it handled something (more polls repeat it)
+ *     W2  place_sleep_begin(): exchange(state, SLEEPING, seq_cst)
+ *     W3  ... if pending(): state := RUNNING (undo); in C futex_wait then
+ *         returns at once, the model skips it; then place_try_take()
+ *     W4  futex_sleep(): futex_wait(&state, SLEEPING)
+ *     W5  place_sleep_end(): state := RUNNING; place_try_take() (pending()
+ *         -> drain()); handled -> return, else W2
+ *   nemo_place_leave() (src/messaging/domain.c): L1 store(status,
+ *     LEAVING); L2 nemo__drain(final = true): final_take() of every queue,
+ *     passes until one handles nothing; L3 store(status, FREE)
+ *
+ * CONFIGURATIONS (tests/check_models.sh)
+ *
+ *   (default)        status stays ACTIVE, every send returns 0; R calls
+ *                    nemo_place_wait until it handled every message: P1.
+ *   -DLEAVE          R waits 0, 1 or 2 times (only while a message is
+ *                    still to come: with none, a wait rightly blocks for
+ *                    ever) and then leaves while the senders still send:
+ *                    P1 for the waits, P2 for the leave.
+ *   -DRING           the ring's read-only consumption instead of the
+ *                    FIFO's load-and-clear (matters for P2 only).
+ *                    It includes queue.c's ack check (ACK_RECHECK): at
+ *                    S3, after the status load found a change, the sender
+ *                    first loads link->ack; if R's published position is
+ *                    past its entry, R handled it: return 0, no CAS.
+ *   -DRING -DBROKEN_NO_ACK  the ring without that check: must fail.
+ *
+ * WHY IT WORKS
+ *
+ * Sleep: S4;S5 and W2;W3 are the store-buffering pattern of waiter.c
+ * (hint store, state load against state store, hint load): either W3
+ * sees the hint bit, or S5 sees SLEEPING and kicks.  A sender that finds
+ * its bit already set skips the kick: only it sets that bit, its earlier
+ * send set it and then kicked (S5), and R has not yet exchanged it away -
+ * so R's next exchange (D2) comes after this send's S1, and drains it;
+ * until then pending() is true and R does not sleep.  Hot queues only
+ * add early finds.
+ * Leave: S1;S3 and L1;L2 are the same pattern (entry store, status load
+ * against status store, entry load): either S3 sees ACTIVE, and then L2
+ * (after L1, after S3) sees the entry and takes it; or S3 sees the change
+ * and its CAS races L2's CAS on the same word, and exactly one wins.
+ *
+ * RING: A REAL BUG THIS MODEL FOUND (now -DRING -DBROKEN_NO_ACK)
+ *
+ * The ring consumer only reads: after a normal drain the head slot still
+ * holds its valid seq.  So the retract CAS of S3 also wins against a
+ * message R handled in a normal drain BEFORE it left.  spin's trail: S2
+ * sends (hint bit set); sender S1 writes its entry (steps S1, S2) and is
+ * delayed; R waits: W1 finds the hint, D1 handles S1's message from the
+ * hot queue, D2 handles S2's; R returns and leaves: L1.  S1 resumes at
+ * S3: status changed -> CAS(seq -> 0) succeeds -> ESRCH, but the handler
+ * ran (and L2, which starts at R's head, never looks at that slot again).
+ * The same happens with an empty hot set (-DHOT0=0), via the hint.
+ * Worse, in C the retract then rewinds o->tail below the receiver's
+ * in->head (both carry over to the next occupant of the index), which
+ * desynchronises that ring for good.  The FIFO is safe: its consumer
+ * stores 0, so the sender's CAS fails and it returns 0.  The fix, now in
+ * queue.c and in -DRING here, is the ack check (R publishes ack at the
+ * end of every drain_link, which is before L1; a sender that saw L1's
+ * store sees that ack).  The rejected alternative was a FIFO-like store
+ * of 0 into the head slot's seq on consumption: a consumer write per
+ * message, where the ring is read-only on purpose.
+ *
+ * BROKEN VARIANTS (each must fail)
+ *
+ *   -DBROKEN_KICK_FIRST   S5's load of state before S4: S2 reads RUNNING;
+ *                         R publishes SLEEPING and finds no hint; S2 sets
+ *                         the hint and does not kick: R sleeps with S2's
+ *                         message queued (assertion !asleep).
+ *   -DBROKEN_CHECK_FIRST  W3 before W2: R finds nothing pending; S2 sets
+ *                         the hint and reads state != SLEEPING (no kick);
+ *                         R then sleeps: the same lost wake-up.
+ *   -DLEAVE -DBROKEN_NO_RECHECK   no S3: a sender that passed S0 before
+ *                         L1 writes its entry after L2 last looked at its
+ *                         queue and returns 0; nobody ever handles the
+ *                         entry (assertion settled).
+ *   -DLEAVE -DBROKEN_PLAIN_FINAL  L2 takes an entry by a load and a store
+ *                         instead of a CAS: the sender's retract CAS wins
+ *                         in between, and the message is handled AND its
+ *                         send returns ESRCH (assertion at the handling).
+ */
+
+#if defined(RING) && !defined(BROKEN_NO_ACK)
+#define ACK_RECHECK
+#endif
+
+#ifndef MAXSPUR
+#define MAXSPUR 1
+#endif
+#ifndef HOT0
+#define HOT0 1           /* R's hot set at the start: S1's queue */
+#endif
+
+#define RUNNING  0       /* waiter state */
+#define POLLING  1
+#define SLEEPING 2
+
+#define FREE     0       /* place status (of the one generation modelled) */
+#define ACTIVE   1
+#define LEAVING  2
+
+#define EMPTY    0       /* queue entry: 0 / a valid seq or FIFO word */
+#define VALID    1
+
+#define NONE     0       /* res[]: not attempted */
+#define PEND     1       /* written, result not decided */
+#define OK       2       /* the send returned 0 */
+#define FAIL     3       /* the send returned ESRCH */
+
+#define M(s, i)  ((s) * 3 + (i))        /* message i of sender s */
+#define E(s, i)  ent[M(s, i)]           /* its queue entry */
+#define BIT(s)   (1 << (s))             /* sender s's hint / hot bit */
+
+byte status = ACTIVE;
+byte state = RUNNING;    /* R's waiter slot state, the futex word */
+byte hint = 0;           /* R's hint word */
+bit ent[6];              /* queue s: ent[3s], ent[3s+1]; ent[3s+2] stays EMPTY */
+byte rd[2];              /* R's read position in each queue (in->head) */
+#ifdef RING
+byte ack[2];             /* link->ack: the read position R published */
+#endif
+byte hot = HOT0;         /* R's hot set (me->hot[]), R-private */
+byte nmsg[2];            /* messages sender s sends (1 or 2) */
+byte res[6];             /* ghost: result of each send */
+byte cons[6];            /* ghost: times R handled each message */
+byte consumed = 0;       /* ghost: sum of cons[] */
+bit queued = 0;          /* R sleeps in futex_wait */
+byte spur = 0;
+
+inline futex_wake() {
+	atomic { if :: queued -> queued = 0 :: else -> skip fi }
+}
+
+/* ------------------------------------------------------------ sender */
+
+/* S3 after the load of status found it changed: take the entry back. */
+inline retract(s, i) {
+#ifdef ACK_RECHECK
+	if
+	:: atomic { ack[s] > i -> res[M(s, i)] = OK;            /* R's head passed it */
+	            assert(cons[M(s, i)] == 1) }
+	:: else ->
+#endif
+	atomic {
+		if
+		:: E(s, i) == VALID ->                    /* CAS succeeded: ESRCH */
+			E(s, i) = EMPTY; res[M(s, i)] = FAIL;
+			assert(cons[M(s, i)] == 0)            /* never handled-and-FAIL */
+		:: else ->                               /* CAS failed: L2 took it */
+			res[M(s, i)] = OK;
+			assert(cons[M(s, i)] == 1)
+		fi
+	}
+#ifdef ACK_RECHECK
+	fi
+#endif
+}
+
+proctype sender(byte s) {
+	byte i = 0;
+	bool stop;
+#ifdef BROKEN_KICK_FIRST
+	bool sl;
+#endif
+	do
+	:: i < nmsg[s] ->
+		/* S0 */
+		atomic { if :: status != ACTIVE -> res[M(s, i)] = FAIL; stop = true :: else -> skip fi };
+		if
+		:: stop -> skip
+		:: else ->
+			atomic { E(s, i) = VALID; res[M(s, i)] = PEND };   /* S1 (S2: fence) */
+#ifndef BROKEN_NO_RECHECK
+			if                                            /* S3: load status */
+			:: status != ACTIVE -> retract(s, i); stop = true
+			:: else -> skip
+			fi
+#endif
+		fi;
+		if
+		:: stop -> skip
+		:: else ->
+#ifdef BROKEN_KICK_FIRST
+			sl = (state == SLEEPING);                   /* S5's load, too early */
+#endif
+			if                                          /* S4: load hint ... */
+			:: (hint & BIT(s)) -> skip                  /* the bit's setter kicked */
+			:: else ->
+				hint = hint | BIT(s);               /* ... fetch_or */
+				if                                  /* S5 */
+#ifdef BROKEN_KICK_FIRST
+				:: atomic { sl && state == SLEEPING -> state = RUNNING }; futex_wake()
+#else
+				:: atomic { state == SLEEPING -> state = RUNNING }; futex_wake()
+#endif
+				:: else -> skip
+				fi
+			fi;
+#ifdef BROKEN_KICK_FIRST
+			sl = false;
+#endif
+			res[M(s, i)] = OK
+		fi;
+		stop = false;
+		i++
+	:: else -> break
+	od
+}
+
+/* ---------------------------------------------------------- receiver */
+
+inline consume(s) {      /* R handles the entry at its position in queue s */
+	cons[M(s, rd[s])]++;
+	assert(cons[M(s, rd[s])] == 1);            /* never twice */
+	assert(res[M(s, rd[s])] != FAIL);          /* never handled-and-FAIL */
+	consumed++;
+	handled++;
+	rd[s]++
+}
+
+inline take(s) {         /* drain_link(final = false) */
+	do
+#ifdef RING
+	:: atomic { E(s, rd[s]) == VALID -> consume(s) }    /* load seq; head++ */
+#else
+	:: atomic { E(s, rd[s]) == VALID -> E(s, rd[s]) = EMPTY; consume(s) }  /* load; store 0 */
+#endif
+	:: else -> break
+	od;
+#ifdef RING
+	ack[s] = rd[s];                                     /* publish_ack */
+#endif
+}
+
+inline final_take(s) {   /* drain_link(final = true): L2 of one queue */
+	do
+#ifdef BROKEN_PLAIN_FINAL
+	:: E(s, rd[s]) == VALID ->                                     /* load ... */
+		atomic {
+#ifndef RING
+			E(s, rd[s]) = EMPTY;                            /* ... store 0 */
+#endif
+			consume(s); got = true
+		}
+#else
+	:: atomic { E(s, rd[s]) == VALID -> E(s, rd[s]) = EMPTY; consume(s); got = true }  /* CAS */
+#endif
+	:: else -> break     /* empty, or the CAS failed: the sender took it back */
+	od;
+#ifdef RING
+	ack[s] = rd[s];
+#endif
+}
+
+inline pending() {       /* nemo__pending -> p: the hint word, then the hot queues */
+	p = (hint != 0);
+	atomic { if :: !p && (hot & BIT(0)) -> p = (E(0, rd[0]) == VALID) :: else -> skip fi };
+	atomic { if :: !p && (hot & BIT(1)) -> p = (E(1, rd[1]) == VALID) :: else -> skip fi }
+}
+
+inline drain() {         /* nemo__drain(final = false) */
+	q = 0;                                                    /* D1 */
+	do
+	:: q < 2 ->
+		if :: (hot & BIT(q)) -> take(q) :: else -> skip fi;
+		q++
+	:: else -> q = 0; break
+	od;
+	atomic { x = hint; hint = 0 };                            /* D2: exchange */
+	do
+	:: q < 2 ->
+		if
+		:: (x & BIT(q)) ->
+			n = handled;
+			take(q);
+			atomic { if :: handled > n -> hot = hot | BIT(q) :: else -> skip fi; n = 0 }  /* hot_add */
+		:: else -> skip
+		fi;
+		q++
+	:: else -> q = 0; x = 0; break
+	od
+}
+
+inline place_wait() {    /* nemo_place_wait, no deadline */
+	handled = 0;
+	state = POLLING;                                          /* W1 */
+	do
+	::
+		/* place_try_take: the poll of W1, and after W3 or W5 */
+		pending();
+		if :: p -> p = false; drain() :: else -> skip fi;
+		if :: handled > 0 -> break :: else -> skip fi;
+#ifdef BROKEN_CHECK_FIRST
+		pending();                                        /* W3 too early */
+		if :: !p -> state = SLEEPING :: else -> skip fi;  /* W2 */
+#else
+		state = SLEEPING;                                 /* W2 */
+		pending();                                        /* W3 */
+#endif
+		if
+		:: p -> p = false; state = RUNNING                /* W3: undo */
+		:: else ->
+			/* W4: futex_wait(&state, SLEEPING), atomic check-and-queue */
+			atomic { if :: state == SLEEPING -> queued = 1 :: else -> skip fi };
+			if
+			:: queued == 0 -> skip                              /* woken (or EAGAIN) */
+			:: atomic { queued == 1 && spur < MAXSPUR -> queued = 0; spur++ }  /* spurious */
+			fi;
+			state = RUNNING                               /* W5 */
+		fi
+	od
+}
+
+proctype receiver() {
+	byte handled, x, n, q;
+	bool p;
+#ifdef LEAVE
+	bool got;
+	byte w = 0;
+	do
+	:: w < 2 && consumed < nmsg[0] + nmsg[1] -> place_wait(); w++
+	:: break
+	od;
+	status = LEAVING;                                         /* L1 */
+	do                                                        /* L2 */
+	:: got = false;
+	   do
+	   :: q < 2 -> final_take(q); q++
+	   :: else -> q = 0; break
+	   od;
+	   if :: got -> skip :: else -> break fi
+	od;
+	status = FREE                                             /* L3 */
+#else
+	do
+	:: consumed < nmsg[0] + nmsg[1] -> place_wait()
+	:: else -> break
+	od
+#endif
+}
+
+/* ----------------------------------------------------------- the end */
+
+#define SETTLED(s, i) \
+	((i >= nmsg[s] && res[M(s, i)] == NONE && cons[M(s, i)] == 0) || \
+	 (res[M(s, i)] == OK && cons[M(s, i)] == 1) || \
+	 (res[M(s, i)] == FAIL && cons[M(s, i)] == 0))
+
+/* Once nothing can move any more (every process ended, or the rest is
+ * blocked): R is not asleep (P1) and every message is settled (P2). */
+proctype watcher() {
+	bool asleep, settled;
+	timeout ->
+	d_step {
+		asleep = queued;
+		settled = SETTLED(0, 0) && SETTLED(0, 1) && SETTLED(1, 0) && SETTLED(1, 1);
+#ifndef LEAVE
+		settled = settled && consumed == nmsg[0] + nmsg[1]
+#endif
+	};
+	assert(!asleep);         /* P1: a lost wake-up */
+	assert(settled)          /* P2 (and P1: every OK message consumed) */
+}
+
+init {
+	atomic {
+		if :: nmsg[0] = 1 :: nmsg[0] = 2 fi;
+		if :: nmsg[1] = 1 :: nmsg[1] = 2 fi;
+		run receiver(); run sender(0); run sender(1); run watcher()
+	}
+}
