@@ -117,11 +117,12 @@ int nemo_am_event_lookup(nemo_place_id place, uint32_t event, uint32_t *action)
 	return 0;
 }
 
-/* Validate and resolve id for dest: the meta word, or an error. */
-static int resolve(struct nemo_domain *d, nemo_place_id dest, uint32_t id, size_t len, uint32_t *meta)
+/* Validate and resolve id for dest: the destination (S0 of queue.c),
+ * its status word and the meta word, or an error. */
+static int resolve(struct nemo_domain *d, nemo_place_id dest, uint32_t id, size_t len, uint32_t *meta,
+		   nemo_place **dst, uint32_t *st)
 {
-	uint32_t st;
-	if (!nemo__dest(d, dest, &st))
+	if (!(*dst = nemo__dest(d, dest, st)))
 		return ESRCH;
 	uint32_t action, ev1 = 0;
 	if (id & 0x80000000u) {
@@ -166,10 +167,11 @@ int nemo_am_sendv(nemo_place_id dest, uint32_t id, uint64_t arg, const void *pay
 	if (err)
 		return err;
 	nemo__busy_enter(me);
-	uint32_t meta;
-	err = resolve(me->d, dest, id, len, &meta);
+	uint32_t meta, st;
+	nemo_place *dst;
+	err = resolve(me->d, dest, id, len, &meta, &dst, &st);
 	if (!err)
-		err = nemo__msg_send(me, dest, meta, arg, payload, len, flags);
+		err = nemo__msg_send(me, dst, st, dest, meta, arg, payload, len, flags);
 	nemo__busy_exit(me);
 	return err;
 }
@@ -211,10 +213,11 @@ int nemo_am_broadcast(const nemo_place_id *set, size_t n, uint32_t id, uint64_t 
 	int first = 0;
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
-		uint32_t meta;
-		int e = resolve(d, set[i], id, len, &meta);
+		uint32_t meta, st;
+		nemo_place *dst;
+		int e = resolve(d, set[i], id, len, &meta, &dst, &st);
 		if (!e)
-			e = nemo__msg_send(me, set[i], meta, arg, payload, len, flags | NEMO_MORE);
+			e = nemo__msg_send(me, dst, st, set[i], meta, arg, payload, len, flags | NEMO_MORE);
 		if (e) {
 			if (!first)
 				first = e;

@@ -20,6 +20,7 @@
 #include "messaging_internal.h"
 
 #include <errno.h>
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -113,6 +114,33 @@ static void free_arrays(struct nemo_domain *d)
 	d->alt = NULL;
 }
 
+/* ------------------------------------------------ the asymmetric barrier */
+
+bool nemo__asym;
+static pthread_once_t asym_once = PTHREAD_ONCE_INIT;
+
+/* Register for MEMBARRIER_CMD_PRIVATE_EXPEDITED (queue.c, THE ASYMMETRIC
+ * BARRIER).  NEMO_MEMBARRIER=0 turns it off (senders then fence), so the
+ * tests can run both ways. */
+static void asym_init(void)
+{
+	const char *env = getenv("NEMO_MEMBARRIER");
+	if (env && strcmp(env, "0") == 0)
+		return;
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
+		nemo__asym = true;
+}
+
+void nemo__asym_heavy(void)
+{
+	if (nemo__asym && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+		return;
+	/* Not registered, or it failed: senders fence at S2 only if
+	 * nemo__asym is false, which it is in the first case; in the second
+	 * (cannot happen once registered) a fence is the best we can do. */
+	atomic_thread_fence(memory_order_seq_cst);
+}
+
 /* ----------------------------------------------------------- domains */
 
 static bool signal_usable(int sig)
@@ -128,6 +156,7 @@ int nemo_domain_create(const nemo_domain_attr *attr, nemo_domain **out)
 {
 	if (!out)
 		return EINVAL;
+	pthread_once(&asym_once, asym_init);
 	nemo_domain_attr a = attr ? *attr : (nemo_domain_attr){ 0 };
 	if (!a.max_places)
 		a.max_places = 64;
@@ -510,6 +539,7 @@ int nemo_place_leave(void)
 	atomic_store_explicit(&me->irq_on, 0, memory_order_seq_cst);
 	atomic_store_explicit(&me->status, nemo__status(me->gen, NEMO__ST_LEAVING),
 			      memory_order_seq_cst);                        /* L1 */
+	nemo__asym_heavy();       /* every sender's S3 now sees L1, or L2 its entry */
 	nemo__drain(me, NEMO_AM_CTX_POLL, true);                            /* L2 */
 	_Atomic uint64_t *row = nemo__hint_row(d, me->idx);
 	for (unsigned k = 0; k < d->HW; k++)

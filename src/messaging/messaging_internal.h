@@ -233,11 +233,20 @@ nemo_place *nemo__dest(struct nemo_domain *d, nemo_place_id id, uint32_t *st);
 
 /*
  * Enqueue one ring message from me to dest (busy held by the caller).
- * meta from nemo__meta(); payload of len <= NEMO_AM_PAYLOAD_MAX.
- * Returns 0, ESRCH, EAGAIN, EDEADLK.
+ * dst and st: from nemo__dest(dest) (S0).  meta from nemo__meta();
+ * payload of len <= NEMO_AM_PAYLOAD_MAX.  Returns 0, ESRCH, EAGAIN,
+ * EDEADLK.
  */
-int nemo__msg_send(nemo_place *me, nemo_place_id dest, uint32_t meta, uint64_t arg,
-		   const void *payload, size_t len, unsigned flags);
+int nemo__msg_send(nemo_place *me, nemo_place *dst, uint32_t st, nemo_place_id dest, uint32_t meta,
+		   uint64_t arg, const void *payload, size_t len, unsigned flags);
+
+/* The asymmetric barrier (queue.c, THE ASYMMETRIC BARRIER): true when
+ * leavers call membarrier, so senders need no fence at S2.  Set once,
+ * when the first domain is created. */
+extern bool nemo__asym;
+
+/* The leaver's side of it: membarrier, or a fence where unavailable. */
+void nemo__asym_heavy(void);
 
 /* Publish deferred sends to one destination index (hint + kick). */
 void nemo__publish(nemo_place *me, unsigned dst_idx, bool push);

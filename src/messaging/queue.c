@@ -40,8 +40,9 @@
  *       -> ESRCH, nothing written.
  *   S1  write the entry; its seq / FIFO word last, with release: this is
  *       what makes everything s wrote before visible to r's handler.
- *   S2  atomic_thread_fence(seq_cst)
- *   S3  if load(r.status, seq_cst) != st: r is leaving (or left).  A ring
+ *   S2  (no fence: see THE ASYMMETRIC BARRIER; a seq_cst fence where
+ *       membarrier is not available)
+ *   S3  if load(r.status) != st: r is leaving (or left).  A ring
  *       entry may have been read by an ordinary drain before the leave
  *       (reads leave the slot as it was): if load(link.ack, acquire) is
  *       past the entry, it was delivered -> 0.  Otherwise try to take the
@@ -52,6 +53,8 @@
  *       an ordinary drain writes 0 back, so the CAS fails.)
  *   -- with NEMO_MORE the send stops here; S4-S5 run at the next
  *      publishing send or nemo_flush.
+ *   P   atomic_thread_fence(seq_cst): orders every entry written so far
+ *       before the hint load (one fence per publication, not per entry).
  *   S4  if load(hint word, seq_cst) has bit s: stop.  Else
  *       fetch_or(hint word, bit s, seq_cst) and go on.  (A set bit was set
  *       by s itself, earlier, and r has not cleared it yet: r has not
@@ -93,8 +96,8 @@
  * that bit's own setting was followed by its own S5, and r clears it only
  * in D2, whose exchange reads s's set bit; then s's load at S4, which
  * read the bit before that exchange, precedes it in the seq_cst order,
- * so the entry written before S2 is visible to D2's loads that follow the
- * exchange: r drains it.  W6 does the same for interrupt mode, where
+ * so the entry written before the fence P is visible to D2's loads that
+ * follow the exchange: r drains it.  W6 does the same for interrupt mode, where
  * RUNNING (not SLEEPING) is the state that needs a kick: a sender that
  * read POLLING does not signal, and the place sees its hint at W6.
  * models/place.pml checks this with spin, with the broken variants
@@ -102,10 +105,11 @@
  *
  * WHY A SEND RACING A LEAVE IS DELIVERED XOR FAILED
  *
- * nemo_place_leave: L1 status := LEAVING (seq_cst); L2 the final drain:
- * every queue, consuming each entry by CAS(entry -> 0) instead of a read,
- * passes until one finds nothing; L3 status := FREE.  A sender whose S3
- * read ACTIVE has S2 before L1 in the seq_cst order, so its entry is
+ * nemo_place_leave: L1 status := LEAVING (seq_cst), then the asymmetric
+ * barrier; L2 the final drain: every queue, consuming each entry by
+ * CAS(entry -> 0) instead of a read, passes until one finds nothing;
+ * L3 status := FREE.  A sender whose S3 read ACTIVE wrote its entry
+ * before the barrier took effect on its CPU (below), so its entry is
  * visible to L2, which consumes it: delivered.  A sender whose S3 reads
  * otherwise races L2 with its own CAS on the same word: exactly one CAS
  * wins - consumed (the sender returns 0) or taken back (ESRCH).  Later
@@ -118,6 +122,24 @@
  * already-handled entry before the ack check was added), and that the
  * broken variants "no re-check at S3" (a message lost) and "plain reads
  * in the final drain" (handled and failed) are caught.
+ *
+ * THE ASYMMETRIC BARRIER
+ *
+ * S1;S3 against L1;L2 is again store-then-load on both sides, which
+ * needs a full fence on both.  But senders send millions of times a
+ * second and places leave rarely, so the fence is moved to the leaver:
+ * after L1 it calls membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which
+ * makes every running thread of the process pass a full barrier before
+ * it returns (a thread that is not running is past one already: the
+ * context switch).  A sender's S3 is then a plain load: if it read the
+ * old status, it did so before its barrier point, and its entry store,
+ * earlier in program order, was visible at that point, before L2 looks.
+ * (liburcu's urcu-membarrier and folly's asymmetricHeavyBarrier use the
+ * same trade.)  Measured on the 2-vCPU VM: the per-message seq_cst fence
+ * cost the batched sender about two thirds of its throughput, because it
+ * waits for the store to the line the consumer is reading.  Where
+ * membarrier is unavailable (old kernel, seccomp) or NEMO_MEMBARRIER=0,
+ * nemo__asym is false and every send fences at S2 instead.
  *
  * BACKPRESSURE
  *
@@ -161,7 +183,10 @@ void nemo__busy_exit(nemo_place *me)
 	 * check after clearing busy closes the window in which a signal
 	 * sees busy set but we have already looked at irq_pending. */
 	for (;;) {
-		if (atomic_exchange_explicit(&me->irq_pending, 0, memory_order_relaxed))
+		/* A plain load first: a locked exchange on every send and poll
+		 * costs more than the rest of a batched send. */
+		if (atomic_load_explicit(&me->irq_pending, memory_order_relaxed) &&
+		    atomic_exchange_explicit(&me->irq_pending, 0, memory_order_relaxed))
 			nemo__drain(me, NEMO_AM_CTX_POLL, false);
 		atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
 		atomic_signal_fence(memory_order_seq_cst);
@@ -195,6 +220,7 @@ void nemo__publish(nemo_place *me, unsigned r, bool push)
 	nemo__out_of(d, me->idx, r)->deferred = 0;
 	_Atomic uint64_t *w = nemo__hint_row(d, r) + me->idx / 64;
 	uint64_t bit = 1ull << (me->idx % 64);
+	atomic_thread_fence(memory_order_seq_cst);                           /* P */
 	if (atomic_load_explicit(w, memory_order_seq_cst) & bit) {           /* S4 */
 		if (!push) {
 			NEMO__PCOUNT(me, c_kicks_skipped);
@@ -274,14 +300,10 @@ static bool ring_has_room(void *p)
 	return rr->o->tail + rr->need - rr->o->ack_seen <= rr->R;
 }
 
-int nemo__msg_send(nemo_place *me, nemo_place_id dest, uint32_t meta, uint64_t arg,
-		   const void *payload, size_t len, unsigned flags)
+int nemo__msg_send(nemo_place *me, nemo_place *dst, uint32_t st, nemo_place_id dest, uint32_t meta,
+		   uint64_t arg, const void *payload, size_t len, unsigned flags)
 {
 	struct nemo_domain *d = me->d;
-	uint32_t st;
-	nemo_place *dst = nemo__dest(d, dest, &st);                          /* S0 */
-	if (!dst)
-		return ESRCH;
 	unsigned r = nemo_place_index(dest);
 	nemo__out *o = nemo__out_of(d, me->idx, r);
 	nemo__link *lk = nemo__link_of(d, r, me->idx);
@@ -310,7 +332,8 @@ int nemo__msg_send(nemo_place *me, nemo_place_id dest, uint32_t meta, uint64_t a
 	uint32_t seq = nemo__slot_seq(p, nemo__gtag(nemo__id_gen(dest)));
 	atomic_store_explicit(&hs->seq, seq, memory_order_release);
 	o->tail = p + need;
-	atomic_thread_fence(memory_order_seq_cst);                           /* S2 */
+	if (!nemo__asym)
+		atomic_thread_fence(memory_order_seq_cst);                   /* S2 */
 	if (atomic_load_explicit(&dst->status, memory_order_seq_cst) != st) { /* S3 */
 		/* A ring entry is consumed by a plain read before the leave
 		 * (the slot keeps its seq), so first ask whether the receiver
@@ -373,7 +396,8 @@ static int notify_send(nemo_place *me, nemo_place_id dest, uint32_t chan, unsign
 	uint32_t v = nemo__nf_entry(chan, nemo__gtag(nemo__id_gen(dest)));
 	atomic_store_explicit(nr.e, v, memory_order_release);                /* S1 */
 	o->nf_tail = p + 1;
-	atomic_thread_fence(memory_order_seq_cst);                           /* S2 */
+	if (!nemo__asym)
+		atomic_thread_fence(memory_order_seq_cst);                   /* S2 */
 	if (atomic_load_explicit(&dst->status, memory_order_seq_cst) != st) { /* S3 */
 		uint32_t exp = v;
 		if (atomic_compare_exchange_strong_explicit(nr.e, &exp, 0, memory_order_acq_rel,
