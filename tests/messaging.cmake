@@ -2,3 +2,9 @@
 # every error of the API, each delivery context, order, visibility,
 # backpressure, leaving with messages queued, and sends racing a leave.
 nemo_c_test(test_messaging SOURCES test_messaging.c LABELS "unit;concurrency")
+
+# The same with the per-send fence instead of the leaver's membarrier
+# (queue.c, THE ASYMMETRIC BARRIER): the fallback path stays tested.
+add_test(NAME test_messaging_fenced COMMAND test_messaging)
+set_tests_properties(test_messaging_fenced PROPERTIES LABELS "unit;concurrency"
+  ENVIRONMENT NEMO_MEMBARRIER=0 TIMEOUT 120)
