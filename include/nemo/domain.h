@@ -97,7 +97,7 @@ static inline unsigned nemo_place_index(nemo_place_id id)
 typedef struct nemo_domain_attr {
 	unsigned max_places;          /**< places at once, 1..1024 (0: 64) */
 	unsigned ring_slots;          /**< slots of each sender->receiver message
-	                                   ring, a power of two 8..65536 (0: 256).
+	                                   ring, a power of two 8..32768 (0: 256).
 	                                   A message takes 1 slot, plus 1 per 12
 	                                   bytes of payload. */
 	unsigned max_actions;         /**< action ids 0..max_actions-1, 1..4096 (0: 256) */

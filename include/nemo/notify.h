@@ -32,9 +32,10 @@
 extern "C" {
 #endif
 
-/** Largest channel id (24 bits: an entry also carries the receiver's
- *  generation, so a late entry can never reach a later occupant). */
-#define NEMO_NOTIFY_CHAN_MAX 0xFFFFFFu
+/** Largest channel id (16 bits: an entry also carries the receiver's
+ *  and the sender's generation tags, so a late entry can never reach a
+ *  later occupant, and the handler learns the true sender). */
+#define NEMO_NOTIFY_CHAN_MAX 0xFFFFu
 
 /** Entries in one sender->receiver notification FIFO (one cache line). */
 #define NEMO_NOTIFY_FIFO_LEN 16u

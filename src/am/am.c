@@ -25,16 +25,15 @@
 #include <string.h>
 
 /* The messaging layer's hook: run one message's action. */
-static void am_deliver(nemo_place *me, unsigned src, uint32_t meta, uint64_t arg,
+static void am_deliver(nemo_place *me, nemo_place_id src, uint32_t meta, uint64_t arg,
 		       const void *payload, size_t len, nemo_am_context ctx)
 {
 	struct nemo_domain *d = me->d;
 	uint32_t action = meta & 0xFFFu, ev1 = (meta >> 12) & 0x1FFFu;
 	nemo__action *a = &d->adt[action];
 	nemo_am_handler fn = atomic_load_explicit(&a->fn, memory_order_acquire);
-	uint32_t sgen = atomic_load_explicit(&d->places[src].status, memory_order_relaxed) >> 2;
 	nemo_am_msg m = {
-		.src = nemo__make_id(src, sgen),
+		.src = src,
 		.dest = me->id,
 		.action = action,
 		.event = ev1 ? ev1 - 1 : NEMO_AM_NO_EVENT,
@@ -131,8 +130,14 @@ static int resolve(struct nemo_domain *d, nemo_place_id dest, uint32_t id, size_
 			return ERANGE;
 		uint32_t v = atomic_load_explicit(&nemo__alt_row(d, nemo_place_index(dest))[e],
 						  memory_order_acquire);
-		if (!v)
+		if (!v) {
+			/* Unmapped, or cleared by a new occupant's join (its
+			 * clearing stores are releases after the old one's
+			 * FREE): tell the two apart. */
+			if (atomic_load_explicit(&(*dst)->status, memory_order_acquire) != *st)
+				return ESRCH;
 			return ENOENT;
+		}
 		action = v - 1;
 		ev1 = e + 1;
 	} else {

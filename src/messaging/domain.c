@@ -138,7 +138,7 @@ void nemo__asym_heavy(void)
 	/* Not registered, or it failed: senders fence at S2 only if
 	 * nemo__asym is false, which it is in the first case; in the second
 	 * (cannot happen once registered) a fence is the best we can do. */
-	atomic_thread_fence(memory_order_seq_cst);
+	NEMO__FENCE();
 }
 
 /* ----------------------------------------------------------- domains */
@@ -168,7 +168,7 @@ int nemo_domain_create(const nemo_domain_attr *attr, nemo_domain **out)
 		a.max_events = 256;
 	if (!a.irq_signal)
 		a.irq_signal = SIGURG;
-	if (a.max_places > NEMO_PLACES_MAX || a.ring_slots < 8 || a.ring_slots > 65536 ||
+	if (a.max_places > NEMO_PLACES_MAX || a.ring_slots < 8 || a.ring_slots > 32768 ||
 	    (a.ring_slots & (a.ring_slots - 1)) || a.max_actions > NEMO_AM_ACTIONS_MAX ||
 	    a.max_events > NEMO_AM_EVENTS_MAX || !signal_usable(a.irq_signal))
 		return EINVAL;
@@ -488,10 +488,13 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 			_Atomic uint64_t *row = nemo__hint_row(d, i);
 			for (unsigned k = 0; k < d->HW; k++)
 				atomic_store_explicit(&row[k], 0, memory_order_relaxed);
+			/* Releases: a sender that reads a cleared entry also
+			 * sees the old occupant's FREE (am.c, resolve). */
 			_Atomic uint32_t *alt = nemo__alt_row(d, i);
 			for (unsigned k = 0; k < d->E; k++)
-				atomic_store_explicit(&alt[k], 0, memory_order_relaxed);
-			atomic_store_explicit(&p->nf_fn, NULL, memory_order_relaxed);
+				if (atomic_load_explicit(&alt[k], memory_order_relaxed))
+					atomic_store_explicit(&alt[k], 0, memory_order_release);
+			atomic_store_explicit(&p->nf_fn, NULL, memory_order_release);
 			atomic_store_explicit(&p->nf_ctx, NULL, memory_order_relaxed);
 			atomic_store_explicit(&p->waiter, w, memory_order_relaxed);
 			atomic_store_explicit(&p->tid, (pid_t)syscall(SYS_gettid), memory_order_relaxed);
@@ -544,19 +547,23 @@ int nemo_place_leave(void)
 	_Atomic uint64_t *row = nemo__hint_row(d, me->idx);
 	for (unsigned k = 0; k < d->HW; k++)
 		atomic_store_explicit(&row[k], 0, memory_order_relaxed);
+	/* From L3 on the record belongs to the next occupant: take what we
+	 * still need now, and stop being its owner first (a late signal then
+	 * finds no place). */
+	bool pinned = me->pinned;
+	cpu_set_t old;
+	if (pinned)
+		memcpy(&old, me->old_mask, me->old_mask_len);
+	uint32_t gen = me->gen;
+	tls_place = NULL;
+	atomic_signal_fence(memory_order_seq_cst);
 	pthread_mutex_lock(&d->lock);
-	atomic_store_explicit(&me->status, nemo__status(me->gen, NEMO__ST_FREE),
+	atomic_store_explicit(&me->status, nemo__status(gen, NEMO__ST_FREE),
 			      memory_order_seq_cst);                        /* L3 */
 	d->nplaces--;
 	pthread_mutex_unlock(&d->lock);
-	if (me->pinned) {
-		cpu_set_t old;
-		memcpy(&old, me->old_mask, me->old_mask_len);
+	if (pinned)
 		sched_setaffinity(0, sizeof old, &old);
-	}
-	atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
-	atomic_store_explicit(&me->irq_pending, 0, memory_order_relaxed);
-	tls_place = NULL;
 	pthread_setspecific(exit_key, NULL);
 	return 0;
 }

@@ -59,18 +59,37 @@ static inline uint32_t nemo__gtag(uint32_t gen)
 	return gen & 0x7Fu;
 }
 
-/* Ring slot head word for position pos of a receiver of tag g: odd, so a
- * payload slot (word 0) or a retracted/consumed slot (0) never matches. */
-static inline uint32_t nemo__slot_seq(uint32_t pos, uint32_t gtag)
+/* Ring slot head word for position pos, receiver tag rg, sender tag sg:
+ *   bit 0 = 1 (so a payload slot's word 0, or a consumed / retracted
+ *   slot's 0, never matches), bits 1-7 rg, bits 8-14 sg, bits 16-31 the
+ *   position mod 2^16.  A slot holds either this lap's head or an older
+ *   lap's (exactly R positions back, R <= 32768 < 2^16) or 0, so 16 bits
+ *   of position are enough to tell them apart. */
+static inline uint32_t nemo__slot_seq(uint32_t pos, uint32_t rg, uint32_t sg)
 {
-	return ((pos & 0xFFFFFFu) << 8) | (gtag << 1) | 1u;
+	return ((pos & 0xFFFFu) << 16) | (sg << 8) | (rg << 1) | 1u;
+}
+/* Is v the head of position pos for receiver tag rg (any sender tag)? */
+static inline bool nemo__slot_match(uint32_t v, uint32_t pos, uint32_t rg)
+{
+	return (v & 0xFFFF00FFu) == (((pos & 0xFFFFu) << 16) | (rg << 1) | 1u);
 }
 
-/* Notification FIFO entry: chan (24 bits), tag, and a bit that makes it
- * non-zero. */
-static inline uint32_t nemo__nf_entry(uint32_t chan, uint32_t gtag)
+/* Notification FIFO entry: bits 0-6 receiver tag, bit 7 = 1 (never 0),
+ * bits 8-14 sender tag, bits 16-31 the channel. */
+static inline uint32_t nemo__nf_entry(uint32_t chan, uint32_t rg, uint32_t sg)
 {
-	return (chan << 8) | 0x80u | gtag;
+	return (chan << 16) | (sg << 8) | 0x80u | rg;
+}
+static inline bool nemo__nf_match(uint32_t v, uint32_t rg)
+{
+	return v != 0 && (v & 0x7Fu) == rg;
+}
+
+/* The sender tag of a ring head or FIFO entry. */
+static inline uint32_t nemo__entry_stag(uint32_t v)
+{
+	return (v >> 8) & 0x7Fu;
 }
 
 /* Message meta word: action (12 bits), event + 1 (13 bits), length (6). */
@@ -156,7 +175,7 @@ typedef struct nemo__action {
 /* The hook by which the messaging layer hands a ring message to the
  * active-message layer (set by src/am/ when the first action is
  * registered: layers call down, never up). */
-typedef void (*nemo__deliver_fn)(nemo_place *me, unsigned src, uint32_t meta, uint64_t arg,
+typedef void (*nemo__deliver_fn)(nemo_place *me, nemo_place_id src, uint32_t meta, uint64_t arg,
 				 const void *payload, size_t len, nemo_am_context ctx);
 
 #define NEMO__DOMAIN_MAGIC 0x6e656d6fu   /* "nemo" */
@@ -207,6 +226,16 @@ static inline _Atomic uint64_t *nemo__hint_row(struct nemo_domain *d, unsigned r
 static inline _Atomic uint32_t *nemo__alt_row(struct nemo_domain *d, unsigned p)
 {
 	return &d->alt[(size_t)p * d->E];
+}
+
+/* The id of the sender at index s that wrote an entry with tag stag:
+ * the newest generation of that index with that tag.  Exact unless the
+ * index has been re-occupied 128 times since the entry was sent. */
+static inline nemo_place_id nemo__sender_id(struct nemo_domain *d, unsigned s, uint32_t stag)
+{
+	uint32_t cur = atomic_load_explicit(&d->places[s].status, memory_order_relaxed) >> 2;
+	uint32_t gen = (cur - ((cur - stag) & 0x7Fu)) & NEMO__GEN_MASK;
+	return nemo__make_id(s, gen);
 }
 
 /* Owner-only counter bump (relaxed load + store). */

@@ -8,14 +8,16 @@
  * single-producer single-consumer queues (messaging_internal.h):
  *
  *   nf[16]   the notification FIFO of Barrelfish TN-9: one cache line of
- *            32-bit entries, 0 = empty, else (chan << 8 | 0x80 | gtag).
+ *            32-bit entries, 0 = empty, else chan << 16 | stag << 8 |
+ *            0x80 | rtag.
  *            s fills the entry at its private nf_tail if it is 0; r reads
  *            the entry at its private nf_head and writes 0 back.  An entry
  *            that is not 0 at nf_tail means the FIFO is full.
  *   ring[R]  the active-message ring: 16-byte slots, a message is a head
  *            slot {seq, meta, arg} and ceil(len/12) payload slots.  A
  *            head is valid for position p iff its seq is
- *            ((p & 0xFFFFFF) << 8 | gtag << 1 | 1).  The consumer only
+ *            ((p & 0xFFFF) << 16 | stag << 8 | rtag << 1 | 1).  The
+ *            consumer only
  *            reads slots (Barrelfish UMP's epoch idea, with the position
  *            as the epoch), and publishes how far it has read in the
  *            link's ack word on its own line; the sender reads ack only
@@ -23,8 +25,10 @@
  *            state a message costs one line transfer per 4 slots and no
  *            shared index at all.
  *
- * gtag is the receiver's generation (7 bits): a late entry meant for an
- * earlier occupant of index r never matches the current one.
+ * rtag is the receiver's generation (7 bits): a late entry meant for an
+ * earlier occupant of index r never matches the current one.  stag is
+ * the sender's: a handler learns who sent the message even if the sender
+ * has left since and its index has a new occupant (nemo__sender_id).
  *
  * Each receiver has a hint bitmap, one bit per sender.  Only sender s
  * sets bit s (fetch_or); only r clears bits (exchange with 0).
@@ -220,7 +224,7 @@ void nemo__publish(nemo_place *me, unsigned r, bool push)
 	nemo__out_of(d, me->idx, r)->deferred = 0;
 	_Atomic uint64_t *w = nemo__hint_row(d, r) + me->idx / 64;
 	uint64_t bit = 1ull << (me->idx % 64);
-	atomic_thread_fence(memory_order_seq_cst);                           /* P */
+	NEMO__FENCE();                           /* P */
 	if (atomic_load_explicit(w, memory_order_seq_cst) & bit) {           /* S4 */
 		if (!push) {
 			NEMO__PCOUNT(me, c_kicks_skipped);
@@ -329,11 +333,11 @@ int nemo__msg_send(nemo_place *me, nemo_place *dst, uint32_t st, nemo_place_id d
 	nemo__slot *hs = &ring[p & mask];
 	hs->meta = meta;
 	hs->arg = arg;
-	uint32_t seq = nemo__slot_seq(p, nemo__gtag(nemo__id_gen(dest)));
+	uint32_t seq = nemo__slot_seq(p, nemo__gtag(nemo__id_gen(dest)), nemo__gtag(me->gen));
 	atomic_store_explicit(&hs->seq, seq, memory_order_release);
 	o->tail = p + need;
 	if (!nemo__asym)
-		atomic_thread_fence(memory_order_seq_cst);                   /* S2 */
+		NEMO__FENCE();                   /* S2 */
 	if (atomic_load_explicit(&dst->status, memory_order_seq_cst) != st) { /* S3 */
 		/* A ring entry is consumed by a plain read before the leave
 		 * (the slot keeps its seq), so first ask whether the receiver
@@ -365,13 +369,16 @@ int nemo__msg_send(nemo_place *me, nemo_place *dst, uint32_t st, nemo_place_id d
 /* ------------------------------------------------------- notify send */
 
 struct nf_room {
+	nemo__out *o;
+	nemo__link *lk;
 	_Atomic uint32_t *e;
 };
 
 static bool nf_has_room(void *p)
 {
 	struct nf_room *nr = p;
-	return atomic_load_explicit(nr->e, memory_order_acquire) == 0;
+	_Atomic uint32_t *e = &nr->lk->nf[nr->o->nf_tail % NEMO_NOTIFY_FIFO_LEN];
+	return atomic_load_explicit(e, memory_order_acquire) == 0;
 }
 
 static int notify_send(nemo_place *me, nemo_place_id dest, uint32_t chan, unsigned flags)
@@ -381,23 +388,30 @@ static int notify_send(nemo_place *me, nemo_place_id dest, uint32_t chan, unsign
 	nemo_place *dst = nemo__dest(d, dest, &st);                          /* S0 */
 	if (!dst)
 		return ESRCH;
-	if (!atomic_load_explicit(&dst->nf_fn, memory_order_acquire))
+	if (!atomic_load_explicit(&dst->nf_fn, memory_order_acquire)) {
+		/* Absent, or cleared by a new occupant's join: which? */
+		if (atomic_load_explicit(&dst->status, memory_order_acquire) != st)
+			return ESRCH;
 		return ENOENT;
+	}
 	unsigned r = nemo_place_index(dest);
 	nemo__out *o = nemo__out_of(d, me->idx, r);
 	nemo__link *lk = nemo__link_of(d, r, me->idx);
-	uint32_t p = o->nf_tail;
-	struct nf_room nr = { &lk->nf[p % NEMO_NOTIFY_FIFO_LEN] };
+	struct nf_room nr = { o, lk, NULL };
 	if (!nf_has_room(&nr)) {
 		int err = wait_room(me, dst, st, r, flags, nf_has_room, &nr);
 		if (err)
 			return err;
 	}
-	uint32_t v = nemo__nf_entry(chan, nemo__gtag(nemo__id_gen(dest)));
+	/* The tail only now: handlers run while waiting may have notified
+	 * this very receiver and taken the slot we looked at first. */
+	uint32_t p = o->nf_tail;
+	nr.e = &lk->nf[p % NEMO_NOTIFY_FIFO_LEN];
+	uint32_t v = nemo__nf_entry(chan, nemo__gtag(nemo__id_gen(dest)), nemo__gtag(me->gen));
 	atomic_store_explicit(nr.e, v, memory_order_release);                /* S1 */
 	o->nf_tail = p + 1;
 	if (!nemo__asym)
-		atomic_thread_fence(memory_order_seq_cst);                   /* S2 */
+		NEMO__FENCE();                   /* S2 */
 	if (atomic_load_explicit(&dst->status, memory_order_seq_cst) != st) { /* S3 */
 		uint32_t exp = v;
 		if (atomic_compare_exchange_strong_explicit(nr.e, &exp, 0, memory_order_acq_rel,
@@ -476,7 +490,7 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 	while (final || n < budget) {
 		_Atomic uint32_t *e = &lk->nf[in->nf_head % NEMO_NOTIFY_FIFO_LEN];
 		uint32_t v = atomic_load_explicit(e, memory_order_acquire);
-		if (v == 0 || (v & 0x7Fu) != g)
+		if (!nemo__nf_match(v, g))
 			break;
 		if (final) {
 			uint32_t exp = v;
@@ -491,10 +505,8 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 		NEMO__PCOUNT(me, c_nf_handled);
 		nemo_notify_handler fn = atomic_load_explicit(&me->nf_fn, memory_order_acquire);
 		void *fctx = atomic_load_explicit(&me->nf_ctx, memory_order_relaxed);
-		if (fn) {
-			uint32_t sgen = atomic_load_explicit(&d->places[s].status, memory_order_relaxed) >> 2;
-			fn(fctx, nemo__make_id(s, sgen), v >> 8);
-		}
+		if (fn)
+			fn(fctx, nemo__sender_id(d, s, nemo__entry_stag(v)), v >> 16);
 	}
 
 	/* Active messages. */
@@ -504,7 +516,7 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 		uint32_t p = in->head;
 		nemo__slot *hs = &ring[p & mask];
 		uint32_t v = atomic_load_explicit(&hs->seq, memory_order_acquire);
-		if (v != nemo__slot_seq(p, g))
+		if (!nemo__slot_match(v, p, g))
 			break;
 		if (final) {
 			uint32_t exp = v;
@@ -530,7 +542,7 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 		NEMO__PCOUNT(me, c_am_handled);
 		nemo__deliver_fn fn = atomic_load_explicit(&d->deliver, memory_order_acquire);
 		if (fn)
-			fn(me, s, meta, arg, len ? buf : NULL, len, ctx);
+			fn(me, nemo__sender_id(d, s, nemo__entry_stag(v)), meta, arg, len ? buf : NULL, len, ctx);
 	}
 	publish_ack(lk, in);
 	if (!final && n >= budget)
@@ -608,11 +620,11 @@ bool nemo__pending(nemo_place *me)
 			continue;
 		nemo__in *in = nemo__in_of(d, me->idx, s);
 		nemo__slot *hs = &nemo__ring_of(d, me->idx, s)[in->head & (d->R - 1)];
-		if (atomic_load_explicit(&hs->seq, memory_order_acquire) == nemo__slot_seq(in->head, g))
+		if (nemo__slot_match(atomic_load_explicit(&hs->seq, memory_order_acquire), in->head, g))
 			return true;
 		uint32_t v = atomic_load_explicit(&nemo__link_of(d, me->idx, s)->nf[in->nf_head % NEMO_NOTIFY_FIFO_LEN],
 						  memory_order_acquire);
-		if (v && (v & 0x7Fu) == g)
+		if (nemo__nf_match(v, g))
 			return true;
 	}
 	return false;

@@ -115,6 +115,9 @@
 #include <string.h>
 
 _Atomic uint32_t nemo__fork_gen;
+#if defined(__SANITIZE_THREAD__)
+_Atomic uint32_t nemo__fence_word;
+#endif
 
 /* ----------------------------------------------------------------- pool */
 
@@ -246,14 +249,14 @@ int nemo_waiter_kick(nemo_waiter *w)
 		return EINVAL;
 	/* The caller's earlier stores must be ordered before our read of
 	 * state (R1 -> R2 of the essay, for a caller-made condition). */
-	atomic_thread_fence(memory_order_seq_cst);
+	NEMO__FENCE();
 	kick(w);
 	return 0;
 }
 
 bool nemo__waiter_kick_issued(nemo_waiter *w)
 {
-	atomic_thread_fence(memory_order_seq_cst);
+	NEMO__FENCE();
 	return kick(w);
 }
 

@@ -51,6 +51,17 @@ struct nemo_waiter {
 	bool in_use;
 };
 
+/* A full (seq_cst) fence.  ThreadSanitizer does not model
+ * atomic_thread_fence, and GCC rejects it there when optimising
+ * (-Wtsan): under TSan the fence is a seq_cst RMW on a dummy word, which
+ * is a full barrier on the hardware and an operation TSan understands. */
+#if defined(__SANITIZE_THREAD__)
+extern _Atomic uint32_t nemo__fence_word;
+#define NEMO__FENCE() ((void)atomic_fetch_add_explicit(&nemo__fence_word, 0, memory_order_seq_cst))
+#else
+#define NEMO__FENCE() atomic_thread_fence(memory_order_seq_cst)
+#endif
+
 /* Counter bump by the owner thread: a relaxed load and store, no RMW. */
 #define NEMO__COUNT(w, field) \
 	atomic_store_explicit(&(w)->field, \
