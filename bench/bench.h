@@ -68,6 +68,8 @@ typedef struct bench_opts {
 	double gaps_us[BENCH_MAX_LIST];
 	int ngaps;
 	const char *profile_path;     /* calibrate */
+	double seconds;               /* throughput: measured seconds */
+	long batch;                   /* throughput: messages per batch */
 	const char *json_path;
 	FILE *json_file;              /* opened at parse time: unwritable = usage error */
 	const char *samples_dir;
@@ -84,6 +86,8 @@ enum {
 	OPT_MECHS = 1u << 4,
 	OPT_POLICY = 1u << 5,         /* --policies, --gaps */
 	OPT_PROFILE = 1u << 6,        /* --profile */
+	OPT_SECONDS = 1u << 7,        /* --seconds, --batch; such a suite runs for a time,
+	                                 so --trials, --warmup, --delay-us, --seed do not apply */
 };
 
 /** A suite: its name, its defaults and its runner. */
@@ -100,7 +104,8 @@ typedef struct suite {
 	int (*run)(const bench_opts *o, json_t *results, json_t *config);
 } suite;
 
-extern const suite suite_unicast, suite_broadcast, suite_coherence, suite_policy, suite_calibrate;
+extern const suite suite_unicast, suite_broadcast, suite_coherence, suite_policy, suite_calibrate,
+	suite_throughput;
 
 /** Print "nemo-bench: <msg>" and exit with status 2 (bad usage). */
 _Noreturn void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -143,6 +148,17 @@ typedef struct row {
  * results.  The sample arrays are sorted in the process.
  */
 void row_emit(const bench_opts *o, row *r, json_t *results);
+
+/** STATS of v (n > 0 values, sorted in place) as its JSON object. */
+json_t *stats_object(double *v, size_t n);
+
+/**
+ * Create the raw-samples file `name` in o->samples_dir (fatal if it cannot
+ * be created) for a suite that writes its own CSV.  Returns it open, with
+ * *rel set to the samples_file value (the path relative to the JSON
+ * file's folder; free it); NULL and *rel NULL without --samples.
+ */
+FILE *samples_create(const bench_opts *o, const char *name, char **rel);
 
 /** The machine object of docs/bench-json.md. */
 json_t *machine_json(void);

@@ -91,7 +91,7 @@ static const bc_mech bc_futex = {
 
 const bc_mech *const bc_baselines[] = { &bc_condvar, &bc_futex, NULL };
 
-static const bc_mech *const *const bc_tables[] = { bc_baselines, bc_events };
+static const bc_mech *const *const bc_tables[] = { bc_baselines, bc_events, bc_messaging };
 
 #define FOR_EACH_BC(m)                                                         \
 	for (size_t t_ = 0; t_ < sizeof bc_tables / sizeof bc_tables[0]; t_++)  \
@@ -156,6 +156,10 @@ static void *bc_waiter(void *p)
 	int K = c->waiters, w = a->w;
 	long v0 = 0, t0 = 0, v1, t1;
 	double cpu0 = 0;
+	/* Before the first `ready`: the sender broadcasts only once every
+	 * waiter has announced generation 1, so all of them are set up. */
+	if (r->m->rx_init)
+		r->m->rx_init(c, w);
 	for (long i = 0; i < r->total; i++) {
 		unsigned gen = (unsigned)i + 1;
 		if (i == r->warmup) {
@@ -177,6 +181,8 @@ static void *bc_waiter(void *p)
 	r->cpu[w] /= (double)n;
 	r->vctx[w] = (double)(v1 - v0) / (double)n;
 	r->ctx[w] = (double)(t1 - t0) / (double)n;
+	if (r->m->rx_fini)
+		r->m->rx_fini(c, w);
 	atomic_store_explicit(&c->slot[w].ready, (unsigned)r->total + 1, memory_order_release);
 	return NULL;
 }
@@ -192,6 +198,8 @@ static void *bc_sender(void *p)
 	struct bc_run *r = p;
 	bc_ctx *c = r->c;
 	uint64_t rng = r->seed | 1;
+	if (r->m->tx_init)
+		r->m->tx_init(c);
 	for (long i = 0; i < r->total; i++) {
 		unsigned gen = (unsigned)i + 1;
 		wait_all(c, gen, r->m->name);
@@ -206,6 +214,8 @@ static void *bc_sender(void *p)
 		}
 	}
 	wait_all(c, (unsigned)r->total + 1, r->m->name);
+	if (r->m->tx_fini)
+		r->m->tx_fini(c);
 	return NULL;
 }
 

@@ -25,6 +25,14 @@ typedef struct bc_mech {
 	const char *summary;
 	int (*setup)(bc_ctx *c);      /* 0 or errno with c->why set */
 	void (*teardown)(bc_ctx *c);
+	/** Waiter w's thread, before its first wait / after its last, before
+	 *  it announces it is done (optional). */
+	void (*rx_init)(bc_ctx *c, int w);
+	void (*rx_fini)(bc_ctx *c, int w);
+	/** Sender thread, before the first broadcast / after every waiter
+	 *  announced it is done (optional). */
+	void (*tx_init)(bc_ctx *c);
+	void (*tx_fini)(bc_ctx *c);
 	/** Waiter w waits for generation gen; returns its wake stamp or 0. */
 	uint64_t (*rx_wait)(bc_ctx *c, int w, unsigned gen);
 	/** Wake every waiter of generation gen. */
@@ -33,5 +41,6 @@ typedef struct bc_mech {
 
 extern const bc_mech *const bc_baselines[];
 extern const bc_mech *const bc_events[];   /* mech_events.c */
+extern const bc_mech *const bc_messaging[];   /* mech_messaging.c */
 
 #endif

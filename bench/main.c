@@ -17,7 +17,7 @@
 #include <time.h>
 
 static const suite *const suites[] = { &suite_unicast, &suite_broadcast, &suite_coherence,
-				       &suite_policy, &suite_calibrate, NULL };
+				       &suite_policy, &suite_throughput, &suite_calibrate, NULL };
 
 static const suite *find_suite(const char *name)
 {
@@ -49,8 +49,15 @@ static void suite_help(const suite *s)
 		printf("  --mechanisms LIST|all  comma-separated mechanisms (default: all)\n");
 	if (s->options & OPT_SCENARIOS)
 		printf("  --scenarios LIST       comma-separated scenarios (default: each mechanism's all)\n");
-	printf("  --trials N             measured trials per row (default %ld)\n", s->default_trials);
-	printf("  --warmup N             unmeasured trials first (default: trials/10, 10..100)\n");
+	if (s->options & OPT_SECONDS) {
+		printf("  --seconds S            measured seconds per row, in %ld intervals (default 2, max 600)\n",
+		       s->default_trials);
+		printf("  --batch B              messages per batch: B-1 deferred sends, then one that\n"
+		       "                         publishes them (1..4096, default 64)\n");
+	} else {
+		printf("  --trials N             measured trials per row (default %ld)\n", s->default_trials);
+		printf("  --warmup N             unmeasured trials first (default: trials/10, 10..100)\n");
+	}
 	if (s->options & OPT_SRC_DST) {
 		printf("  --src CPU              sender's CPU (default 0)\n");
 		if (s->options & OPT_WAITERS)
@@ -67,11 +74,14 @@ static void suite_help(const suite *s)
 	if (s->options & OPT_CPUS)
 		printf("  --cpus LIST            CPUs to use (default: all%s)\n",
 		       (s->options & OPT_WAITERS) ? " but the sender's" : "");
-	printf("  --delay-us MIN[:MAX]   random busy delay before each signal (default %g:%g)\n",
-	       s->default_delay_min_us, s->default_delay_max_us);
+	if (!(s->options & OPT_SECONDS))
+		printf("  --delay-us MIN[:MAX]   random busy delay before each signal (default %g:%g)\n",
+		       s->default_delay_min_us, s->default_delay_max_us);
 	printf("  --json FILE            write the JSON document (docs/bench-json.md)\n");
-	printf("  --samples DIR          write raw per-trial samples as CSV into DIR\n");
-	printf("  --seed N               seed of the random delays (default fixed)\n");
+	printf("  --samples DIR          write raw per-%s samples as CSV into DIR\n",
+	       (s->options & OPT_SECONDS) ? "interval" : "trial");
+	if (!(s->options & OPT_SECONDS))
+		printf("  --seed N               seed of the random delays (default fixed)\n");
 	printf("  --quiet                no summary table, no progress bar, no warnings\n");
 }
 
@@ -127,6 +137,16 @@ static int split_list(const char *opt, char *s, const char **items, int max)
 	if (n == 0)
 		usage_error("%s needs at least one item", opt);
 	return n;
+}
+
+static double parse_seconds(const char *s)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !(v > 0) || v > 600)
+		usage_error("--seconds must be a number of seconds above 0 and at most 600, not '%s'", s);
+	return v;
 }
 
 static void parse_delay(bench_opts *o, const char *s)
@@ -195,8 +215,18 @@ static void check_option(const suite *s, unsigned need, const char *opt)
 		usage_error("%s does not apply to suite %s (see nemo-bench %s --help)", opt, s->name, s->name);
 }
 
+/* The trial options, for the suites that count trials rather than run
+ * for --seconds. */
+static void check_trial_option(const suite *s, const char *opt)
+{
+	if (s->options & OPT_SECONDS)
+		usage_error("%s does not apply to suite %s, which runs for --seconds (see nemo-bench %s --help)",
+			    opt, s->name, s->name);
+}
+
 enum { O_MECHS = 256, O_SCEN, O_TRIALS, O_WARMUP, O_SRC, O_DST, O_WAITERS, O_CPUS,
-       O_DELAY, O_JSON, O_SAMPLES, O_SEED, O_QUIET, O_HELP, O_POLICIES, O_GAPS, O_PROFILE };
+       O_DELAY, O_JSON, O_SAMPLES, O_SEED, O_QUIET, O_HELP, O_POLICIES, O_GAPS, O_PROFILE,
+       O_SECONDS, O_BATCH };
 
 static const struct option long_opts[] = {
 	{ "mechanisms", required_argument, NULL, O_MECHS },
@@ -216,6 +246,8 @@ static const struct option long_opts[] = {
 	{ "policies", required_argument, NULL, O_POLICIES },
 	{ "gaps", required_argument, NULL, O_GAPS },
 	{ "profile", required_argument, NULL, O_PROFILE },
+	{ "seconds", required_argument, NULL, O_SECONDS },
+	{ "batch", required_argument, NULL, O_BATCH },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -226,6 +258,7 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 		.src = -1, .dst = -1,
 		.delay_min_us = s->default_delay_min_us, .delay_max_us = s->default_delay_max_us,
 		.seed = 0x6e656d6f62656e63ULL,
+		.seconds = 2, .batch = 64,
 	};
 	const char *items[BENCH_MAX_LIST];
 	opterr = 0;
@@ -258,10 +291,20 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 			break;
 		}
 		case O_TRIALS:
+			check_trial_option(s, "--trials");
 			o->trials = parse_long("--trials", optarg, 1, 100000000);
 			break;
 		case O_WARMUP:
+			check_trial_option(s, "--warmup");
 			o->warmup = parse_long("--warmup", optarg, 0, 1000000);
+			break;
+		case O_SECONDS:
+			check_option(s, OPT_SECONDS, "--seconds");
+			o->seconds = parse_seconds(optarg);
+			break;
+		case O_BATCH:
+			check_option(s, OPT_SECONDS, "--batch");
+			o->batch = parse_long("--batch", optarg, 1, 4096);
 			break;
 		case O_SRC:
 			check_option(s, OPT_SRC_DST, "--src");
@@ -290,6 +333,7 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 			break;
 		}
 		case O_DELAY:
+			check_trial_option(s, "--delay-us");
 			parse_delay(o, optarg);
 			break;
 		case O_POLICIES: {
@@ -327,6 +371,7 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 			o->samples_dir = optarg;
 			break;
 		case O_SEED:
+			check_trial_option(s, "--seed");
 			o->seed = (uint64_t)parse_long("--seed", optarg, 0, LONG_MAX);
 			break;
 		case O_QUIET:
@@ -397,8 +442,30 @@ static double jnum(json_t *obj, const char *a, const char *b)
 	return json_number_value(b ? json_object_get(x, b) : x);
 }
 
+/* Throughput rows: rates in millions of messages per second. */
+static void print_throughput(json_t *results)
+{
+	printf("%-20s %7s %6s %12s %10s %10s %10s\n", "mechanism", "src>dst", "batch",
+	       "p50 Mmsg/s", "min", "max", "kicks/msg");
+	size_t i;
+	json_t *r;
+	json_array_foreach(results, i, r) {
+		char pair[16];
+		snprintf(pair, sizeof pair, "%d>%d", (int)jnum(r, "src_cpu", NULL), (int)jnum(r, "dst_cpu", NULL));
+		printf("%-20s %7s %6d %12.2f %10.2f %10.2f %10.4f\n",
+		       json_string_value(json_object_get(r, "mechanism")), pair,
+		       (int)jnum(r, "batch", NULL),
+		       jnum(r, "msgs_per_s_stats", "p50") / 1e6, jnum(r, "msgs_per_s_stats", "min") / 1e6,
+		       jnum(r, "msgs_per_s_stats", "max") / 1e6, jnum(r, "kicks_per_msg", NULL));
+	}
+}
+
 static void print_summary(const char *suite_name, json_t *results)
 {
+	if (strcmp(suite_name, "throughput") == 0) {
+		print_throughput(results);
+		return;
+	}
 	bool bc = strcmp(suite_name, "broadcast") == 0;
 	printf("%-20s %-10s %7s %4s %10s %10s %10s %10s %6s %7s\n", "mechanism", "scenario",
 	       "src>dst", bc ? "K" : "", "p50 ns", "p99 ns", "send p50", bc ? "last p50" : "max ns",

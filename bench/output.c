@@ -17,6 +17,13 @@ static json_t *stats_json(const stats *s)
 			 "max", s->max, "mean", s->mean, "stddev", s->stddev);
 }
 
+json_t *stats_object(double *v, size_t n)
+{
+	stats s;
+	stats_compute(v, n, &s, NULL);
+	return stats_json(&s);
+}
+
 static json_t *cdf_json(const double *cdf)
 {
 	json_t *a = json_array();
@@ -139,6 +146,22 @@ static char *relative_samples_path(const bench_opts *o, const char *name)
 	free(jdir);
 	free(sdir);
 	return out;
+}
+
+FILE *samples_create(const bench_opts *o, const char *name, char **rel)
+{
+	*rel = NULL;
+	if (!o->samples_dir)
+		return NULL;
+	char *path = NULL;
+	if (asprintf(&path, "%s/%s", o->samples_dir, name) < 0)
+		fatal("out of memory");
+	FILE *f = fopen(path, "w");
+	if (!f)
+		fatal("cannot write samples to %s: %s", path, strerror(errno));
+	free(path);
+	*rel = relative_samples_path(o, name);
+	return f;
 }
 
 void row_emit(const bench_opts *o, row *r, json_t *results)

@@ -11,7 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static const uc_mech *const *const uc_tables[] = { uc_baselines, uc_events };
+static const uc_mech *const *const uc_tables[] = { uc_baselines, uc_events, uc_messaging };
 
 #define FOR_EACH_MECH(m)                                                       \
 	for (size_t t_ = 0; t_ < sizeof uc_tables / sizeof uc_tables[0]; t_++)  \

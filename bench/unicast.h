@@ -81,5 +81,7 @@ bool unicast_row_policy(const bench_opts *o, const uc_mech *m, unsigned sc, int 
 extern const uc_mech *const uc_baselines[];
 /** The events layer's mechanisms and ck-ec (mech_events.c). */
 extern const uc_mech *const uc_events[];
+/** The messaging layers' mechanisms (mech_messaging.c). */
+extern const uc_mech *const uc_messaging[];
 
 #endif

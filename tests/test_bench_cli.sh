@@ -67,8 +67,25 @@ expect_usage_error "--gaps" policy --gaps 1,x
 expect_usage_error "--policies does not apply" unicast --policies spin
 expect_usage_error "--profile does not apply" unicast --profile /tmp/x
 expect_usage_error "--trials" calibrate --trials 0
+expect_usage_error "--seconds" throughput --seconds 0
+expect_usage_error "--seconds" throughput --seconds -1
+expect_usage_error "--seconds" throughput --seconds 601
+expect_usage_error "--seconds" throughput --seconds abc
+expect_usage_error "--seconds" throughput --seconds 1s
+expect_usage_error "--seconds" throughput --seconds nan
+expect_usage_error "--batch" throughput --batch 0
+expect_usage_error "--batch" throughput --batch 4097
+expect_usage_error "--batch" throughput --batch 8x
+expect_usage_error "needs a value" throughput --seconds
+expect_usage_error "--seconds does not apply" unicast --seconds 1
+expect_usage_error "--batch does not apply" broadcast --batch 8
+expect_usage_error "--trials does not apply" throughput --trials 100
+expect_usage_error "--delay-us does not apply" throughput --delay-us 5
+expect_usage_error "--waiters does not apply" throughput --waiters 2
+expect_usage_error "unknown mechanism 'futex'" throughput --mechanisms futex
 if [ "$ncpu" -ge 2 ]; then
 	expect_usage_error "--src and --dst are both CPU 1" unicast --src 1 --dst 1
+	expect_usage_error "--src and --dst are both CPU 0" throughput --src 0 --dst 0
 fi
 # No suite at all: usage on stderr, exit 2.
 "$bench" >/dev/null 2>&1; rc=$?
@@ -83,6 +100,8 @@ expect_ok "--waiters" broadcast --help
 expect_ok "coherence" coherence --help
 expect_ok "--gaps" policy --help
 expect_ok "--profile" calibrate --help
+expect_ok "--batch" throughput --help
+expect_ok "ck-ring" list
 expect_ok "nemo-bench " --version
 
 echo "test_bench_cli: $pass passed, $fail failed"

@@ -124,3 +124,37 @@ def breakdown(rows):
         out.append({"mechanism": mech, "floor": floor, "sender": sender,
                     "wake_path": busy_path, "idle_cpu": idle, "total": blocked})
     return out
+
+
+def throughput_rows(runs):
+    """Rows of the throughput suite read as such (rates, not latencies)."""
+    return [r for run in runs if run.suite == "throughput" for r in run.rows
+            if "msgs_per_s_stats" in r]
+
+
+THROUGHPUT_BASELINE = "ck-ring"
+
+
+def throughput_summary(rows):
+    """Per throughput row: the median per-interval rate, its range, the
+    kicks per message, and the ratio of its median to the median of the
+    baseline (ck-ring) of the same run (same file, CPUs and batch): above
+    1, it moved more messages per second than the baseline."""
+    base = {}
+    for r in rows:
+        if r["mechanism"] == THROUGHPUT_BASELINE:
+            base[(r["_file"], r["src_cpu"], r["dst_cpu"], r["batch"])] = r
+    out = []
+    for r in rows:
+        st = r["msgs_per_s_stats"]
+        b = base.get((r["_file"], r["src_cpu"], r["dst_cpu"], r["batch"]))
+        ratio = None
+        if b is not None and b is not r and b["msgs_per_s_stats"]["p50"] > 0:
+            ratio = st["p50"] / b["msgs_per_s_stats"]["p50"]
+        out.append({"mechanism": r["mechanism"], "file": r["_file"].name,
+                    "src_cpu": r["src_cpu"], "dst_cpu": r["dst_cpu"], "batch": r["batch"],
+                    "p50": st["p50"], "min": st["min"], "max": st["max"],
+                    "msgs_per_s": r["msgs_per_s"], "kicks_per_msg": r["kicks_per_msg"],
+                    "baseline": b["mechanism"] if b is not None and b is not r else None,
+                    "vs_baseline": ratio})
+    return out

@@ -3,7 +3,7 @@ external resources."""
 import base64
 import html
 
-from . import analysis
+from . import analysis, load
 
 CSS = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222;line-height:1.45}
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
@@ -61,7 +61,35 @@ def _summary(urows):
     return "\n".join(out + ["</table>"])
 
 
-def _advice(runs, urows, brows):
+def rate(v):
+    if v is None:
+        return "-"
+    return f"{v / 1e6:.2f} M/s" if v >= 1e5 else f"{v:.0f} /s"
+
+
+def _throughput(trows):
+    s = analysis.throughput_summary(trows)
+    several = len({x["file"] for x in s}) > 1
+    out = ["<table><tr><th>mechanism</th>" + ("<th>file</th>" if several else "") +
+           "<th>CPUs</th><th>batch</th><th>msgs/s p50</th><th>range (min - max)</th>"
+           f"<th>p50 / {e(analysis.THROUGHPUT_BASELINE)} p50</th><th>kicks/msg</th></tr>"]
+    for x in sorted(s, key=lambda x: (x["file"], x["batch"], -x["p50"])):
+        ratio = "-" if x["vs_baseline"] is None else f"{x['vs_baseline']:.2f}x"
+        out.append(f"<tr><td>{e(x['mechanism'])}</td>" + (f"<td>{e(x['file'])}</td>" if several else "") +
+                   f"<td>{x['src_cpu']}&gt;{x['dst_cpu']}</td><td>{x['batch']}</td>"
+                   f"<td>{rate(x['p50'])}</td><td>{rate(x['min'])} - {rate(x['max'])}</td>"
+                   f"<td>{ratio}</td><td>{x['kicks_per_msg']:.4f}</td></tr>")
+    out.append("</table><p>One sender streams small messages to one receiver on another CPU, "
+               "which polls and checks every value. Each row is measured over many short "
+               "intervals: p50 is the median interval's rate, the range the slowest and the fastest. "
+               f"The ratio divides by {e(analysis.THROUGHPUT_BASELINE)} (Concurrency Kit's "
+               "single-producer ring) of the same run: above 1.00x, more messages per second. "
+               "kicks/msg counts the wake-ups the sender had to make per message: a polling "
+               "receiver needs none.</p>")
+    return "\n".join(out)
+
+
+def _advice(runs, urows, brows, trows=()):
     items = []
     for w in analysis.winners(urows):
         t = (f"<b>{e(w['scenario'])}</b>: fastest median is <b>{e(w['p50'])}</b> ({ns(w['p50_ns'])})")
@@ -75,6 +103,11 @@ def _advice(runs, urows, brows):
         others = ", ".join(f"{e(r['mechanism'])} {ns(r['last_ns']['p50'])}" for r in at if r is not best)
         items.append(f"<b>broadcast to {k}</b>: <b>{e(best['mechanism'])}</b> wakes the last waiter "
                      f"soonest ({ns(best['last_ns']['p50'])} median; {others}).")
+    for x in analysis.throughput_summary(list(trows)):
+        if x["vs_baseline"] is not None:
+            items.append(f"<b>throughput</b> (batch {x['batch']}): <b>{e(x['mechanism'])}</b> moves "
+                         f"{rate(x['p50'])} (median interval), {x['vs_baseline']:.2f}x "
+                         f"{e(x['baseline'])}, with {x['kicks_per_msg']:.4f} kicks per message.")
     for r in sorted(urows, key=lambda r: -r["latency_ns"]["p99"] / max(analysis.p50(r), 1))[:3]:
         items.append(f"Heaviest tail: {e(r['mechanism'])} / {e(r['scenario'])} has p99 "
                      f"{r['latency_ns']['p99'] / max(analysis.p50(r), 1):.1f}x its median.")
@@ -88,6 +121,7 @@ def _advice(runs, urows, brows):
 def page(runs, figures, problems, outdir):
     urows = analysis.unicast_rows(runs)
     brows = analysis.broadcast_rows(runs)
+    trows = analysis.throughput_rows(runs)
     parts = ["<!doctype html><html><head><meta charset=utf-8><title>nemo report</title>",
              f"<style>{CSS}</style></head><body><h1>nemo: event notification on this machine</h1>",
              "<p><b>How to read this.</b> Each mechanism wakes a thread on another CPU. Latency is "
@@ -99,14 +133,15 @@ def page(runs, figures, problems, outdir):
              "(it computes).</p>",
              "<h2>Machine</h2>", _machine(runs),
              "<h2>Summary</h2>", _summary(urows) if urows else "<p>No unicast results.</p>",
-             "<h2>What to use on this machine</h2>", _advice(runs, urows, brows),
+             *(["<h2>Throughput</h2>", _throughput(trows)] if trows else []),
+             "<h2>What to use on this machine</h2>", _advice(runs, urows, brows, trows),
              "<h2>Figures</h2>"]
     for name, caption in figures:
         data = base64.b64encode((outdir / name).read_bytes()).decode()
         parts.append(f"<figure><img src=\"data:image/png;base64,{data}\" alt=\"{e(name)}\">"
                      f"<figcaption>{e(caption)}</figcaption></figure>")
     other = [r for run in runs if run.suite not in ("unicast", "broadcast", "coherence", "policy")
-             for r in run.rows]
+             for r in run.rows if not load.is_throughput_row(run.suite, r)]
     if other:
         parts.append("<h2>Other results</h2><table><tr><th>suite file</th><th>mechanism</th>"
                      "<th>scenario</th><th>p50</th><th>p99</th><th>msgs/s</th></tr>")

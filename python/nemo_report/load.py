@@ -8,6 +8,8 @@ import pathlib
 
 STATS = ("min", "p50", "p90", "p99", "max", "mean", "stddev")
 ROW_REQUIRED = ("mechanism", "scenario", "src_cpu", "dst_cpu", "trials", "latency_ns", "sender_ns")
+THROUGHPUT_REQUIRED = ("mechanism", "scenario", "src_cpu", "dst_cpu", "trials", "seconds", "batch",
+                       "messages", "msgs_per_s", "msgs_per_s_stats", "kicks_per_msg")
 BASELINES_FLOOR = "spin"
 
 
@@ -35,10 +37,32 @@ def _check_stats(obj, where, problems):
     return True
 
 
-def _check_row(row, where, problems):
+def is_throughput_row(suite, row):
+    """A row of the throughput suite, to be read as one: the suite's rows
+    carry rates instead of latencies (docs/bench-json.md).  A row of that
+    suite that has latencies is read as a latency row (and lands in the
+    report's table of other results)."""
+    return suite == "throughput" and isinstance(row, dict) and "latency_ns" not in row
+
+
+def _check_throughput_row(row, where, problems):
+    for k in THROUGHPUT_REQUIRED:
+        if k not in row:
+            problems.append(f"{where}.{k}: missing")
+            return False
+    for k in ("msgs_per_s", "kicks_per_msg", "seconds"):
+        if not isinstance(row[k], (int, float)) or isinstance(row[k], bool):
+            problems.append(f"{where}.{k}: not a number")
+            return False
+    return _check_stats(row["msgs_per_s_stats"], f"{where}.msgs_per_s_stats", problems)
+
+
+def _check_row(row, where, problems, suite=None):
     if not isinstance(row, dict):
         problems.append(f"{where}: not an object")
         return False
+    if is_throughput_row(suite, row):
+        return _check_throughput_row(row, where, problems)
     for k in ROW_REQUIRED:
         if k not in row:
             problems.append(f"{where}.{k}: missing")
@@ -69,7 +93,7 @@ def load_file(path, problems):
     rows = []
     for i, row in enumerate(results):
         mine = []
-        if _check_row(row, f"results[{i}]", mine):
+        if _check_row(row, f"results[{i}]", mine, doc.get("suite")):
             row["_file"] = path
             rows.append(row)
         problems.extend(f"{path}: {m}" for m in mine)

@@ -15,9 +15,10 @@ from nemo_report import analysis, cli, load
 
 HERE = pathlib.Path(__file__).parent
 FIX = HERE / "fixtures"
-GOOD = ["unicast.json", "broadcast.json", "coherence.json", "policy.json"]
+GOOD = ["unicast.json", "broadcast.json", "coherence.json", "policy.json", "throughput.json"]
 ALL_FIGURES = {"latency_boxes.png", "latency_cdfs.png", "sender_cost.png", "broadcast_k.png",
-               "broadcast_spread.png", "coherence.png", "breakdown.png", "policy.png"}
+               "broadcast_spread.png", "coherence.png", "breakdown.png", "policy.png",
+               "throughput.png"}
 
 
 def build(tmp_path, names, capsys=None):
@@ -99,3 +100,56 @@ def test_command_line(tmp_path):
                          "-o", str(tmp_path / "o")], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     assert (tmp_path / "o" / "coherence.png").exists()
+
+
+def test_throughput_table_and_figure(tmp_path):
+    """The throughput suite gets its table (ratio to ck-ring of the same run,
+    computed from the numbers) and its figure; its rows are not "other"."""
+    runs, problems = load.load_all([FIX / "throughput.json"])
+    assert not problems
+    rows = analysis.throughput_rows(runs)
+    by = {r["mechanism"]: r for r in rows}
+    assert set(by) == {"nemo-am", "ck-ring"}
+    s = {x["mechanism"]: x for x in analysis.throughput_summary(rows)}
+    want = by["nemo-am"]["msgs_per_s_stats"]["p50"] / by["ck-ring"]["msgs_per_s_stats"]["p50"]
+    assert s["nemo-am"]["vs_baseline"] == pytest.approx(want)
+    assert s["nemo-am"]["baseline"] == "ck-ring"
+    assert s["ck-ring"]["vs_baseline"] is None
+    rc, out = build(tmp_path, ["throughput.json"])
+    assert rc == 0
+    page = (out / "index.html").read_text()
+    assert "<h2>Throughput</h2>" in page
+    assert f"{want:.2f}x" in page
+    assert f"{by['nemo-am']['kicks_per_msg']:.4f}" in page
+    assert "Other results" not in page
+    assert {p.name for p in out.glob("*.png")} == {"throughput.png"}
+    assert page.count('<img src="data:image/png;base64,') == 1
+
+
+def test_throughput_figure_uses_interval_samples(tmp_path):
+    """With the per-interval CSV next to the JSON, every interval is drawn."""
+    doc = json.loads((FIX / "throughput.json").read_text())
+    (tmp_path / "s").mkdir()
+    for row in doc["results"]:
+        name = f"s/{row['mechanism']}.csv"
+        with open(tmp_path / name, "w") as f:
+            f.write("interval,start_s,seconds,messages,msgs_per_s\n")
+            for i in range(row["trials"]):
+                f.write(f"{i},{i * 0.1},0.1,{i + 1},{(i + 1) * 10.0}\n")
+        row["samples_file"] = name
+    (tmp_path / "t.json").write_text(json.dumps(doc))
+    rc = cli.main(["build", str(tmp_path / "t.json"), "-o", str(tmp_path / "out")])
+    assert rc == 0
+    assert (tmp_path / "out" / "throughput.png").exists()
+
+
+def test_throughput_row_missing_a_field(tmp_path, capsys):
+    doc = json.loads((FIX / "throughput.json").read_text())
+    del doc["results"][1]["msgs_per_s_stats"]
+    bad = tmp_path / "bad_throughput.json"
+    bad.write_text(json.dumps(doc))
+    rc = cli.main(["build", str(bad), "-o", str(tmp_path / "out")])
+    assert rc == 0
+    assert "bad_throughput.json: results[1].msgs_per_s_stats: missing" in capsys.readouterr().err
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "<h2>Throughput</h2>" in page        # the valid row still reported

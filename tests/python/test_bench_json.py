@@ -76,7 +76,7 @@ def test_unicast(tmp_path, schema):
     names = {(r["mechanism"], r["scenario"]) for r in doc["results"]}
     for mech in ("spin", "spin-rtt", "futex", "condvar", "eventfd", "pipe",
                  "signal-running", "signal-blocked", "nemo-event", "nemo-cond",
-                 "nemo-cond-kick", "ck-ec"):
+                 "nemo-cond-kick", "ck-ec", "nemo-am", "nemo-notify"):
         assert any(m == mech for m, _ in names), mech
     for row in doc["results"]:
         check_row(row, path, 60)
@@ -94,7 +94,7 @@ def test_broadcast(tmp_path, schema):
     jsonschema.validate(doc, schema)
     rows = doc["results"]
     assert {(r["mechanism"], r["waiters"]) for r in rows} == {
-        (m, k) for m in ("condvar", "futex", "nemo-cond") for k in (1, 3)}
+        (m, k) for m in ("condvar", "futex", "nemo-cond", "nemo-am") for k in (1, 3)}
     for row in rows:
         check_row(row, path, 40)
         assert len(row["waiter_cpus"]) == row["waiters"]
@@ -138,9 +138,49 @@ def test_policy(tmp_path, schema):
         assert c["within_2x"] == (c["latency_ratio"] <= 2 and c["cpu_ratio"] <= 2)
 
 
+def test_throughput(tmp_path, schema):
+    doc, path = run(tmp_path, "throughput", "--seconds", "0.3", "--batch", "16")
+    jsonschema.validate(doc, schema)
+    assert doc["suite"] == "throughput"
+    assert doc["config"]["trials"] == doc["config"]["intervals"]
+    rows = {r["mechanism"]: r for r in doc["results"]}
+    assert set(rows) == {"nemo-am", "ck-ring"}
+    for row in rows.values():
+        # nemo-bench checked the sum of every message itself (a wrong sum
+        # fails the run); here, only that the row is coherent.
+        assert row["scenario"] == "polling"
+        assert row["batch"] == 16
+        assert row["messages"] > 0
+        assert row["msgs_per_s"] > 0
+        assert row["msgs_per_s"] == pytest.approx(row["messages"] / row["seconds"])
+        assert isinstance(row["kicks_per_msg"], (int, float))
+        check_stats(row["msgs_per_s_stats"])
+        with open(path.parent / row["samples_file"]) as f:
+            lines = list(csv.DictReader(f))
+        assert len(lines) == row["trials"] == doc["config"]["intervals"]
+        assert sum(int(x["messages"]) for x in lines) == row["messages"]
+        rates = sorted(float(x["msgs_per_s"]) for x in lines)
+        assert rates[0] == pytest.approx(row["msgs_per_s_stats"]["min"], rel=1e-6)
+        assert rates[-1] == pytest.approx(row["msgs_per_s_stats"]["max"], rel=1e-6)
+    assert rows["ck-ring"]["kicks_per_msg"] == 0
+
+
 def test_schema_rejects_renamed_field(tmp_path, schema):
     """The schema guards the field names the issue fixes."""
     doc, _ = run(tmp_path, "unicast", "--mechanisms", "spin", "--trials", "20")
     doc["results"][0]["latency"] = doc["results"][0].pop("latency_ns")
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, schema)
+
+
+def test_schema_rejects_a_throughput_row_without_its_fields(tmp_path, schema):
+    """A throughput row is checked as one; a latency suite cannot pass one off."""
+    doc, _ = run(tmp_path, "throughput", "--mechanisms", "ck-ring", "--seconds", "0.1")
+    jsonschema.validate(doc, schema)
+    bad = json.loads(json.dumps(doc))
+    bad["results"][0]["msgs_per_s_rate"] = bad["results"][0].pop("msgs_per_s")
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+    doc["suite"] = "unicast"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, schema)
