@@ -8,8 +8,12 @@
  * Mechanisms:
  *   nemo-am  nemo's active messages: action 0 sums msg->arg on the
  *            receiver, a place polling with nemo_poll (policy spin); the
- *            sender sends batches of B, B-1 of them with NEMO_MORE (only
- *            the hint and the kick are deferred: domain.h).
+ *            sender sends batches of B with one nemo_am_send_batch call
+ *            (validated once, one publication per batch).
+ *   nemo-am-each  the same, one nemo_am_send per message: B-1 with
+ *            NEMO_MORE (only the hint and the kick are deferred:
+ *            domain.h), the B-th without.  What a caller that cannot
+ *            gather its messages into an array gets.
  *   ck-ring  the peer baseline: Concurrency Kit's SPSC ring of 8-byte
  *            values (the value carried as the void *), a spinning
  *            consumer; the producer spins while the ring is full.
@@ -277,6 +281,40 @@ static void *am_receiver(void *p)
 	return NULL;
 }
 
+/* nemo-am-each: one call per message. */
+static void *am_each_sender(void *p)
+{
+	struct tp_run *r = p;
+	int err = nemo_place_join(r->domain, NULL, NULL);
+	if (err)
+		fatal("nemo-am-each: the sender cannot join: %s", nemo_strerror(err));
+	wait_until_eq(&r->rx_ready, 1, BENCH_STUCK_S, "nemo-am-each: receiver's join");
+	nemo_place_id rx = atomic_load_explicit(&r->rx_id, memory_order_relaxed);
+	err = nemo_domain_get_counters(r->domain, &r->before);
+	if (err)
+		fatal("nemo-am-each: nemo_domain_get_counters: %s", nemo_strerror(err));
+	uint64_t v = 0;
+	long more = r->batch - 1;
+	while (!atomic_load_explicit(&r->stop, memory_order_relaxed)) {
+		for (long b = 0; b < more; b++) {
+			err = nemo_am_send(rx, 0, ++v, NEMO_MORE);
+			if (__builtin_expect(err != 0, 0))
+				fatal("nemo-am-each: nemo_am_send (message %llu): %s",
+				      (unsigned long long)v, nemo_strerror(err));
+		}
+		/* The batch's last send publishes it (hint, kick if needed). */
+		err = nemo_am_send(rx, 0, ++v, 0);
+		if (__builtin_expect(err != 0, 0))
+			fatal("nemo-am-each: nemo_am_send (message %llu): %s",
+			      (unsigned long long)v, nemo_strerror(err));
+	}
+	sender_done(r, v);
+	err = nemo_place_leave();
+	if (err)
+		fatal("nemo-am-each: the sender cannot leave: %s", nemo_strerror(err));
+	return NULL;
+}
+
 static void *am_sender(void *p)
 {
 	struct tp_run *r = p;
@@ -289,20 +327,22 @@ static void *am_sender(void *p)
 	if (err)
 		fatal("nemo-am: nemo_domain_get_counters: %s", nemo_strerror(err));
 	uint64_t v = 0;
-	long more = r->batch - 1;
+	uint64_t *args = xcalloc((size_t)r->batch, sizeof *args);
 	while (!atomic_load_explicit(&r->stop, memory_order_relaxed)) {
-		for (long b = 0; b < more; b++) {
-			err = nemo_am_send(rx, 0, ++v, NEMO_MORE);
-			if (__builtin_expect(err != 0, 0))
-				fatal("nemo-am: nemo_am_send (message %llu): %s",
-				      (unsigned long long)v, nemo_strerror(err));
-		}
-		/* The batch's last send publishes it (hint, kick if needed). */
-		err = nemo_am_send(rx, 0, ++v, 0);
+		/* One batch: nemo_am_send_batch validates once, writes the ring
+		 * entries in a tight loop and publishes once (hint, kick if
+		 * needed).  The values fill the array as the producer of a real
+		 * stream would. */
+		for (long b = 0; b < r->batch; b++)
+			args[b] = v + 1 + (uint64_t)b;
+		size_t sent = 0;
+		err = nemo_am_send_batch(rx, 0, args, (size_t)r->batch, 0, &sent);
+		v += sent;
 		if (__builtin_expect(err != 0, 0))
-			fatal("nemo-am: nemo_am_send (message %llu): %s",
-			      (unsigned long long)v, nemo_strerror(err));
+			fatal("nemo-am: nemo_am_send_batch (message %llu): %s",
+			      (unsigned long long)v + 1, nemo_strerror(err));
 	}
+	free(args);
 	sender_done(r, v);
 	err = nemo_place_leave();
 	if (err)
@@ -385,8 +425,10 @@ typedef struct tp_mech {
 } tp_mech;
 
 static const tp_mech tp_mechs[] = {
-	{ "nemo-am", "nemo_am_send in batches (NEMO_MORE) to a place polling with nemo_poll (policy spin)",
+	{ "nemo-am", "nemo_am_send_batch of --batch messages to a place polling with nemo_poll (policy spin)",
 	  am_setup, am_receiver, am_sender },
+	{ "nemo-am-each", "nemo-am with one nemo_am_send per message (NEMO_MORE but the batch's last)",
+	  am_setup, am_receiver, am_each_sender },
 	{ "ck-ring", "Concurrency Kit ck_ring SPSC (1024 entries), spinning consumer and producer",
 	  ck_setup, ck_receiver, ck_sender },
 };

@@ -122,6 +122,22 @@ int nemo_am_sendv(nemo_place_id dest, uint32_t id, uint64_t arg, const void *pay
 		  size_t len, unsigned flags);
 
 /**
+ * Send n messages to dest, all running action `id` (or event), with the
+ * arguments args[0..n-1], in that order: one validation and one wake-up
+ * for the lot (the fast path for streams; a polling receiver starts on
+ * the first while later ones are still being written).  Equivalent to n
+ * nemo_am_send calls, the last without NEMO_MORE (unless flags has it).
+ * @param sent receives how many were queued, a prefix of args (may be NULL)
+ * @return 0 if all n were queued; otherwise the error that stopped the
+ *         batch (as nemo_am_send: ESRCH if dest left - the messages before
+ *         *sent were delivered, the rest were not; EAGAIN with
+ *         NEMO_NONBLOCK when the ring filled; ...); EINVAL for NULL args
+ *         with n > 0.
+ */
+int nemo_am_send_batch(nemo_place_id dest, uint32_t id, const uint64_t *args, size_t n,
+		       unsigned flags, size_t *sent);
+
+/**
  * Send the same message to many places: to `set` (n ids), or, with set
  * NULL, to every place of the caller's domain but the caller.  Each
  * destination gets its own copy in its own ring; an event is resolved per

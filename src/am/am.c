@@ -186,6 +186,32 @@ int nemo_am_send(nemo_place_id dest, uint32_t id, uint64_t arg, unsigned flags)
 	return nemo_am_sendv(dest, id, arg, NULL, 0, flags);
 }
 
+int nemo_am_send_batch(nemo_place_id dest, uint32_t id, const uint64_t *args, size_t n,
+		       unsigned flags, size_t *sent)
+{
+	nemo_place *me = nemo__place_self();
+	if (sent)
+		*sent = 0;
+	if (!me)
+		return ENOTCONN;
+	if (n && !args)
+		return EINVAL;
+	int err = check_args(NULL, 0, flags);
+	if (err)
+		return err;
+	nemo__busy_enter(me);
+	uint32_t meta, st;
+	nemo_place *dst;
+	size_t k = 0;
+	err = resolve(me->d, dest, id, 0, &meta, &dst, &st);
+	if (!err && n)
+		err = nemo__msg_send_batch(me, dst, st, dest, meta, args, n, flags, &k);
+	nemo__busy_exit(me);
+	if (sent)
+		*sent = k;
+	return err;
+}
+
 int nemo_am_broadcast(const nemo_place_id *set, size_t n, uint32_t id, uint64_t arg,
 		      const void *payload, size_t len, unsigned flags, size_t *sent)
 {

@@ -29,12 +29,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static __thread nemo_place *tls_place __attribute__((tls_model("initial-exec")));
-
-nemo_place *nemo__place_self(void)
-{
-	return tls_place;
-}
+__thread nemo_place *nemo__tls_place __attribute__((tls_model("initial-exec")));
+#define tls_place nemo__tls_place
 
 nemo_place_id nemo_place_self(void)
 {
@@ -480,6 +476,10 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 			p->hot_next = 0;
 			p->policy = a.policy;
 			p->handled = 0;
+			p->in_row = nemo__in_of(d, i, 0);
+			p->link_row = nemo__link_of(d, i, 0);
+			p->ring_row = nemo__ring_of(d, i, 0);
+			p->out_row = nemo__out_of(d, i, 0);
 			p->pinned = pinned;
 			if (pinned) {
 				memcpy(p->old_mask, &old, sizeof old < sizeof p->old_mask ? sizeof old : sizeof p->old_mask);

@@ -159,6 +159,12 @@ typedef struct nemo_place {
 	unsigned char old_mask[128];  /* affinity before pinning (cpu_set_t) */
 	size_t old_mask_len;
 	unsigned handled;             /* handlers run in the current poll/wait */
+	/* This index's rows as a receiver (set at join): the queues from
+	 * sender s are in_row[s], link_row[s], ring_row + s * R. */
+	nemo__in *in_row;
+	nemo__link *link_row;
+	nemo__slot *ring_row;
+	nemo__out *out_row;           /* as a sender: out_row[r] */
 
 	/* Counters: written by the owner only (relaxed), summed by readers. */
 	_Alignas(NEMO__CACHELINE) _Atomic uint64_t c_am_sent, c_am_handled, c_nf_sent, c_nf_handled;
@@ -244,8 +250,13 @@ static inline nemo_place_id nemo__sender_id(struct nemo_domain *d, unsigned s, u
 		atomic_load_explicit(&(p)->field, memory_order_relaxed) + 1, memory_order_relaxed)
 
 /* The calling thread's place (NULL if none).  Readable from the
- * interrupt signal handler (initial-exec TLS). */
-nemo_place *nemo__place_self(void);
+ * interrupt signal handler (initial-exec TLS); inline: every send and
+ * poll starts here. */
+extern __thread nemo_place *nemo__tls_place __attribute__((tls_model("initial-exec")));
+static inline nemo_place *nemo__place_self(void)
+{
+	return nemo__tls_place;
+}
 
 /* Check a live domain: 0, EINVAL (NULL), EIDRM. */
 int nemo__domain_check(const struct nemo_domain *d);
@@ -268,6 +279,12 @@ nemo_place *nemo__dest(struct nemo_domain *d, nemo_place_id id, uint32_t *st);
  */
 int nemo__msg_send(nemo_place *me, nemo_place *dst, uint32_t st, nemo_place_id dest, uint32_t meta,
 		   uint64_t arg, const void *payload, size_t len, unsigned flags);
+
+/* Enqueue n one-slot messages (same meta, args[i]) from me to dest, as
+ * nemo__msg_send does one: returns 0 or the error that stopped it, with
+ * *sent the number queued (a prefix). */
+int nemo__msg_send_batch(nemo_place *me, nemo_place *dst, uint32_t st, nemo_place_id dest, uint32_t meta,
+			 const uint64_t *args, size_t n, unsigned flags, size_t *sent);
 
 /* The asymmetric barrier (queue.c, THE ASYMMETRIC BARRIER): true when
  * leavers call membarrier, so senders need no fence at S2.  Set once,

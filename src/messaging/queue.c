@@ -160,6 +160,7 @@
 #include <string.h>
 
 #define NEMO__SERVE_DEPTH_MAX 8
+#define NEMO__PREFETCH_SLOTS 16     /* 4 lines ahead */
 
 static inline uint32_t slots_for(size_t len)
 {
@@ -221,7 +222,7 @@ nemo_place *nemo__dest(struct nemo_domain *d, nemo_place_id id, uint32_t *st)
 void nemo__publish(nemo_place *me, unsigned r, bool push)
 {
 	struct nemo_domain *d = me->d;
-	nemo__out_of(d, me->idx, r)->deferred = 0;
+	me->out_row[r].deferred = 0;
 	_Atomic uint64_t *w = nemo__hint_row(d, r) + me->idx / 64;
 	uint64_t bit = 1ull << (me->idx % 64);
 	NEMO__FENCE();                           /* P */
@@ -309,7 +310,7 @@ int nemo__msg_send(nemo_place *me, nemo_place *dst, uint32_t st, nemo_place_id d
 {
 	struct nemo_domain *d = me->d;
 	unsigned r = nemo_place_index(dest);
-	nemo__out *o = nemo__out_of(d, me->idx, r);
+	nemo__out *o = &me->out_row[r];
 	nemo__link *lk = nemo__link_of(d, r, me->idx);
 	uint32_t need = slots_for(len);
 	if (o->tail + need - o->ack_seen > d->R) {
@@ -331,6 +332,10 @@ int nemo__msg_send(nemo_place *me, nemo_place *dst, uint32_t st, nemo_place_id d
 		memcpy((unsigned char *)ps + 4, src + off, n);
 	}
 	nemo__slot *hs = &ring[p & mask];
+	/* Ask for the line we will write a few messages from now: the
+	 * consumer read it a lap ago, so taking it back costs a round trip,
+	 * which this overlaps with the messages in between. */
+	__builtin_prefetch(&ring[(p + NEMO__PREFETCH_SLOTS) & mask], 1);
 	hs->meta = meta;
 	hs->arg = arg;
 	uint32_t seq = nemo__slot_seq(p, nemo__gtag(nemo__id_gen(dest)), nemo__gtag(me->gen));
@@ -366,6 +371,105 @@ int nemo__msg_send(nemo_place *me, nemo_place *dst, uint32_t st, nemo_place_id d
 	return 0;
 }
 
+/* A batch of one-slot messages: S1 for each (room permitting), then one
+ * S3 and one publication for the lot.  If S3 finds the receiver leaving,
+ * the entries are settled in order: those its ack covers, or whose CAS
+ * fails (its final drain took them), were delivered; from the first CAS
+ * that succeeds on, none is (the final drain stops at the first entry it
+ * cannot take, so the rest are ours to take back). */
+static uint32_t batch_settle(nemo_place *me, nemo__slot *ring, uint32_t mask, nemo__link *lk,
+			     uint32_t first, uint32_t end, uint32_t rtag, size_t *delivered)
+{
+	uint32_t ack = atomic_load_explicit(&lk->ack, memory_order_acquire);
+	size_t k = 0;
+	uint32_t p = first;
+	for (; p != end; p++) {
+		if ((int32_t)(ack - (p + 1)) >= 0) {
+			k++;
+			continue;
+		}
+		nemo__slot *hs = &ring[p & mask];
+		uint32_t exp = nemo__slot_seq(p, rtag, nemo__gtag(me->gen));
+		if (!atomic_compare_exchange_strong_explicit(&hs->seq, &exp, 0, memory_order_acq_rel,
+							     memory_order_acquire)) {
+			k++;
+			continue;
+		}
+		break;
+	}
+	uint32_t stop = p;
+	for (; p != end; p++) {
+		nemo__slot *hs = &ring[p & mask];
+		uint32_t exp = nemo__slot_seq(p, rtag, nemo__gtag(me->gen));
+		atomic_compare_exchange_strong_explicit(&hs->seq, &exp, 0, memory_order_acq_rel,
+							memory_order_acquire);
+	}
+	*delivered = k;
+	return stop;        /* the new tail: everything from here was taken back */
+}
+
+int nemo__msg_send_batch(nemo_place *me, nemo_place *dst, uint32_t st, nemo_place_id dest, uint32_t meta,
+			 const uint64_t *args, size_t n, unsigned flags, size_t *sent)
+{
+	struct nemo_domain *d = me->d;
+	unsigned r = nemo_place_index(dest);
+	nemo__out *o = &me->out_row[r];
+	nemo__link *lk = nemo__link_of(d, r, me->idx);
+	nemo__slot *ring = nemo__ring_of(d, r, me->idx);
+	uint32_t mask = d->R - 1, rtag = nemo__gtag(nemo__id_gen(dest)), stag = nemo__gtag(me->gen);
+	size_t done = 0;
+	int err = 0;
+	while (done < n) {
+		/* As many as fit now (at least one, after waiting if needed). */
+		uint32_t room = d->R - (o->tail - o->ack_seen);
+		if (!room) {
+			o->ack_seen = atomic_load_explicit(&lk->ack, memory_order_acquire);
+			room = d->R - (o->tail - o->ack_seen);
+		}
+		if (!room) {
+			struct ring_room rr = { o, lk, 1, d->R };
+			err = wait_room(me, dst, st, r, flags, ring_has_room, &rr);
+			if (err)
+				break;
+			continue;
+		}
+		size_t chunk = n - done < room ? n - done : room;
+		uint32_t first = o->tail, p = first;
+		for (size_t i = 0; i < chunk; i++, p++) {                    /* S1 */
+			nemo__slot *hs = &ring[p & mask];
+			__builtin_prefetch(&ring[(p + NEMO__PREFETCH_SLOTS) & mask], 1);
+			hs->meta = meta;
+			hs->arg = args[done + i];
+			atomic_store_explicit(&hs->seq, nemo__slot_seq(p, rtag, stag), memory_order_release);
+		}
+		o->tail = p;
+		if (!nemo__asym)
+			NEMO__FENCE();                                       /* S2 */
+		if (atomic_load_explicit(&dst->status, memory_order_seq_cst) != st) { /* S3 */
+			size_t k;
+			o->tail = batch_settle(me, ring, mask, lk, first, p, rtag, &k);
+			done += k;
+			for (size_t i = 0; i < k; i++)
+				NEMO__PCOUNT(me, c_am_sent);
+			if (k < chunk)
+				NEMO__PCOUNT(me, c_send_failures);
+			err = k < chunk ? ESRCH : 0;
+			if (err)
+				break;
+			continue;
+		}
+		atomic_store_explicit(&me->c_am_sent,
+				      atomic_load_explicit(&me->c_am_sent, memory_order_relaxed) + chunk,
+				      memory_order_relaxed);
+		done += chunk;
+		o->deferred = 1;
+	}
+	if (o->deferred && !(flags & NEMO_MORE))
+		nemo__publish(me, r, flags & NEMO_PUSH);                     /* S4, S5 */
+	*sent = done;
+	return err;
+}
+
 /* ------------------------------------------------------- notify send */
 
 struct nf_room {
@@ -395,7 +499,7 @@ static int notify_send(nemo_place *me, nemo_place_id dest, uint32_t chan, unsign
 		return ENOENT;
 	}
 	unsigned r = nemo_place_index(dest);
-	nemo__out *o = nemo__out_of(d, me->idx, r);
+	nemo__out *o = &me->out_row[r];
 	nemo__link *lk = nemo__link_of(d, r, me->idx);
 	struct nf_room nr = { o, lk, NULL };
 	if (!nf_has_room(&nr)) {
@@ -481,10 +585,20 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 			   unsigned budget, bool *more)
 {
 	struct nemo_domain *d = me->d;
-	nemo__in *in = nemo__in_of(d, me->idx, s);
-	nemo__link *lk = nemo__link_of(d, me->idx, s);
+	nemo__in *in = &me->in_row[s];
+	nemo__link *lk = &me->link_row[s];
+	nemo__slot *ring = me->ring_row + (size_t)s * d->R;
+	uint32_t mask = d->R - 1;
 	uint32_t g = nemo__gtag(me->gen);
 	unsigned n = 0;
+
+	/* Nothing there (the common case of a poll): two loads and out. */
+	if (!final &&
+	    !nemo__slot_match(atomic_load_explicit(&ring[in->head & mask].seq, memory_order_acquire),
+			      in->head, g) &&
+	    !nemo__nf_match(atomic_load_explicit(&lk->nf[in->nf_head % NEMO_NOTIFY_FIFO_LEN],
+						 memory_order_acquire), g))
+		return 0;
 
 	/* Notifications. */
 	while (final || n < budget) {
@@ -510,8 +624,6 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 	}
 
 	/* Active messages. */
-	nemo__slot *ring = nemo__ring_of(d, me->idx, s);
-	uint32_t mask = d->R - 1;
 	while (final || n < budget) {
 		uint32_t p = in->head;
 		nemo__slot *hs = &ring[p & mask];
@@ -609,24 +721,27 @@ unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final)
 bool nemo__pending(nemo_place *me)
 {
 	struct nemo_domain *d = me->d;
-	_Atomic uint64_t *row = nemo__hint_row(d, me->idx);
-	for (unsigned w = 0; w < d->HW; w++)
-		if (atomic_load_explicit(&row[w], memory_order_seq_cst))
-			return true;
 	uint32_t g = nemo__gtag(me->gen);
+	/* Hot queues first: a stream's next entry is found with the one line
+	 * transfer that brings it, before the sender's hint RMW (a second
+	 * line, which it is writing at that moment) is even looked at. */
 	for (unsigned i = 0; i < NEMO__HOT; i++) {
 		unsigned s = me->hot[i];
 		if (s >= d->P)
 			continue;
-		nemo__in *in = nemo__in_of(d, me->idx, s);
-		nemo__slot *hs = &nemo__ring_of(d, me->idx, s)[in->head & (d->R - 1)];
+		nemo__in *in = &me->in_row[s];
+		nemo__slot *hs = &me->ring_row[(size_t)s * d->R + (in->head & (d->R - 1))];
 		if (nemo__slot_match(atomic_load_explicit(&hs->seq, memory_order_acquire), in->head, g))
 			return true;
-		uint32_t v = atomic_load_explicit(&nemo__link_of(d, me->idx, s)->nf[in->nf_head % NEMO_NOTIFY_FIFO_LEN],
+		uint32_t v = atomic_load_explicit(&me->link_row[s].nf[in->nf_head % NEMO_NOTIFY_FIFO_LEN],
 						  memory_order_acquire);
 		if (nemo__nf_match(v, g))
 			return true;
 	}
+	_Atomic uint64_t *row = nemo__hint_row(d, me->idx);
+	for (unsigned w = 0; w < d->HW; w++)
+		if (atomic_load_explicit(&row[w], memory_order_seq_cst))
+			return true;
 	return false;
 }
 
@@ -648,8 +763,9 @@ int nemo_poll(unsigned *handled)
 static bool place_try_take(void *arg)
 {
 	nemo_place *me = arg;
-	if (!nemo__pending(me))
-		return false;
+	/* The drain itself, not "pending, then drain": its empty checks
+	 * cost as much as nemo__pending's, and a message found is handled
+	 * without a second look. */
 	unsigned n = nemo__drain(me, NEMO_AM_CTX_WAIT, false);
 	me->handled += n;
 	return n > 0;
