@@ -62,7 +62,9 @@ extern "C" {
 
 /** Where a handler runs. */
 typedef enum nemo_am_context {
-	NEMO_AM_CTX_POLL = 0,         /**< in nemo_poll, or in nemo_place_leave */
+	NEMO_AM_CTX_POLL = 0,         /**< in nemo_poll or nemo_place_leave, or deferred from
+	                                   an interrupt that arrived during another nemo call
+	                                   (run as that call returns, on the normal stack) */
 	NEMO_AM_CTX_WAIT = 1,         /**< in nemo_place_wait, or in a send waiting for room */
 	NEMO_AM_CTX_INTERRUPT = 2,    /**< in the interrupt-mode signal handler */
 } nemo_am_context;
