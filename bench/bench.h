@@ -68,6 +68,7 @@ typedef struct bench_opts {
 	double gaps_us[BENCH_MAX_LIST];
 	int ngaps;
 	const char *profile_path;     /* calibrate */
+	int rounds;                   /* unicast: rows interleaved in this many rounds */
 	double seconds;               /* throughput: measured seconds */
 	long batch;                   /* throughput: messages per batch */
 	const char *json_path;
@@ -88,6 +89,7 @@ enum {
 	OPT_PROFILE = 1u << 6,        /* --profile */
 	OPT_SECONDS = 1u << 7,        /* --seconds, --batch; such a suite runs for a time,
 	                                 so --trials, --warmup, --delay-us, --seed do not apply */
+	OPT_ROUNDS = 1u << 8,         /* --rounds: rows interleaved in rounds */
 };
 
 /** A suite: its name, its defaults and its runner. */

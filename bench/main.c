@@ -58,6 +58,10 @@ static void suite_help(const suite *s)
 		printf("  --trials N             measured trials per row (default %ld)\n", s->default_trials);
 		printf("  --warmup N             unmeasured trials first (default: trials/10, 10..100)\n");
 	}
+	if (s->options & OPT_ROUNDS)
+		printf("  --rounds N             split each row's trials into N rounds that cycle through\n"
+		       "                         every row, so all rows span the same stretch of time\n"
+		       "                         (the host may move vCPUs mid-run); default 5, 1..1000\n");
 	if (s->options & OPT_SRC_DST) {
 		printf("  --src CPU              sender's CPU (default 0)\n");
 		if (s->options & OPT_WAITERS)
@@ -226,7 +230,7 @@ static void check_trial_option(const suite *s, const char *opt)
 
 enum { O_MECHS = 256, O_SCEN, O_TRIALS, O_WARMUP, O_SRC, O_DST, O_WAITERS, O_CPUS,
        O_DELAY, O_JSON, O_SAMPLES, O_SEED, O_QUIET, O_HELP, O_POLICIES, O_GAPS, O_PROFILE,
-       O_SECONDS, O_BATCH };
+       O_SECONDS, O_BATCH, O_ROUNDS };
 
 static const struct option long_opts[] = {
 	{ "mechanisms", required_argument, NULL, O_MECHS },
@@ -248,6 +252,7 @@ static const struct option long_opts[] = {
 	{ "profile", required_argument, NULL, O_PROFILE },
 	{ "seconds", required_argument, NULL, O_SECONDS },
 	{ "batch", required_argument, NULL, O_BATCH },
+	{ "rounds", required_argument, NULL, O_ROUNDS },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -301,6 +306,10 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 		case O_SECONDS:
 			check_option(s, OPT_SECONDS, "--seconds");
 			o->seconds = parse_seconds(optarg);
+			break;
+		case O_ROUNDS:
+			check_option(s, OPT_ROUNDS, "--rounds");
+			o->rounds = (int)parse_long("--rounds", optarg, 1, 1000);
 			break;
 		case O_BATCH:
 			check_option(s, OPT_SECONDS, "--batch");
@@ -389,6 +398,10 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 	}
 	if (optind < argc)
 		usage_error("unexpected argument '%s'", argv[optind]);
+	if (!o->rounds)
+		o->rounds = (s->options & OPT_ROUNDS) ? 5 : 1;
+	if (o->rounds > o->trials)
+		o->rounds = (int)o->trials;    /* at least one trial per round */
 	if (o->warmup < 0) {
 		o->warmup = o->trials / 10;
 		o->warmup = o->warmup < 10 ? 10 : o->warmup > 100 ? 100 : o->warmup;

@@ -147,10 +147,24 @@ bool unicast_row(const bench_opts *o, const uc_mech *m, unsigned sc, int src, in
 	return unicast_row_policy(o, m, sc, src, dst, NULL, NULL, NULL, results, why, whylen);
 }
 
-bool unicast_row_policy(const bench_opts *o, const uc_mech *m, unsigned sc, int src, int dst,
-			const nemo_wait_policy *pol, const char *label, const char *tag,
-			json_t *results, char *why, size_t whylen)
+/* One row's measurements, gathered over one or more rounds. */
+struct uc_acc {
+	const uc_mech *m;
+	unsigned sc;
+	double *lat, *snd;            /* o->trials each */
+	long n;                       /* filled so far */
+	double ctx, vctx, cpu_ns;     /* sums weighted by trials */
+	double probe_before, probe_after;
+	bool failed;
+};
+
+/* Measure `trials` trials of m in scenario sc into acc (appending);
+ * false if the mechanism cannot run here (why set). */
+static bool uc_measure(const bench_opts *o, struct uc_acc *acc, int src, int dst,
+		       const nemo_wait_policy *pol, long trials, char *why, size_t whylen)
 {
+	const uc_mech *m = acc->m;
+	unsigned sc = acc->sc;
 	uc_ctx *c = xaligned(sizeof *c);
 	if (!c)
 		fatal("out of memory");
@@ -165,15 +179,15 @@ bool unicast_row_policy(const bench_opts *o, const uc_mech *m, unsigned sc, int 
 		return false;
 	}
 	struct uc_run r = {
-		.m = m, .c = c, .total = o->trials + o->warmup, .warmup = o->warmup,
-		.lat = xcalloc((size_t)o->trials, sizeof(double)),
-		.snd = xcalloc((size_t)o->trials, sizeof(double)),
+		.m = m, .c = c, .total = trials + o->warmup, .warmup = o->warmup,
+		.lat = acc->lat + acc->n,
+		.snd = acc->snd + acc->n,
 		.dmin = o->delay_min_us, .dmax = o->delay_max_us,
-		.seed = o->seed ^ ((uint64_t)sc << 32) ^ (uint64_t)(uintptr_t)m,
+		.seed = o->seed ^ ((uint64_t)sc << 32) ^ (uint64_t)(uintptr_t)m ^ (uint64_t)acc->n,
 	};
-	row out = { .mechanism = m->name, .scenario = label ? label : scenario_name(sc), .tag = tag,
-		    .src = src, .dst = dst, .trials = o->trials };
-	out.probe_before = coherence_probe(src, dst, 1000);
+	double before = coherence_probe(src, dst, 1000);
+	if (acc->n == 0)
+		acc->probe_before = before;
 	busy_thread busy;
 	if (sc == SC_LOADED)
 		busy_start(&busy, dst);
@@ -183,16 +197,30 @@ bool unicast_row_policy(const bench_opts *o, const uc_mech *m, unsigned sc, int 
 	progress_join(th, 2);
 	if (sc == SC_LOADED)
 		busy_stop(&busy);
-	out.probe_after = coherence_probe(src, dst, 1000);
+	acc->probe_after = coherence_probe(src, dst, 1000);
 	if (m->teardown)
 		m->teardown(c);
 	free(c);
-	out.lat_ns = r.lat;
-	out.nlat = (size_t)o->trials;
-	out.send_ns = r.snd;
-	out.ctx = r.ctx;
-	out.vctx = r.vctx;
-	out.cpu_ns = r.cpu_ns;
+	acc->ctx += r.ctx * (double)trials;
+	acc->vctx += r.vctx * (double)trials;
+	acc->cpu_ns += r.cpu_ns * (double)trials;
+	acc->n += trials;
+	return true;
+}
+
+static void uc_emit(const bench_opts *o, struct uc_acc *acc, int src, int dst,
+		    const nemo_wait_policy *pol, const char *label, const char *tag, json_t *results)
+{
+	row out = { .mechanism = acc->m->name, .scenario = label ? label : scenario_name(acc->sc),
+		    .tag = tag, .src = src, .dst = dst, .trials = acc->n };
+	out.probe_before = acc->probe_before;
+	out.probe_after = acc->probe_after;
+	out.lat_ns = acc->lat;
+	out.nlat = (size_t)acc->n;
+	out.send_ns = acc->snd;
+	out.ctx = acc->ctx / (double)acc->n;
+	out.vctx = acc->vctx / (double)acc->n;
+	out.cpu_ns = acc->cpu_ns / (double)acc->n;
 	row_emit(o, &out, results);
 	if (pol) {
 		char name[32];
@@ -200,9 +228,32 @@ bool unicast_row_policy(const bench_opts *o, const uc_mech *m, unsigned sc, int 
 		json_t *j = json_array_get(results, json_array_size(results) - 1);
 		json_object_set_new(j, "policy", json_string(name));
 	}
-	free(r.lat);
-	free(r.snd);
-	return true;
+}
+
+static void uc_acc_init(struct uc_acc *acc, const uc_mech *m, unsigned sc, long trials)
+{
+	*acc = (struct uc_acc){ .m = m, .sc = sc,
+				.lat = xcalloc((size_t)trials, sizeof(double)),
+				.snd = xcalloc((size_t)trials, sizeof(double)) };
+}
+
+static void uc_acc_free(struct uc_acc *acc)
+{
+	free(acc->lat);
+	free(acc->snd);
+}
+
+bool unicast_row_policy(const bench_opts *o, const uc_mech *m, unsigned sc, int src, int dst,
+			const nemo_wait_policy *pol, const char *label, const char *tag,
+			json_t *results, char *why, size_t whylen)
+{
+	struct uc_acc acc;
+	uc_acc_init(&acc, m, sc, o->trials);
+	bool ok = uc_measure(o, &acc, src, dst, pol, o->trials, why, whylen);
+	if (ok)
+		uc_emit(o, &acc, src, dst, pol, label, tag, results);
+	uc_acc_free(&acc);
+	return ok;
 }
 
 static unsigned row_scenarios(const bench_opts *o, const uc_mech *m)
@@ -210,6 +261,14 @@ static unsigned row_scenarios(const bench_opts *o, const uc_mech *m)
 	return o->scenarios ? (m->scenarios & o->scenarios) : m->scenarios;
 }
 
+/*
+ * The rows, interleaved: each row's trials are split into o->rounds
+ * rounds, and every round runs a share of every row in turn.  So every
+ * row's samples come from the same stretch of the run, and when the host
+ * moves the vCPUs (the coherence floor jumps between about 30, 60 and
+ * 240 ns here), all rows see the move alike: ratios between rows of one
+ * run stay meaningful.
+ */
 static int uc_run(const bench_opts *o, json_t *results, json_t *config)
 {
 	const uc_mech *sel[BENCH_MAX_LIST * 2];
@@ -223,41 +282,54 @@ static int uc_run(const bench_opts *o, json_t *results, json_t *config)
 			if (n < BENCH_MAX_LIST * 2)
 				sel[n++] = m;
 	}
-	/* Count the rows first: the progress bar and an early error when the
-	 * options leave nothing to measure. */
-	uint64_t rows = 0;
+	/* The rows, in output order. */
+	struct uc_acc *rows = xcalloc((size_t)n * SC_COUNT, sizeof *rows);
+	int nrows = 0;
 	for (int i = 0; i < n; i++) {
 		unsigned s = row_scenarios(o, sel[i]);
-		rows += (uint64_t)__builtin_popcount(s);
+		for (int b = 0; b < SC_COUNT; b++)
+			if (s & (1u << b))
+				uc_acc_init(&rows[nrows++], sel[i], 1u << b, o->trials);
 	}
-	if (!rows)
+	/* Nothing to measure is an error before anything else is said. */
+	if (!nrows)
 		usage_error("no mechanism supports the requested scenarios (see `nemo-bench list`)");
 	for (int i = 0; i < n; i++)
 		if (o->nmechs && !row_scenarios(o, sel[i]))
 			warn(o, "mechanism %s has none of the requested scenarios; skipped", sel[i]->name);
 	json_t *skipped = json_array();
-	progress_begin(o, "unicast", rows * (uint64_t)o->trials);
-	for (int i = 0; i < n; i++) {
-		unsigned s = row_scenarios(o, sel[i]);
-		for (int b = 0; b < SC_COUNT; b++) {
-			if (!(s & (1u << b)))
+	progress_begin(o, "unicast", (uint64_t)nrows * (uint64_t)o->trials);
+	for (int k = 0; k < o->rounds; k++) {
+		long share = o->trials / o->rounds + (k < o->trials % o->rounds ? 1 : 0);
+		for (int i = 0; i < nrows; i++) {
+			if (rows[i].failed || !share)
 				continue;
 			char why[200];
-			if (unicast_row(o, sel[i], 1u << b, o->src, o->dst, results, why, sizeof why))
+			if (uc_measure(o, &rows[i], o->src, o->dst, NULL, share, why, sizeof why))
 				continue;
-			mechanism_unavailable(o, sel[i]->name, why, skipped);
-			break;
+			/* It cannot run here: none of its rows will. */
+			mechanism_unavailable(o, rows[i].m->name, why, skipped);
+			for (int j = 0; j < nrows; j++)
+				if (rows[j].m == rows[i].m)
+					rows[j].failed = true;
 		}
 	}
 	progress_end();
+	for (int i = 0; i < nrows; i++) {
+		if (!rows[i].failed)
+			uc_emit(o, &rows[i], o->src, o->dst, NULL, NULL, NULL, results);
+		uc_acc_free(&rows[i]);
+	}
+	free(rows);
 	json_object_set_new(config, "skipped", skipped);
+	json_object_set_new(config, "rounds", json_integer(o->rounds));
 	return 0;
 }
 
 const suite suite_unicast = {
 	.name = "unicast",
 	.summary = "one-way wake latency and sender cost, one sender and one receiver",
-	.options = OPT_MECHS | OPT_SCENARIOS | OPT_SRC_DST,
+	.options = OPT_MECHS | OPT_SCENARIOS | OPT_SRC_DST | OPT_ROUNDS,
 	.default_trials = 5000,
 	.default_delay_min_us = 20,
 	.default_delay_max_us = 50,

@@ -75,6 +75,10 @@ expect_usage_error "--seconds" throughput --seconds 1s
 expect_usage_error "--seconds" throughput --seconds nan
 expect_usage_error "--batch" throughput --batch 0
 expect_usage_error "--batch" throughput --batch 4097
+expect_usage_error "--rounds" unicast --rounds 0
+expect_usage_error "--rounds" unicast --rounds 1001
+expect_usage_error "--rounds" unicast --rounds x
+expect_usage_error "does not apply" broadcast --rounds 2
 expect_usage_error "--batch" throughput --batch 8x
 expect_usage_error "needs a value" throughput --seconds
 expect_usage_error "--seconds does not apply" unicast --seconds 1
