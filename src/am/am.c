@@ -256,12 +256,20 @@ int nemo_am_broadcast(const nemo_place_id *set, size_t n, uint32_t id, uint64_t 
 		}
 		k++;
 	}
-	if (!(flags & NEMO_MORE))
-		for (size_t i = 0; i < n; i++) {
+	if (!(flags & NEMO_MORE)) {
+		/* One publication for all: the sleepers among the receivers are
+		 * woken by a single FUTEX_WAKE_BITSET (kick.c). */
+		unsigned rs[NEMO_PLACES_MAX];
+		size_t nr = 0;
+		for (size_t i = 0; i < n && nr < NEMO_PLACES_MAX; i++) {
 			unsigned r = nemo_place_index(set[i]);
-			if (r < d->P && nemo__out_of(d, me->idx, r)->deferred)
-				nemo__publish(me, r, flags & NEMO_PUSH);
+			if (r < d->P && me->out_row[r].deferred) {
+				me->out_row[r].deferred = 0;   /* a duplicate in set: once */
+				rs[nr++] = r;
+			}
 		}
+		nemo__publish_many(me, rs, nr, flags & NEMO_PUSH);
+	}
 	nemo__busy_exit(me);
 	if (sent)
 		*sent = k;

@@ -11,7 +11,10 @@
  *   POLLING   nothing: it is watching its hint words and hot queues, and
  *             the sender's stores reach it in a cache-line transfer;
  *   SLEEPING  one FUTEX_WAKE, through the waiter layer's kick (its
- *             CAS makes sure only one kicker pays the syscall);
+ *             CAS makes sure only one kicker pays the syscall); places
+ *             sleep on their domain's shared word with their own bit, so
+ *             nemo__kick_many (broadcasts) wakes every sleeper with one
+ *             FUTEX_WAKE_BITSET instead of one syscall each;
  *   RUNNING   with interrupt mode on: a signal (tgkill), the user-space
  *             stand-in for the Nemo paper's IPI; its handler runs the
  *             message handlers on top of whatever the place computes.
@@ -59,4 +62,43 @@ void nemo__kick(nemo_place *me, nemo_place *dst)
 		NEMO__PCOUNT(me, c_kicks_futex);
 	else
 		NEMO__PCOUNT(me, c_kicks_avoided);
+}
+
+/* Wake the slots that looked asleep; count them as the counters say:
+ * woken ones as FUTEX_WAKEs (kicks_futex), the others as avoided. */
+static void kick_sleepers(nemo_place *me, nemo_waiter *const *ws, size_t n)
+{
+	if (!n)
+		return;
+	size_t k = nemo__waiter_kick_many(ws, n, NULL);
+	atomic_store_explicit(&me->c_kicks_futex,
+			      atomic_load_explicit(&me->c_kicks_futex, memory_order_relaxed) + k,
+			      memory_order_relaxed);
+	atomic_store_explicit(&me->c_kicks_avoided,
+			      atomic_load_explicit(&me->c_kicks_avoided, memory_order_relaxed) + (n - k),
+			      memory_order_relaxed);
+}
+
+void nemo__kick_many(nemo_place *me, nemo_place *const *dsts, size_t n)
+{
+	nemo_waiter *sleepers[64];
+	size_t ns = 0;
+	for (size_t i = 0; i < n; i++) {
+		nemo_place *dst = dsts[i];
+		nemo_waiter *w = atomic_load_explicit(&dst->waiter, memory_order_acquire);
+		if (!w)
+			continue;
+		uint32_t s = atomic_load_explicit(&w->state, memory_order_seq_cst);
+		if (s == NEMO_WAITER_RUNNING) {
+			nemo__kick(me, dst);         /* signal or nothing, as for one */
+			continue;
+		}
+		if (ns == sizeof sleepers / sizeof sleepers[0]) {
+			kick_sleepers(me, sleepers, ns);
+			ns = 0;
+		}
+		sleepers[ns++] = w;
+	}
+	/* One FUTEX_WAKE_BITSET on the domain's word for every sleeper. */
+	kick_sleepers(me, sleepers, ns);
 }

@@ -205,6 +205,10 @@ struct nemo_domain {
 	_Atomic uint32_t *alt;        /* [P][E]: action + 1, 0 unmapped */
 	_Atomic(nemo__deliver_fn) deliver;
 	struct nemo_domain *dead_next;/* destroyed domains (domain.c) */
+	/* The word every place sleeps on, each with its slot's bit (the
+	 * waiter layer's SHARED WORD): a broadcast wakes all sleepers with
+	 * one FUTEX_WAKE_BITSET.  Its own line: kickers bump it. */
+	_Alignas(NEMO__CACHELINE) _Atomic uint32_t bseq;
 };
 
 /* ---------------------------------------------------------- accessors */
@@ -299,6 +303,14 @@ void nemo__publish(nemo_place *me, unsigned dst_idx, bool push);
 
 /* The one kick decision (kick.c): make dst notice its queues now. */
 void nemo__kick(nemo_place *me, nemo_place *dst);
+
+/* The same for many destinations, with one futex call for all the
+ * sleepers among them (kick.c). */
+void nemo__kick_many(nemo_place *me, nemo_place *const *dsts, size_t n);
+
+/* Publish to many destination indexes (S4 for each, then one
+ * nemo__kick_many for those that need a kick). */
+void nemo__publish_many(nemo_place *me, const unsigned *rs, size_t n, bool push);
 
 /* Handle what is queued to me (busy held).  final: the leave's last
  * drain (every link, consuming by CAS).  Returns the number handled. */

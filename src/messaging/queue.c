@@ -84,7 +84,10 @@
  *       hot queue non-empty) then drain; return once something was handled.
  *   W2  exchange(state, SLEEPING, seq_cst)
  *   W3  if nemo__pending() (seq_cst loads): state := RUNNING, drain.
- *   W4  futex_wait(state, SLEEPING)
+ *   W4  futex_wait_bitset(domain's bseq, seen, own bit): the waiter
+ *       layer's SHARED WORD (B1 reads bseq before W2; a kick CASes state,
+ *       then bumps bseq and wakes the bit), so that a broadcast wakes all
+ *       its sleepers with one syscall (nemo__kick_many)
  *   W5  state := RUNNING; drain; done if something was handled, else W2.
  *   W6  leaving the wait: store(state, RUNNING, seq_cst), and if interrupt
  *       mode is on, check nemo__pending() once more and drain.
@@ -235,6 +238,34 @@ void nemo__publish(nemo_place *me, unsigned r, bool push)
 		atomic_fetch_or_explicit(w, bit, memory_order_seq_cst);
 	}
 	nemo__kick(me, &d->places[r]);                                       /* S5 */
+}
+
+void nemo__publish_many(nemo_place *me, const unsigned *rs, size_t n, bool push)
+{
+	struct nemo_domain *d = me->d;
+	nemo_place *need[64];
+	size_t nn = 0;
+	uint64_t bit = 1ull << (me->idx % 64);
+	NEMO__FENCE();                                                       /* P */
+	for (size_t i = 0; i < n; i++) {
+		unsigned r = rs[i];
+		me->out_row[r].deferred = 0;
+		_Atomic uint64_t *w = nemo__hint_row(d, r) + me->idx / 64;
+		if (atomic_load_explicit(w, memory_order_seq_cst) & bit) {   /* S4 */
+			if (!push) {
+				NEMO__PCOUNT(me, c_kicks_skipped);
+				continue;
+			}
+		} else {
+			atomic_fetch_or_explicit(w, bit, memory_order_seq_cst);
+		}
+		if (nn == sizeof need / sizeof need[0]) {
+			nemo__kick_many(me, need, nn);
+			nn = 0;
+		}
+		need[nn++] = &d->places[r];
+	}
+	nemo__kick_many(me, need, nn);                                       /* S5 */
 }
 
 int nemo_flush(nemo_place_id dest)
@@ -775,17 +806,25 @@ static bool place_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_
 {
 	nemo_place *me = arg;
 	nemo_waiter *w = atomic_load_explicit(&me->waiter, memory_order_relaxed);
-	(void)bits;
-	*word = (uint32_t *)&w->state;
-	*val = NEMO_WAITER_SLEEPING;
+	_Atomic uint32_t *bseq = &me->d->bseq;
+	/* Sleep on the domain's word with our bit (waiter.c, SHARED WORD):
+	 * set each time, since a handler may have waited on a nemo_cond in
+	 * between and left bword NULL. */
+	atomic_store_explicit(&w->bword, bseq, memory_order_relaxed);
+	uint32_t seen = atomic_load_explicit(bseq, memory_order_seq_cst);                 /* B1 */
 	atomic_exchange_explicit(&w->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst);  /* W2 */
 	if (nemo__pending(me)) {                                                           /* W3 */
 		/* Undo; futex_wait then returns at once (state != SLEEPING)
 		 * and the loop's try_take drains. */
 		atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
+		*word = (uint32_t *)&w->state;
+		*val = NEMO_WAITER_SLEEPING;
 		return false;
 	}
 	NEMO__PCOUNT(me, c_sleeps);
+	*word = (uint32_t *)bseq;                                                          /* B2 */
+	*val = seen;
+	*bits = w->bbit;
 	return false;                                                                      /* W4 */
 }
 
@@ -817,6 +856,7 @@ int nemo_place_wait(const struct timespec *abstime, unsigned *handled)
 	nemo_waiter *w = atomic_load_explicit(&me->waiter, memory_order_relaxed);
 	atomic_store_explicit(&w->state, NEMO_WAITER_POLLING, memory_order_relaxed);      /* W1 */
 	rc = nemo__wait_loop(&place_ops, me, &me->policy, CLOCK_MONOTONIC, abstime, 0);
+	atomic_store_explicit(&w->bword, NULL, memory_order_relaxed);
 	atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_seq_cst);      /* W6 */
 	if (atomic_load_explicit(&me->irq_on, memory_order_relaxed) && nemo__pending(me))
 		me->handled += nemo__drain(me, NEMO_AM_CTX_WAIT, false);

@@ -92,6 +92,10 @@
  * seeing RUNNING, would not wake it.  After the CAS the slot's bseq is
  * that of the wait that was SLEEPING, unless the slot has already left
  * that wait on its own, awake.  models/slot.pml -DSHARED checks this.
+ * nemo__waiter_kick_many does R2, R3 and K1 for many slots, then K2 and
+ * K3 once per shared word with the OR of the bits: one FUTEX_WAKE for a
+ * whole broadcast (each slot's K2 still follows its own CAS).  Places of
+ * a domain sleep on the domain's word this way (src/messaging/queue.c).
  *
  * VISIBILITY
  *
@@ -258,6 +262,59 @@ bool nemo__waiter_kick_issued(nemo_waiter *w)
 {
 	NEMO__FENCE();
 	return kick(w);
+}
+
+size_t nemo__waiter_kick_many(nemo_waiter *const *ws, size_t n, unsigned *syscalls)
+{
+	enum { MAXW = 4 };
+	_Atomic uint32_t *words[MAXW];
+	uint32_t bits[MAXW];
+	int nw = 0;
+	size_t woken = 0;
+	unsigned calls = 0;
+	NEMO__FENCE();
+	for (size_t i = 0; i < n; i++) {
+		nemo_waiter *w = ws[i];
+		uint32_t s = atomic_load_explicit(&w->state, memory_order_seq_cst);       /* R2 */
+		if (!(s == NEMO_WAITER_SLEEPING &&
+		      atomic_compare_exchange_strong_explicit(&w->state, &s, NEMO_WAITER_RUNNING,
+							      memory_order_seq_cst, memory_order_relaxed))) {
+			count_kick(false);
+			continue;
+		}
+		woken++;
+		count_kick(true);
+		_Atomic uint32_t *bw = atomic_load_explicit(&w->bword, memory_order_relaxed); /* K1 */
+		if (!bw) {
+			nemo_futex_wake((uint32_t *)&w->state, 1, NEMO_FUTEX_PRIVATE, NULL);
+			calls++;
+			continue;
+		}
+		int k = 0;
+		while (k < nw && words[k] != bw)
+			k++;
+		if (k == MAXW) {         /* too many distinct words: this one now */
+			atomic_fetch_add_explicit(bw, 1, memory_order_seq_cst);
+			nemo_futex_wake_bitset((uint32_t *)bw, INT_MAX, w->bbit, NEMO_FUTEX_PRIVATE, NULL);
+			calls++;
+			continue;
+		}
+		if (k == nw) {
+			words[nw] = bw;
+			bits[nw++] = 0;
+		}
+		bits[k] |= w->bbit;
+	}
+	/* K2, K3 once per word, after every CAS: each slot's bump still
+	 * follows its own CAS, which is all the SHARED WORD handshake asks. */
+	for (int k = 0; k < nw; k++) {
+		atomic_fetch_add_explicit(words[k], 1, memory_order_seq_cst);
+		nemo_futex_wake_bitset((uint32_t *)words[k], INT_MAX, bits[k], NEMO_FUTEX_PRIVATE, NULL);
+		calls++;
+	}
+	if (syscalls)
+		*syscalls = calls;
+	return woken;
 }
 
 int nemo_waiter_release(nemo_waiter *w)
