@@ -61,7 +61,7 @@ static void suite_help(const suite *s)
 	if (s->options & OPT_ROUNDS)
 		printf("  --rounds N             split each row's trials into N rounds that cycle through\n"
 		       "                         every row, so all rows span the same stretch of time\n"
-		       "                         (the host may move vCPUs mid-run); default 5, 1..1000\n");
+		       "                         (the host may move vCPUs mid-run); default 10, 1..1000\n");
 	if (s->options & OPT_SRC_DST) {
 		printf("  --src CPU              sender's CPU (default 0)\n");
 		if (s->options & OPT_WAITERS)
@@ -399,7 +399,7 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 	if (optind < argc)
 		usage_error("unexpected argument '%s'", argv[optind]);
 	if (!o->rounds)
-		o->rounds = (s->options & OPT_ROUNDS) ? 5 : 1;
+		o->rounds = (s->options & OPT_ROUNDS) ? 10 : 1;
 	if (o->rounds > o->trials)
 		o->rounds = (int)o->trials;    /* at least one trial per round */
 	if (o->warmup < 0) {

@@ -363,10 +363,12 @@ int nemo__msg_send(nemo_place *me, nemo_place *dst, uint32_t st, nemo_place_id d
 		memcpy((unsigned char *)ps + 4, src + off, n);
 	}
 	nemo__slot *hs = &ring[p & mask];
-	/* Ask for the line we will write a few messages from now: the
-	 * consumer read it a lap ago, so taking it back costs a round trip,
-	 * which this overlaps with the messages in between. */
-	__builtin_prefetch(&ring[(p + NEMO__PREFETCH_SLOTS) & mask], 1);
+	/* Deferred sends (a stream) ask for the line they will write a few
+	 * messages from now: the consumer read it a lap ago, so taking it
+	 * back costs a round trip, which this overlaps with the messages in
+	 * between.  A lone send does not: its one store is the whole point. */
+	if (flags & NEMO_MORE)
+		__builtin_prefetch(&ring[(p + NEMO__PREFETCH_SLOTS) & mask], 1);
 	hs->meta = meta;
 	hs->arg = arg;
 	uint32_t seq = nemo__slot_seq(p, nemo__gtag(nemo__id_gen(dest)), nemo__gtag(me->gen));
