@@ -281,51 +281,52 @@ static void *am_receiver(void *p)
 	return NULL;
 }
 
+/* Both nemo-am senders: join, wait for the receiver's id, note the
+ * counters the row's kicks_per_msg starts from. */
+static nemo_place_id am_sender_begin(struct tp_run *r)
+{
+	int err = nemo_place_join(r->domain, NULL, NULL);
+	if (err)
+		fatal("%s: the sender cannot join: %s", r->name, nemo_strerror(err));
+	wait_until_eq(&r->rx_ready, 1, BENCH_STUCK_S, r->name);
+	err = nemo_domain_get_counters(r->domain, &r->before);
+	if (err)
+		fatal("%s: nemo_domain_get_counters: %s", r->name, nemo_strerror(err));
+	return atomic_load_explicit(&r->rx_id, memory_order_relaxed);
+}
+
+static void am_sender_end(struct tp_run *r, uint64_t sent)
+{
+	sender_done(r, sent);
+	int err = nemo_place_leave();
+	if (err)
+		fatal("%s: the sender cannot leave: %s", r->name, nemo_strerror(err));
+}
+
 /* nemo-am-each: one call per message. */
 static void *am_each_sender(void *p)
 {
 	struct tp_run *r = p;
-	int err = nemo_place_join(r->domain, NULL, NULL);
-	if (err)
-		fatal("nemo-am-each: the sender cannot join: %s", nemo_strerror(err));
-	wait_until_eq(&r->rx_ready, 1, BENCH_STUCK_S, "nemo-am-each: receiver's join");
-	nemo_place_id rx = atomic_load_explicit(&r->rx_id, memory_order_relaxed);
-	err = nemo_domain_get_counters(r->domain, &r->before);
-	if (err)
-		fatal("nemo-am-each: nemo_domain_get_counters: %s", nemo_strerror(err));
+	nemo_place_id rx = am_sender_begin(r);
 	uint64_t v = 0;
-	long more = r->batch - 1;
 	while (!atomic_load_explicit(&r->stop, memory_order_relaxed)) {
-		for (long b = 0; b < more; b++) {
-			err = nemo_am_send(rx, 0, ++v, NEMO_MORE);
+		/* B-1 deferred sends, then the batch's last, which publishes
+		 * them (hint, kick if needed). */
+		for (long b = 1; b <= r->batch; b++) {
+			int err = nemo_am_send(rx, 0, ++v, b < r->batch ? NEMO_MORE : 0);
 			if (__builtin_expect(err != 0, 0))
-				fatal("nemo-am-each: nemo_am_send (message %llu): %s",
+				fatal("%s: nemo_am_send (message %llu): %s", r->name,
 				      (unsigned long long)v, nemo_strerror(err));
 		}
-		/* The batch's last send publishes it (hint, kick if needed). */
-		err = nemo_am_send(rx, 0, ++v, 0);
-		if (__builtin_expect(err != 0, 0))
-			fatal("nemo-am-each: nemo_am_send (message %llu): %s",
-			      (unsigned long long)v, nemo_strerror(err));
 	}
-	sender_done(r, v);
-	err = nemo_place_leave();
-	if (err)
-		fatal("nemo-am-each: the sender cannot leave: %s", nemo_strerror(err));
+	am_sender_end(r, v);
 	return NULL;
 }
 
 static void *am_sender(void *p)
 {
 	struct tp_run *r = p;
-	int err = nemo_place_join(r->domain, NULL, NULL);
-	if (err)
-		fatal("nemo-am: the sender cannot join: %s", nemo_strerror(err));
-	wait_until_eq(&r->rx_ready, 1, BENCH_STUCK_S, "nemo-am: receiver's join");
-	nemo_place_id rx = atomic_load_explicit(&r->rx_id, memory_order_relaxed);
-	err = nemo_domain_get_counters(r->domain, &r->before);
-	if (err)
-		fatal("nemo-am: nemo_domain_get_counters: %s", nemo_strerror(err));
+	nemo_place_id rx = am_sender_begin(r);
 	uint64_t v = 0;
 	uint64_t *args = xcalloc((size_t)r->batch, sizeof *args);
 	while (!atomic_load_explicit(&r->stop, memory_order_relaxed)) {
@@ -336,17 +337,14 @@ static void *am_sender(void *p)
 		for (long b = 0; b < r->batch; b++)
 			args[b] = v + 1 + (uint64_t)b;
 		size_t sent = 0;
-		err = nemo_am_send_batch(rx, 0, args, (size_t)r->batch, 0, &sent);
+		int err = nemo_am_send_batch(rx, 0, args, (size_t)r->batch, 0, &sent);
 		v += sent;
 		if (__builtin_expect(err != 0, 0))
-			fatal("nemo-am: nemo_am_send_batch (message %llu): %s",
+			fatal("%s: nemo_am_send_batch (message %llu): %s", r->name,
 			      (unsigned long long)v + 1, nemo_strerror(err));
 	}
 	free(args);
-	sender_done(r, v);
-	err = nemo_place_leave();
-	if (err)
-		fatal("nemo-am: the sender cannot leave: %s", nemo_strerror(err));
+	am_sender_end(r, v);
 	return NULL;
 }
 

@@ -58,7 +58,9 @@ void nemo__kick(nemo_place *me, nemo_place *dst)
 		}
 		return;
 	}
-	if (nemo__waiter_kick_issued(w))
+	/* POLLING: nothing to do, and no fence to pay for it (the caller's
+	 * publication already ordered its stores before this read). */
+	if (s == NEMO_WAITER_SLEEPING && nemo__waiter_kick_issued(w))
 		NEMO__PCOUNT(me, c_kicks_futex);
 	else
 		NEMO__PCOUNT(me, c_kicks_avoided);
@@ -70,13 +72,9 @@ static void kick_sleepers(nemo_place *me, nemo_waiter *const *ws, size_t n)
 {
 	if (!n)
 		return;
-	size_t k = nemo__waiter_kick_many(ws, n, NULL);
-	atomic_store_explicit(&me->c_kicks_futex,
-			      atomic_load_explicit(&me->c_kicks_futex, memory_order_relaxed) + k,
-			      memory_order_relaxed);
-	atomic_store_explicit(&me->c_kicks_avoided,
-			      atomic_load_explicit(&me->c_kicks_avoided, memory_order_relaxed) + (n - k),
-			      memory_order_relaxed);
+	size_t k = nemo__waiter_kick_many(ws, n);
+	NEMO__PADD(me, c_kicks_futex, k);
+	NEMO__PADD(me, c_kicks_avoided, n - k);
 }
 
 void nemo__kick_many(nemo_place *me, nemo_place *const *dsts, size_t n)

@@ -248,10 +248,11 @@ static inline nemo_place_id nemo__sender_id(struct nemo_domain *d, unsigned s, u
 	return nemo__make_id(s, gen);
 }
 
-/* Owner-only counter bump (relaxed load + store). */
-#define NEMO__PCOUNT(p, field) \
+/* Owner-only counter update (relaxed load + store, no RMW). */
+#define NEMO__PADD(p, field, n) \
 	atomic_store_explicit(&(p)->field, \
-		atomic_load_explicit(&(p)->field, memory_order_relaxed) + 1, memory_order_relaxed)
+		atomic_load_explicit(&(p)->field, memory_order_relaxed) + (n), memory_order_relaxed)
+#define NEMO__PCOUNT(p, field) NEMO__PADD(p, field, 1)
 
 /* The calling thread's place (NULL if none).  Readable from the
  * interrupt signal handler (initial-exec TLS); inline: every send and

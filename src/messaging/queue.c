@@ -222,48 +222,43 @@ nemo_place *nemo__dest(struct nemo_domain *d, nemo_place_id id, uint32_t *st)
 
 /* ----------------------------------------------------------- publish */
 
+/* S4 for one destination (after the fence P): set our hint bit there
+ * unless it is set already.  Returns whether S5 must follow: the bit was
+ * clear (our queue turned non-empty since r last looked), or push. */
+static bool hint_set(nemo_place *me, unsigned r, bool push)
+{
+	me->out_row[r].deferred = 0;
+	_Atomic uint64_t *w = nemo__hint_row(me->d, r) + me->idx / 64;
+	uint64_t bit = 1ull << (me->idx % 64);
+	if (atomic_load_explicit(w, memory_order_seq_cst) & bit) {
+		if (!push)
+			NEMO__PCOUNT(me, c_kicks_skipped);
+		return push;
+	}
+	atomic_fetch_or_explicit(w, bit, memory_order_seq_cst);
+	return true;
+}
+
 void nemo__publish(nemo_place *me, unsigned r, bool push)
 {
-	struct nemo_domain *d = me->d;
-	me->out_row[r].deferred = 0;
-	_Atomic uint64_t *w = nemo__hint_row(d, r) + me->idx / 64;
-	uint64_t bit = 1ull << (me->idx % 64);
-	NEMO__FENCE();                           /* P */
-	if (atomic_load_explicit(w, memory_order_seq_cst) & bit) {           /* S4 */
-		if (!push) {
-			NEMO__PCOUNT(me, c_kicks_skipped);
-			return;
-		}
-	} else {
-		atomic_fetch_or_explicit(w, bit, memory_order_seq_cst);
-	}
-	nemo__kick(me, &d->places[r]);                                       /* S5 */
+	NEMO__FENCE();                                                       /* P */
+	if (hint_set(me, r, push))                                           /* S4 */
+		nemo__kick(me, &me->d->places[r]);                           /* S5 */
 }
 
 void nemo__publish_many(nemo_place *me, const unsigned *rs, size_t n, bool push)
 {
-	struct nemo_domain *d = me->d;
 	nemo_place *need[64];
 	size_t nn = 0;
-	uint64_t bit = 1ull << (me->idx % 64);
 	NEMO__FENCE();                                                       /* P */
 	for (size_t i = 0; i < n; i++) {
-		unsigned r = rs[i];
-		me->out_row[r].deferred = 0;
-		_Atomic uint64_t *w = nemo__hint_row(d, r) + me->idx / 64;
-		if (atomic_load_explicit(w, memory_order_seq_cst) & bit) {   /* S4 */
-			if (!push) {
-				NEMO__PCOUNT(me, c_kicks_skipped);
-				continue;
-			}
-		} else {
-			atomic_fetch_or_explicit(w, bit, memory_order_seq_cst);
-		}
+		if (!hint_set(me, rs[i], push))                              /* S4 */
+			continue;
 		if (nn == sizeof need / sizeof need[0]) {
 			nemo__kick_many(me, need, nn);
 			nn = 0;
 		}
-		need[nn++] = &d->places[r];
+		need[nn++] = &me->d->places[rs[i]];
 	}
 	nemo__kick_many(me, need, nn);                                       /* S5 */
 }
@@ -336,6 +331,21 @@ static bool ring_has_room(void *p)
 	return rr->o->tail + rr->need - rr->o->ack_seen <= rr->R;
 }
 
+/* S3 found the receiver leaving: was the ring entry with head hs and
+ * seq, ending before position end, delivered?  Yes if the receiver's ack
+ * passed it (an ordinary drain read it: every drain publishes ack before
+ * it returns, hence before L1, whose store S3 has just seen), or if our
+ * CAS fails (the final drain took it).  No if the CAS takes it back. */
+static bool ring_delivered(nemo__link *lk, nemo__slot *hs, uint32_t seq, uint32_t end)
+{
+	uint32_t ack = atomic_load_explicit(&lk->ack, memory_order_acquire);
+	if ((int32_t)(ack - end) >= 0)
+		return true;
+	uint32_t exp = seq;
+	return !atomic_compare_exchange_strong_explicit(&hs->seq, &exp, 0, memory_order_acq_rel,
+							memory_order_acquire);
+}
+
 int nemo__msg_send(nemo_place *me, nemo_place *dst, uint32_t st, nemo_place_id dest, uint32_t meta,
 		   uint64_t arg, const void *payload, size_t len, unsigned flags)
 {
@@ -377,23 +387,12 @@ int nemo__msg_send(nemo_place *me, nemo_place *dst, uint32_t st, nemo_place_id d
 	if (!nemo__asym)
 		NEMO__FENCE();                   /* S2 */
 	if (atomic_load_explicit(&dst->status, memory_order_seq_cst) != st) { /* S3 */
-		/* A ring entry is consumed by a plain read before the leave
-		 * (the slot keeps its seq), so first ask whether the receiver
-		 * had already read it: its ack, published at the end of every
-		 * drain, precedes L1, whose store we have just seen. */
-		uint32_t ack = atomic_load_explicit(&lk->ack, memory_order_acquire);
-		if ((int32_t)(ack - (p + need)) >= 0) {
-			NEMO__PCOUNT(me, c_am_sent);
-			return 0;
-		}
-		uint32_t exp = seq;
-		if (atomic_compare_exchange_strong_explicit(&hs->seq, &exp, 0, memory_order_acq_rel,
-							    memory_order_acquire)) {
+		if (!ring_delivered(lk, hs, seq, p + need)) {
 			o->tail = p;
 			NEMO__PCOUNT(me, c_send_failures);
 			return ESRCH;
 		}
-		NEMO__PCOUNT(me, c_am_sent);   /* the leave consumed it */
+		NEMO__PCOUNT(me, c_am_sent);   /* read before, or taken by, the leave */
 		return 0;
 	}
 	NEMO__PCOUNT(me, c_am_sent);
@@ -413,32 +412,14 @@ int nemo__msg_send(nemo_place *me, nemo_place *dst, uint32_t st, nemo_place_id d
 static uint32_t batch_settle(nemo_place *me, nemo__slot *ring, uint32_t mask, nemo__link *lk,
 			     uint32_t first, uint32_t end, uint32_t rtag, size_t *delivered)
 {
-	uint32_t ack = atomic_load_explicit(&lk->ack, memory_order_acquire);
-	size_t k = 0;
-	uint32_t p = first;
-	for (; p != end; p++) {
-		if ((int32_t)(ack - (p + 1)) >= 0) {
-			k++;
-			continue;
-		}
-		nemo__slot *hs = &ring[p & mask];
-		uint32_t exp = nemo__slot_seq(p, rtag, nemo__gtag(me->gen));
-		if (!atomic_compare_exchange_strong_explicit(&hs->seq, &exp, 0, memory_order_acq_rel,
-							     memory_order_acquire)) {
-			k++;
-			continue;
-		}
-		break;
-	}
-	uint32_t stop = p;
-	for (; p != end; p++) {
-		nemo__slot *hs = &ring[p & mask];
-		uint32_t exp = nemo__slot_seq(p, rtag, nemo__gtag(me->gen));
-		atomic_compare_exchange_strong_explicit(&hs->seq, &exp, 0, memory_order_acq_rel,
-							memory_order_acquire);
-	}
-	*delivered = k;
-	return stop;        /* the new tail: everything from here was taken back */
+	uint32_t stag = nemo__gtag(me->gen), p = first;
+	while (p != end && ring_delivered(lk, &ring[p & mask], nemo__slot_seq(p, rtag, stag), p + 1))
+		p++;
+	*delivered = p - first;
+	/* The rest: ours to take back (their CASes cannot fail now). */
+	for (uint32_t q = p; q != end; q++)
+		ring_delivered(lk, &ring[q & mask], nemo__slot_seq(q, rtag, stag), q + 1);
+	return p;           /* the new tail */
 }
 
 int nemo__msg_send_batch(nemo_place *me, nemo_place *dst, uint32_t st, nemo_place_id dest, uint32_t meta,
@@ -470,7 +451,8 @@ int nemo__msg_send_batch(nemo_place *me, nemo_place *dst, uint32_t st, nemo_plac
 		uint32_t first = o->tail, p = first;
 		for (size_t i = 0; i < chunk; i++, p++) {                    /* S1 */
 			nemo__slot *hs = &ring[p & mask];
-			__builtin_prefetch(&ring[(p + NEMO__PREFETCH_SLOTS) & mask], 1);
+			if (!(p % (NEMO__CACHELINE / sizeof *hs)))   /* once per line */
+				__builtin_prefetch(&ring[(p + NEMO__PREFETCH_SLOTS) & mask], 1);
 			hs->meta = meta;
 			hs->arg = args[done + i];
 			atomic_store_explicit(&hs->seq, nemo__slot_seq(p, rtag, stag), memory_order_release);
@@ -482,8 +464,7 @@ int nemo__msg_send_batch(nemo_place *me, nemo_place *dst, uint32_t st, nemo_plac
 			size_t k;
 			o->tail = batch_settle(me, ring, mask, lk, first, p, rtag, &k);
 			done += k;
-			for (size_t i = 0; i < k; i++)
-				NEMO__PCOUNT(me, c_am_sent);
+			NEMO__PADD(me, c_am_sent, k);
 			if (k < chunk)
 				NEMO__PCOUNT(me, c_send_failures);
 			err = k < chunk ? ESRCH : 0;
@@ -491,9 +472,7 @@ int nemo__msg_send_batch(nemo_place *me, nemo_place *dst, uint32_t st, nemo_plac
 				break;
 			continue;
 		}
-		atomic_store_explicit(&me->c_am_sent,
-				      atomic_load_explicit(&me->c_am_sent, memory_order_relaxed) + chunk,
-				      memory_order_relaxed);
+		NEMO__PADD(me, c_am_sent, chunk);
 		done += chunk;
 		o->deferred = 1;
 	}

@@ -224,27 +224,37 @@ static void count_kick(bool issued)
 		NEMO__COUNT(me, kicks_avoided);
 }
 
-/* R2 and R3 of the essay (and K1-K3 for a slot on a shared word).
+/* R2 and R3 of the essay: if w sleeps, move it to RUNNING (only one
+ * kicker's CAS wins) and return true; the caller then wakes it. */
+static bool claim(nemo_waiter *w)
+{
+	uint32_t s = atomic_load_explicit(&w->state, memory_order_seq_cst);
+	bool won = s == NEMO_WAITER_SLEEPING &&
+		   atomic_compare_exchange_strong_explicit(&w->state, &s, NEMO_WAITER_RUNNING,
+							   memory_order_seq_cst, memory_order_relaxed);
+	count_kick(won);
+	return won;
+}
+
+/* K2 and K3 for a shared word: one bump, one wake of the given bits. */
+static void wake_shared(_Atomic uint32_t *bw, uint32_t bits)
+{
+	atomic_fetch_add_explicit(bw, 1, memory_order_seq_cst);                    /* K2 */
+	nemo_futex_wake_bitset((uint32_t *)bw, INT_MAX, bits, NEMO_FUTEX_PRIVATE, NULL); /* K3 */
+}
+
+/* R2, R3 and the wake (K1-K3 for a slot on a shared word).
  * Returns true if it made a FUTEX_WAKE. */
 static bool kick(nemo_waiter *w)
 {
-	uint32_t s = atomic_load_explicit(&w->state, memory_order_seq_cst);
-	if (s == NEMO_WAITER_SLEEPING &&
-	    atomic_compare_exchange_strong_explicit(&w->state, &s, NEMO_WAITER_RUNNING,
-						    memory_order_seq_cst, memory_order_relaxed)) {
-		_Atomic uint32_t *bw = atomic_load_explicit(&w->bword, memory_order_relaxed); /* K1 */
-		if (bw) {
-			atomic_fetch_add_explicit(bw, 1, memory_order_seq_cst);       /* K2 */
-			nemo_futex_wake_bitset((uint32_t *)bw, INT_MAX, w->bbit,
-					       NEMO_FUTEX_PRIVATE, NULL);            /* K3 */
-		} else {
-			nemo_futex_wake((uint32_t *)&w->state, 1, NEMO_FUTEX_PRIVATE, NULL);
-		}
-		count_kick(true);
-		return true;
-	}
-	count_kick(false);
-	return false;
+	if (!claim(w))
+		return false;
+	_Atomic uint32_t *bw = atomic_load_explicit(&w->bword, memory_order_relaxed); /* K1 */
+	if (bw)
+		wake_shared(bw, w->bbit);
+	else
+		nemo_futex_wake((uint32_t *)&w->state, 1, NEMO_FUTEX_PRIVATE, NULL);
+	return true;
 }
 
 int nemo_waiter_kick(nemo_waiter *w)
@@ -264,39 +274,28 @@ bool nemo__waiter_kick_issued(nemo_waiter *w)
 	return kick(w);
 }
 
-size_t nemo__waiter_kick_many(nemo_waiter *const *ws, size_t n, unsigned *syscalls)
+size_t nemo__waiter_kick_many(nemo_waiter *const *ws, size_t n)
 {
 	enum { MAXW = 4 };
 	_Atomic uint32_t *words[MAXW];
 	uint32_t bits[MAXW];
 	int nw = 0;
 	size_t woken = 0;
-	unsigned calls = 0;
 	NEMO__FENCE();
 	for (size_t i = 0; i < n; i++) {
 		nemo_waiter *w = ws[i];
-		uint32_t s = atomic_load_explicit(&w->state, memory_order_seq_cst);       /* R2 */
-		if (!(s == NEMO_WAITER_SLEEPING &&
-		      atomic_compare_exchange_strong_explicit(&w->state, &s, NEMO_WAITER_RUNNING,
-							      memory_order_seq_cst, memory_order_relaxed))) {
-			count_kick(false);
+		if (!claim(w))
 			continue;
-		}
 		woken++;
-		count_kick(true);
 		_Atomic uint32_t *bw = atomic_load_explicit(&w->bword, memory_order_relaxed); /* K1 */
-		if (!bw) {
-			nemo_futex_wake((uint32_t *)&w->state, 1, NEMO_FUTEX_PRIVATE, NULL);
-			calls++;
-			continue;
-		}
 		int k = 0;
 		while (k < nw && words[k] != bw)
 			k++;
-		if (k == MAXW) {         /* too many distinct words: this one now */
-			atomic_fetch_add_explicit(bw, 1, memory_order_seq_cst);
-			nemo_futex_wake_bitset((uint32_t *)bw, INT_MAX, w->bbit, NEMO_FUTEX_PRIVATE, NULL);
-			calls++;
+		if (!bw || k == MAXW) {  /* its own word, or too many words: now */
+			if (bw)
+				wake_shared(bw, w->bbit);
+			else
+				nemo_futex_wake((uint32_t *)&w->state, 1, NEMO_FUTEX_PRIVATE, NULL);
 			continue;
 		}
 		if (k == nw) {
@@ -307,13 +306,8 @@ size_t nemo__waiter_kick_many(nemo_waiter *const *ws, size_t n, unsigned *syscal
 	}
 	/* K2, K3 once per word, after every CAS: each slot's bump still
 	 * follows its own CAS, which is all the SHARED WORD handshake asks. */
-	for (int k = 0; k < nw; k++) {
-		atomic_fetch_add_explicit(words[k], 1, memory_order_seq_cst);
-		nemo_futex_wake_bitset((uint32_t *)words[k], INT_MAX, bits[k], NEMO_FUTEX_PRIVATE, NULL);
-		calls++;
-	}
-	if (syscalls)
-		*syscalls = calls;
+	for (int k = 0; k < nw; k++)
+		wake_shared(words[k], bits[k]);
 	return woken;
 }
 

@@ -117,9 +117,8 @@ bool nemo__waiter_kick_issued(nemo_waiter *w);
 /* Kick many slots with few syscalls: each sleeping slot is moved to
  * RUNNING by its own CAS; those on a shared word (bword) are woken by one
  * bump and one FUTEX_WAKE_BITSET per word, the others one FUTEX_WAKE
- * each.  Returns how many slots were asleep (woken); *syscalls, if not
- * NULL, the futex calls made. */
-size_t nemo__waiter_kick_many(nemo_waiter *const *ws, size_t n, unsigned *syscalls);
+ * each.  Returns how many slots were asleep (woken). */
+size_t nemo__waiter_kick_many(nemo_waiter *const *ws, size_t n);
 
 /* Drop the kick-mode boost, if this thread holds it (back to SCHED_OTHER). */
 void nemo__boost_leave(void);
