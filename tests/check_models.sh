@@ -41,6 +41,16 @@ must_pass slot.pml -DSHARED -DMAXSPUR=1
 must_pass slot.pml -DSHARED -DMAXSPUR=2
 must_fail slot.pml -DSHARED -DK1EARLY        # kick reads the word before its CAS
 must_fail slot.pml -DSHARED -DBROKEN
+# The condvar's lifetime (cond.c, LIFETIME): destroy right after a tree or
+# flat broadcast, with timed waiters racing it, never lets a waiter touch
+# the freed condvar; without the references (the old code), or dropping
+# one before kicking the child, it does.
+must_pass cond.pml
+must_pass cond.pml -DTIMED
+must_pass cond.pml -DFLAT -DTIMED
+must_fail cond.pml -DTIMED -DBROKEN_NOREF
+must_fail cond.pml -DFLAT -DBROKEN_NOREF
+must_fail cond.pml -DTIMED -DBROKEN_EARLY_PUT
 # The messaging layer (src/messaging/queue.c, kick.c): no lost wake-up of a
 # place (default), and a send racing nemo_place_leave is delivered xor
 # failed (-DLEAVE).  The queue is the notification FIFO unless -DRING.

@@ -141,8 +141,14 @@ typedef struct nemo_cond {
 int nemo_cond_init(nemo_cond *c, const pthread_condattr_t *attr);
 
 /**
- * Destroy a condition variable.
- * @return 0, or EBUSY while threads wait on it (it stays usable).
+ * Destroy a condition variable.  As POSIX allows, this may be called as
+ * soon as no thread is blocked on c - e.g. right after a broadcast, or by
+ * a waiter that was just woken - and c's memory may be freed when it
+ * returns: destroy first waits (briefly) until every woken waiter has
+ * stopped touching c, as glibc's does.  Signals and broadcasts on c must
+ * have returned before (POSIX).
+ * @return 0, EBUSY at once while a thread is still blocked on c (nothing
+ *         changes; c stays usable), EINVAL for NULL c.
  */
 int nemo_cond_destroy(nemo_cond *c);
 
@@ -173,8 +179,12 @@ int nemo_cond_set_fanout(nemo_cond *c, int fanout);
 int nemo_cond_wait(nemo_cond *c, pthread_mutex_t *m);
 
 /**
- * nemo_cond_wait with an absolute deadline on c's clock.
- * @return as nemo_cond_wait, ETIMEDOUT, or EINVAL for a malformed abstime.
+ * nemo_cond_wait with an absolute deadline on c's clock.  A deadline in
+ * the past (a negative tv_sec included) times out at once, with m held
+ * again; one too far away to represent (C++'s time_point::max(),
+ * {LONG_MAX, 0}) waits like no deadline.  errno is never changed.
+ * @return as nemo_cond_wait, ETIMEDOUT, or EINVAL for a tv_nsec outside
+ *         0..999999999 or a NULL abstime.
  */
 int nemo_cond_timedwait(nemo_cond *c, pthread_mutex_t *m, const struct timespec *abstime);
 

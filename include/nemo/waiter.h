@@ -191,9 +191,12 @@ int nemo_waiter_kick(nemo_waiter *w);
  * Wait until w's token is set (by nemo_waiter_release) or the deadline
  * passes, under policy p (NULL: the default policy).
  * @param clock   CLOCK_MONOTONIC or CLOCK_REALTIME, for abstime
- * @param abstime absolute deadline, or NULL for none
- * @return 0 once released, ETIMEDOUT, or EINVAL for a NULL w, a
- *         malformed abstime or another clock.
+ * @param abstime absolute deadline, or NULL for none.  A deadline in the
+ *                past (negative tv_sec included) times out at once; one
+ *                too far away to count in ticks (centuries) is no
+ *                deadline.  Every waiting call of nemo takes deadlines so.
+ * @return 0 once released, ETIMEDOUT, or EINVAL for a NULL w, a tv_nsec
+ *         outside 0..999999999 or another clock.
  */
 int nemo_waiter_wait(nemo_waiter *w, const nemo_wait_policy *p, clockid_t clock,
 		     const struct timespec *abstime);

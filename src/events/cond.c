@@ -18,12 +18,51 @@
  *  40  bseq      the word queued waiters sleep on (each with its own bit):
  *                a kick bumps it and wakes one bit; a flat broadcast bumps
  *                it and wakes every sleeper with one FUTEX_WAKE
- *  44  reserved
+ *  44  wrefs     waiter references: (count << 1) | DESTROY.  count is the
+ *                number of waits that may still touch the condvar (from
+ *                their enqueue to their last access, before they re-lock
+ *                the mutex); DESTROY is set by a destroy that waits for
+ *                count to reach 0.  Also a futex word (destroy sleeps on it).
  *
  * The lock protects head, tail, nwaiting, gen and each queued slot's
  * `next` and `queued`.  It is held for a few instructions and never across
- * a syscall; releasing it is a single store, so a thread that has released
- * it touches the condvar no more (destroy right after broadcast is safe).
+ * a syscall.
+ *
+ * LIFETIME (destroy after broadcast)
+ *
+ * POSIX lets a thread destroy a condvar as soon as no thread is blocked
+ * on it, e.g. right after a broadcast returned, or after being woken by
+ * one; C++'s ~condition_variable does exactly that.  But a woken waiter
+ * still touches the condvar after the broadcast returned: a timed-out
+ * waiter takes the lock to leave the queue, a sleeping one reads `bseq`
+ * (B1 of waiter.c) or is woken on it, and a tree leader wakes its child
+ * groups through `bseq` (below) - the broadcast returns before the deeper
+ * waiters have even been released.  So each wait holds a reference:
+ *   V1  under the lock, with its enqueue: wrefs += 2 (relaxed: the lock
+ *       orders it with destroy's read);
+ *   V2  after its last access (queue left or released, children kicked):
+ *       old := fetch_sub(wrefs, 2, release); if old == 2|DESTROY,
+ *       futex_wake(wrefs, all).
+ * and destroy:
+ *   X1  lock; if nwaiting != 0: unlock, EBUSY (blocked waiters: nothing
+ *       to wait for that is bounded);
+ *   X2  v := fetch_or(wrefs, DESTROY, acquire); unlock;
+ *   X3  while v >> 1 != 0: futex_wait(wrefs, v); v := load(wrefs, acquire).
+ * Why destroy cannot return while a waiter may still touch the condvar:
+ * every reference is taken (V1) before destroy's X1 under the same lock,
+ * or belongs to a wait that started after destroy (undefined use, as in
+ * POSIX).  X3 returns only after reading count 0, i.e. after every V2's
+ * fetch_sub in modification order; each V2 follows its wait's last access
+ * in program order and is a release, read by X3's acquire.  No wake-up
+ * of destroy is lost: the V2 that makes the count 0 sees DESTROY (X2
+ * precedes it in wrefs' modification order, or X3 reads 0 at once) and
+ * wakes; futex_wait compares the word under the kernel's lock.  The wake
+ * in V2 may reach memory that destroy's caller has already freed: a
+ * FUTEX_WAKE on a private word never reads or writes it (glibc does the
+ * same).  Signal and broadcast themselves hold no reference: POSIX
+ * requires them to have returned before destroy, and they touch the
+ * condvar only before they return.  models/cond.pml checks V1-V2 and
+ * X1-X3 with a tree broadcast, timed waiters and a broken variant.
  *
  * WAIT
  *   arm own slot (token := 0); lock; enqueue; unlock; unlock the mutex;
@@ -98,6 +137,8 @@
 #define CF_FANOUT_SHIFT 8
 #define CF_FANOUT_MASK (0x1fu << CF_FANOUT_SHIFT)
 #define DEFAULT_FANOUT 2
+#define WREF_DESTROY 1u
+#define WREF_ONE 2u
 
 struct cond_impl {
 	_Atomic uint32_t lock;
@@ -109,7 +150,7 @@ struct cond_impl {
 	uint32_t nwaiting;
 	uint32_t flags;
 	_Atomic uint32_t bseq;
-	uint32_t reserved;
+	_Atomic uint32_t wrefs;
 };
 
 _Static_assert(sizeof(struct cond_impl) == sizeof(nemo_cond), "nemo_cond layout");
@@ -155,6 +196,8 @@ static void cond_lock(struct cond_impl *c)
 		atomic_store_explicit(&c->head, NULL, memory_order_relaxed);
 		c->tail = NULL;
 		c->nwaiting = 0;
+		/* References of threads that do not exist in this process. */
+		atomic_store_explicit(&c->wrefs, 0, memory_order_relaxed);
 		c->gen = gen;
 	}
 }
@@ -192,10 +235,30 @@ int nemo_cond_destroy(nemo_cond *cv)
 	struct cond_impl *c = checked(cv);
 	if (!c)
 		return EINVAL;
-	cond_lock(c);
-	int busy = c->nwaiting != 0;
+	cond_lock(c);                                                         /* X1 */
+	if (c->nwaiting != 0) {
+		cond_unlock(c);
+		return EBUSY;
+	}
+	uint32_t v = atomic_fetch_or_explicit(&c->wrefs, WREF_DESTROY, memory_order_acquire) |
+		     WREF_DESTROY;                                         /* X2 */
 	cond_unlock(c);
-	return busy ? EBUSY : 0;
+	while (v >> 1) {                                                      /* X3 */
+		nemo_futex_wait((uint32_t *)&c->wrefs, v, NULL, NEMO_FUTEX_PRIVATE);
+		v = atomic_load_explicit(&c->wrefs, memory_order_acquire);
+	}
+	/* Leave the object as a zeroed reference count: re-initialising it
+	 * (or reusing it as all-zero) starts clean. */
+	atomic_store_explicit(&c->wrefs, 0, memory_order_relaxed);
+	return 0;
+}
+
+/* V2: this wait is done with the condvar. */
+static void wref_put(struct cond_impl *c)
+{
+	uint32_t old = atomic_fetch_sub_explicit(&c->wrefs, WREF_ONE, memory_order_release);
+	if (old == (WREF_ONE | WREF_DESTROY))
+		nemo_futex_wake((uint32_t *)&c->wrefs, INT_MAX, NEMO_FUTEX_PRIVATE, NULL);
 }
 
 int nemo_cond_set_policy(nemo_cond *cv, const nemo_wait_policy *p)
@@ -348,18 +411,30 @@ struct cancel_ctx {
 	bool kick;
 };
 
+/* A wait that ends before its sleep (the mutex would not unlock) or
+ * during it (cancelled): leave the queue, or - if a signal or broadcast
+ * already took us out of it - do what the releaser expects of a woken
+ * waiter: kick our broadcast children and pass on a consumed signal.
+ * Then drop the reference (V2).  The slot stops naming the condvar. */
+static void abandon(struct cond_impl *c, nemo_waiter *w)
+{
+	atomic_store_explicit(&w->bword, NULL, memory_order_relaxed);
+	if (!leave_queue(c, w)) {
+		wake_kids(w);
+		/* We consumed a signal meant for a waiter: pass it on. */
+		if (!atomic_load_explicit(&w->by_broadcast, memory_order_relaxed))
+			nemo_cond_signal((nemo_cond *)(void *)c);
+	}
+	wref_put(c);
+}
+
 static void on_cancel(void *arg)
 {
 	struct cancel_ctx *x = arg;
 	if (x->kick)
 		nemo__boost_leave();   /* cleanup handlers run at normal priority */
 	atomic_store_explicit(&x->w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
-	if (!leave_queue(x->c, x->w)) {
-		wake_kids(x->w);
-		/* We consumed a signal meant for a waiter: pass it on. */
-		if (!atomic_load_explicit(&x->w->by_broadcast, memory_order_relaxed))
-			nemo_cond_signal((nemo_cond *)(void *)x->c);
-	}
+	abandon(x->c, x->w);
 	pthread_mutex_lock(x->m);
 }
 
@@ -384,14 +459,11 @@ int nemo_cond_clockwait(nemo_cond *cv, pthread_mutex_t *m, clockid_t clock,
 	w->nkids = 0;
 	cond_lock(c);
 	enqueue(c, w);
+	atomic_fetch_add_explicit(&c->wrefs, WREF_ONE, memory_order_relaxed);  /* V1 */
 	cond_unlock(c);
 	err = pthread_mutex_unlock(m);
 	if (err) {
-		if (!leave_queue(c, w)) {
-			wake_kids(w);
-			if (!atomic_load_explicit(&w->by_broadcast, memory_order_relaxed))
-				nemo_cond_signal(cv);
-		}
+		abandon(c, w);
 		return err;
 	}
 
@@ -406,6 +478,7 @@ int nemo_cond_clockwait(nemo_cond *cv, pthread_mutex_t *m, clockid_t clock,
 	if (rc == ETIMEDOUT && !leave_queue(c, w))
 		rc = 0;          /* released while timing out: the wake-up counts */
 	wake_kids(w);
+	wref_put(c);     /* V2: the condvar may be destroyed from here on */
 	err = relock(m, &pol, w);
 	return err ? err : rc;
 }

@@ -36,25 +36,40 @@
 #include <sched.h>
 #include <stdint.h>
 
+/* A deadline with a negative tv_sec is in the past, not malformed: the
+ * wait times out (glibc's pthread_cond_timedwait and sem_timedwait do the
+ * same; a loop that waits for ETIMEDOUT must get it).  Only tv_nsec out
+ * of range, or another clock, is EINVAL. */
 int nemo__check_deadline(clockid_t clock, const struct timespec *abstime)
 {
 	if (clock != CLOCK_MONOTONIC && clock != CLOCK_REALTIME)
 		return EINVAL;
-	if (abstime && (abstime->tv_nsec < 0 || abstime->tv_nsec >= 1000000000L || abstime->tv_sec < 0))
+	if (abstime && (abstime->tv_nsec < 0 || abstime->tv_nsec >= 1000000000L))
 		return EINVAL;
 	return 0;
 }
 
-/* Ticks left until abstime on clock (0 if passed); UINT64_MAX if none. */
+/* Ticks left until abstime on clock (0 if passed); UINT64_MAX if none,
+ * or if it is too far away to count in ticks (centuries: as good as
+ * none, and the kernel still gets the real deadline). */
 static uint64_t ticks_until(clockid_t clock, const struct timespec *abstime)
 {
 	if (!abstime)
 		return UINT64_MAX;
+	if (abstime->tv_sec < 0)
+		return 0;
 	struct timespec now;
 	clock_gettime(clock, &now);
-	double ns = (double)(abstime->tv_sec - now.tv_sec) * 1e9 +
+	/* In double: exact enough, and no overflow for any time_t. */
+	double ns = ((double)abstime->tv_sec - (double)now.tv_sec) * 1e9 +
 		    (double)(abstime->tv_nsec - now.tv_nsec);
 	return ns > 0 ? nemo_ns_to_ticks(ns) : 0;
+}
+
+/* a + b, saturating at UINT64_MAX ("never"). */
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return b > UINT64_MAX - a ? UINT64_MAX : a + b;
 }
 
 uint64_t nemo__spin_budget_ticks(const nemo_wait_policy *p, nemo_waiter *self)
@@ -166,9 +181,11 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 	uint64_t start = nemo_ticks();
 	uint64_t budget = nemo__spin_budget_ticks(&pol, self);
 	uint64_t left = ticks_until(clock, abstime);
-	uint64_t deadline = left == UINT64_MAX ? UINT64_MAX : start + left;
-	uint64_t spin_end = budget == UINT64_MAX ? UINT64_MAX : start + budget;
-	uint64_t yield_after = start + nemo_ns_to_ticks(1e6);
+	if (left == 0)
+		return ETIMEDOUT;      /* already past: never sleep on it */
+	uint64_t deadline = add_sat(start, left);
+	uint64_t spin_end = add_sat(start, budget);
+	uint64_t yield_after = add_sat(start, nemo_ns_to_ticks(1e6));
 
 	/* Poll. */
 	if (budget) {
@@ -218,6 +235,8 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 			result = 0;
 			break;
 		}
+		/* A deadline in the past must not reach the kernel (it refuses
+		 * negative times with EINVAL): check before sleeping again. */
 		if (rc == ETIMEDOUT || (abstime && ticks_until(clock, abstime) == 0)) {
 			result = ETIMEDOUT;
 			break;

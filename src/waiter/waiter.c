@@ -180,6 +180,7 @@ static nemo_waiter *slot_new(void)
 		w->boost = 0;
 		w->boosted = false;
 		w->long_waits = 0;
+		atomic_store_explicit(&w->bword, NULL, memory_order_relaxed);
 		atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&pool_lock);
