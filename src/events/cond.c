@@ -384,22 +384,32 @@ static void policy_of(const struct cond_impl *c, nemo_wait_policy *out)
 		*out = (nemo_wait_policy){ NEMO_WAIT_ADAPTIVE, 0 };
 }
 
-/* Re-acquire the mutex.  Under a polling policy, poll it briefly: the
- * signaller typically unlocks it a few hundred ns after our release, and
- * sleeping on it would cost a full block+wake. */
+/* Re-acquire the mutex.  Under a polling policy, poll it first, as the
+ * wait itself polls (wait.c, THE PLANS: tight, then yielding; at most
+ * 50 us): the signaller typically unlocks it a few hundred ns after our
+ * release, and sleeping on it would cost a full block+wake. */
 static int relock(pthread_mutex_t *m, const nemo_wait_policy *p, nemo_waiter *self)
 {
-	if (p->kind != NEMO_WAIT_BLOCK) {
-		uint64_t budget = nemo__spin_budget_ticks(p, self);
-		uint64_t cap = nemo_ns_to_ticks(50000);
-		uint64_t end = nemo_ticks() + (budget < cap ? budget : cap);
-		do {
+	nemo__spin_plan plan = nemo__spin_plan_for(p, self);
+	uint64_t cap = nemo_ns_to_ticks(50000);
+	if (plan.total) {
+		uint64_t start = nemo_ticks();
+		uint64_t pure_end = start + (plan.pure < cap ? plan.pure : cap);
+		uint64_t end = start + (plan.total < cap ? plan.total : cap);
+		for (;;) {
 			int err = pthread_mutex_trylock(m);
 			if (err != EBUSY)
 				return err;
-			for (int i = 0; i < 16; i++)
-				nemo_cpu_relax();
-		} while (nemo_ticks() < end);
+			uint64_t now = nemo_ticks();
+			if (now >= end)
+				break;
+			if (now >= pure_end) {
+				sched_yield();
+			} else {
+				for (int i = 0; i < 16; i++)
+					nemo_cpu_relax();
+			}
+		}
 	}
 	return pthread_mutex_lock(m);
 }
@@ -564,11 +574,13 @@ int nemo_cond_broadcast(nemo_cond *cv)
 	if (ngroups <= fan) {
 		/* Flat: every detached slot sleeps on bseq (enqueue set bword).
 		 * Tokens first, then bump and wake everyone (K2, K3 for all). */
+		uint64_t now = nemo_ticks();   /* stamped for the woken: wait.c learns */
 		for (nemo_waiter *g = groups, *gnx; g; g = gnx) {
 			gnx = g->next;
 			for (nemo_waiter *m = g, *mnx; m; m = mnx) {
 				mnx = m->gnext;
 				atomic_store_explicit(&m->by_broadcast, 1, memory_order_relaxed);
+				atomic_store_explicit(&m->kicked_at, now, memory_order_relaxed);
 				atomic_store_explicit(&m->token, 1, memory_order_seq_cst);
 			}
 		}

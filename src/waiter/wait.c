@@ -2,24 +2,73 @@
  * wait.c - the one wait loop: poll for a budget, then sleep.
  *
  * Every blocking wait in nemo comes through nemo__wait_loop, so this is
- * the one place that decides whether to sleep:
+ * the one place that decides whether to sleep, and how long to poll:
  *
  *   1. try once (the condition may already hold);
- *   2. poll for the policy's budget (SPIN: forever, yielding the CPU after
- *      1 ms so oversubscribed threads still progress; BLOCK: zero; HYBRID:
- *      its spin_ns; ADAPTIVE: the calibrated cost of blocking - wake
- *      latency + the sleeper's CPU time - or an eighth of it while most
- *      recent waits outlasted it, so that long gaps do not pay a full
- *      budget of spinning every time);
+ *   2. poll, as nemo__spin_plan_for() says: a tight loop (pause, clock
+ *      read every 4th) for `pure` ticks, then one sched_yield() between
+ *      polls until `total` ticks;
  *   3. sleep: ops->sleep_begin publishes the sleep and re-checks (the
  *      handshake of waiter.c or event.c), futex_wait, ops->sleep_end, and
  *      try again; until taken or the deadline passes.
  *
+ * THE PLANS
+ *
+ *   SPIN      tight for 1 ms, then yielding, forever.
+ *   BLOCK     none: sleep at once.
+ *   HYBRID    tight for spin_ns (the user's explicit budget), no yielding.
+ *   ADAPTIVE  (the default) total = the cost of blocking, C, learned from
+ *             this process's sleeps (policy.c, THE COST OF BLOCKING), or
+ *             C / 8 while this thread's recent waits outlasted C or its
+ *             tight polling was preempted (the history below); the first
+ *             PURE_NS (4 us) of it tight, the rest yielding.  On a
+ *             process allowed only one CPU, all of it yielding.
+ *
  * Why a budget in time, not in iterations: an iteration's cost varies
  * tenfold between machines (pause is ~10 cycles on some cores and ~140 on
- * others); the cost of blocking is a time.  Spinning for as long as a
- * block+wake costs bounds the waste at twice the better choice made in
- * hindsight (the classic ski-rental argument), whatever the gap.
+ * others); the cost of blocking is a time.  Polling for at most as long
+ * as a block+wake costs bounds the waste at twice the better choice made
+ * in hindsight (the classic ski-rental argument), whatever the gap; the
+ * adaptive total never exceeds C.
+ *
+ * Why yield after a few microseconds.  A tight poll of a few microseconds
+ * catches a partner running on another CPU (a hand-off round trip is
+ * ~1 us here).  Past that, the thread we wait for may be runnable on
+ * *our* CPU - an oversubscribed machine, or a woken thread placed next to
+ * its waker, as CPython's GIL hand-off is - and a tight poll would keep
+ * it off the CPU for the whole budget, then sleep, and be woken by it:
+ * slower than never polling (measured: CPython's Lock hand-off under the
+ * interposer fell to 0.65-0.77x glibc).  sched_yield() gives the CPU to
+ * any runnable thread of this CPU and returns at once (~1 us here) when
+ * there is none, so the yielding phase still notices the condition
+ * without a wake-up, and never burns a CPU another thread wants.  But a
+ * yield on a CPU that other busy threads want can cost a whole time slice
+ * (milliseconds), where a sleeper's wake-up would preempt them: so a
+ * yield after which the clock jumped by more than PREEMPT_NS ends the
+ * poll phase at once (sleep now), and counts as a preemption in THE
+ * HISTORY, which soon leaves no yielding phase at all (C / 8 < PURE_NS).
+ * Rejected: reading the run queue length (/proc, getrusage: syscalls
+ * costing more than the poll), and spinning only while the partner is
+ * known to run (the kernel's mutex does that with the owner's on_cpu;
+ * a condvar waiter does not know who will signal it).
+ *
+ * THE HISTORY (per thread, in its slot: long_waits, 0..8)
+ *
+ * A wait that ends while polling subtracts 2; one that lasted longer than
+ * C (it would have slept anyway), or whose tight poll saw the clock jump
+ * by more than PREEMPT_NS between two reads (it was preempted: its CPU is
+ * wanted), adds 1 (2 if preempted).  From 4 on, the total is C / 8: long
+ * gaps do not pay a full budget of polling each time, but a short one
+ * that comes back is still caught, and two polled waits restore the full
+ * budget.
+ *
+ * Failure cases (docs/events.md): a gap distribution just above C pays
+ * up to C / 8 of polling per wait plus the sleep (the bound holds, the
+ * win is lost); a waiter whose partner is runnable on another CPU's run
+ * queue (oversubscribed) is not helped by yielding and polls for the
+ * budget; the first waits of a process use the start value of C, which
+ * can be off by a few times on machines unlike this one until the first
+ * sleep is measured.
  *
  * Kick mode (NEMO__WAIT_BOOST): the thread runs at the lowest real-time
  * priority, so that when it is woken it preempts a busy normal thread on
@@ -72,38 +121,60 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
 	return b > UINT64_MAX - a ? UINT64_MAX : a + b;
 }
 
-uint64_t nemo__spin_budget_ticks(const nemo_wait_policy *p, nemo_waiter *self)
+#define PURE_NS 4000.0           /* tight polling before yielding (adaptive) */
+#define SPIN_PURE_NS 1e6          /* SPIN: tight for 1 ms, then yielding */
+#define PREEMPT_NS 50000.0        /* a clock jump this long while polling: preempted */
+#define LONG_WAITS_SHORTEN 4      /* history at which the budget drops to C / 8 */
+
+/* The CPUs this process may run on, read once: with one, a tight poll can
+ * only keep the thread it waits for off the CPU. */
+static int allowed_cpus(void)
+{
+	static _Atomic int n;
+	int v = atomic_load_explicit(&n, memory_order_relaxed);
+	if (!v) {
+		cpu_set_t set;
+		v = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 2;
+		atomic_store_explicit(&n, v, memory_order_relaxed);
+	}
+	return v;
+}
+
+nemo__spin_plan nemo__spin_plan_for(const nemo_wait_policy *p, nemo_waiter *self)
 {
 	switch (p->kind) {
 	case NEMO_WAIT_SPIN:
-		return UINT64_MAX;
+		return (nemo__spin_plan){ nemo_ns_to_ticks(SPIN_PURE_NS), UINT64_MAX };
 	case NEMO_WAIT_BLOCK:
-		return 0;
-	case NEMO_WAIT_HYBRID:
-		return nemo_ns_to_ticks(p->spin_ns ? p->spin_ns : NEMO_WAIT_HYBRID_DEFAULT_NS);
+		return (nemo__spin_plan){ 0, 0 };
+	case NEMO_WAIT_HYBRID: {
+		uint64_t t = nemo_ns_to_ticks(p->spin_ns ? p->spin_ns : NEMO_WAIT_HYBRID_DEFAULT_NS);
+		return (nemo__spin_plan){ t, t };
+	}
 	case NEMO_WAIT_ADAPTIVE:
 	default: {
-		double b = nemo__block_cost_ns();
-		if (self && self->long_waits >= 4)
-			b /= 8;
-		return nemo_ns_to_ticks(b);
+		double c = nemo__block_cost_ns();
+		if (self && self->long_waits >= LONG_WAITS_SHORTEN)
+			c /= 8;
+		double pure = allowed_cpus() > 1 ? (c < PURE_NS ? c : PURE_NS) : 0;
+		return (nemo__spin_plan){ nemo_ns_to_ticks(pure), nemo_ns_to_ticks(c) };
 	}
 	}
 }
 
-/* Adaptive history: a saturating count of recent waits that outlasted the
- * full budget (they would have slept anyway). */
-static void adapt_update(nemo_waiter *self, uint64_t waited_ticks)
+/* The history (see THE HISTORY above). */
+static void adapt_update(nemo_waiter *self, uint64_t waited_ticks, bool polled, bool preempted)
 {
 	if (!self)
 		return;
-	bool long_wait = nemo_ticks_to_ns((int64_t)waited_ticks) > nemo__block_cost_ns();
-	if (long_wait) {
-		if (self->long_waits < 8)
-			self->long_waits++;
-	} else {
-		self->long_waits = self->long_waits >= 2 ? self->long_waits - 2 : 0;
-	}
+	uint32_t h = self->long_waits;
+	if (preempted)
+		h += 2;
+	else if (!polled && nemo_ticks_to_ns((int64_t)waited_ticks) > nemo__block_cost_ns())
+		h += 1;
+	else if (polled)
+		h = h >= 2 ? h - 2 : 0;
+	self->long_waits = h > 8 ? 8 : h;
 }
 
 /* Kick mode: SCHED_FIFO 1 from the first kick-mode sleep on, kept while
@@ -163,6 +234,51 @@ static int futex_sleep(const nemo__wait_ops *ops, uint32_t *word, uint32_t val, 
 	return rc;
 }
 
+/* The poll phase: 0 once taken, ETIMEDOUT at the deadline, EAGAIN when
+ * the plan's time is up.  *preempted: the tight phase was interrupted. */
+static int poll_phase(const nemo__wait_ops *ops, void *arg, nemo__spin_plan plan, uint64_t start,
+		      uint64_t deadline, unsigned flags, bool *preempted)
+{
+	uint64_t pure_end = add_sat(start, plan.pure), end = add_sat(start, plan.total);
+	uint64_t gap = nemo_ns_to_ticks(PREEMPT_NS), last = start;
+	bool yielding = plan.pure == 0;
+	for (unsigned n = 1;; n++) {
+		if (ops->try_take(arg))
+			return 0;
+		if (yielding) {
+			sched_yield();
+		} else {
+			nemo_cpu_relax();
+			/* A pause costs tens of cycles on some x86 cores: check the
+			 * clock every 4th, or a 1 us budget overshoots by a
+			 * microsecond or more (measured). */
+			if (n % 4)
+				continue;
+		}
+		uint64_t now = nemo_ticks();
+		if (now - last > gap) {
+			/* We lost the CPU: preempted while polling tight, or a
+			 * yield that let other threads run for long.  The CPU is
+			 * wanted; a yield there costs a time slice, a sleep's
+			 * wake-up would preempt instead.  Sleep now. */
+			*preempted = true;
+			if (yielding && ops->try_take(arg))
+				return 0;
+			if (yielding)
+				return EAGAIN;
+		}
+		last = now;
+		if (now >= deadline)
+			return ETIMEDOUT;
+		if (now >= end)
+			return EAGAIN;
+		if (now >= pure_end)
+			yielding = true;
+		if ((flags & NEMO__WAIT_CANCELLABLE) && (yielding || n % 1024 == 0))
+			pthread_testcancel();
+	}
+}
+
 int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy *p,
 		    clockid_t clock, const struct timespec *abstime, unsigned flags)
 {
@@ -178,40 +294,24 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 	nemo_wait_policy pol;
 	if (nemo_wait_policy_resolve(p, &pol) != 0)
 		return EINVAL;
+	bool adaptive = pol.kind == NEMO_WAIT_ADAPTIVE;
 	uint64_t start = nemo_ticks();
-	uint64_t budget = nemo__spin_budget_ticks(&pol, self);
 	uint64_t left = ticks_until(clock, abstime);
 	if (left == 0)
 		return ETIMEDOUT;      /* already past: never sleep on it */
 	uint64_t deadline = add_sat(start, left);
-	uint64_t spin_end = add_sat(start, budget);
-	uint64_t yield_after = add_sat(start, nemo_ns_to_ticks(1e6));
 
 	/* Poll. */
-	if (budget) {
-		for (unsigned n = 1;; n++) {
-			if (ops->try_take(arg)) {
-				if (self)
-					NEMO__COUNT(self, waits_polled);
-				if (pol.kind == NEMO_WAIT_ADAPTIVE)
-					adapt_update(self, nemo_ticks() - start);
-				return 0;
-			}
-			nemo_cpu_relax();
-			/* A pause costs tens of cycles on some x86 cores: check the
-			 * clock every 4th, or a 1 us budget overshoots by a
-			 * microsecond or more (measured). */
-			if (n % 4)
-				continue;
-			uint64_t now = nemo_ticks();
-			if (now >= deadline)
-				return ETIMEDOUT;
-			if (now >= spin_end)
-				break;
-			if (budget == UINT64_MAX && now >= yield_after)
-				sched_yield();
-			if ((flags & NEMO__WAIT_CANCELLABLE) && n % 1024 == 0)
-				pthread_testcancel();
+	bool preempted = false;
+	nemo__spin_plan plan = nemo__spin_plan_for(&pol, self);
+	if (plan.total) {
+		int rc = poll_phase(ops, arg, plan, start, deadline, flags, &preempted);
+		if (rc != EAGAIN) {
+			if (rc == 0 && self)
+				NEMO__COUNT(self, waits_polled);
+			if (adaptive)
+				adapt_update(self, nemo_ticks() - start, rc == 0, preempted);
+			return rc;
 		}
 	}
 
@@ -223,6 +323,7 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 	int result;
 	for (;;) {
 		uint32_t *word, val, bits = 0;
+		uint64_t slept_at = nemo_ticks();
 		if (ops->sleep_begin(arg, &word, &val, &bits)) {
 			result = 0;
 			break;
@@ -232,6 +333,11 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 		int rc = futex_sleep(ops, word, val, bits, clock, abstime, flags);
 		ops->sleep_end(arg);
 		if (ops->try_take(arg)) {
+			/* Woken by a kick made after we published the sleep: what
+			 * that wake-up cost is a sample of the cost of blocking. */
+			uint64_t kicked = ops->kicked_at ? ops->kicked_at(arg) : 0;
+			if (kicked > slept_at)
+				nemo__learn_wake_latency(nemo_ticks_to_ns((int64_t)(nemo_ticks() - kicked)));
 			result = 0;
 			break;
 		}
@@ -242,7 +348,7 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 			break;
 		}
 	}
-	if (pol.kind == NEMO_WAIT_ADAPTIVE)
-		adapt_update(self, nemo_ticks() - start);
+	if (adaptive)
+		adapt_update(self, nemo_ticks() - start, false, preempted);
 	return result;
 }
