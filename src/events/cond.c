@@ -13,8 +13,8 @@
  *  36  flags     bit 0: process-shared - glibc's bit at glibc's offset; nemo
  *                never sets it, so the interposer can tell a condvar that
  *                glibc initialised as process-shared; bit 1: CLOCK_MONOTONIC
- *                (glibc's bit, too); bit 2: kick mode; bits 8-12: fan-out
- *                (0 = 2)
+ *                (glibc's bit, too); bit 2: kick mode; bits 8-12: the
+ *                broadcast tree's fan-out (0: no tree, flat)
  *  40  bseq      the word queued waiters sleep on (each with its own bit):
  *                a kick bumps it and wakes one bit; a flat broadcast bumps
  *                it and wakes every sleeper with one FUTEX_WAKE
@@ -81,7 +81,19 @@
  *   lock of that mutex).  Else lock; dequeue the head; unlock; release it
  *   (token := 1, then kick only if it sleeps).
  *
- * BROADCAST  lock; detach the whole queue; unlock.  Then:
+ * BROADCAST  lock; detach the whole queue; unlock.  Then, by default
+ *   (flat): store every waiter's token - reading each link before the
+ *   store that lets its owner return and queue itself again - then one
+ *   nemo__waiter_kick_many over them (waiter.c): each sleeping slot is
+ *   claimed by its own CAS, and all of them are woken with one bump of
+ *   `bseq` and one FUTEX_WAKE_BITSET; polling waiters are released by
+ *   their token store alone, and when every waiter polls there is no
+ *   syscall at all.  Queued slots sleep on `bseq`, each with its own bit,
+ *   so a signal wakes just its waiter (waiter.c, SHARED WORD).  Waiters
+ *   are released 32 at a time (one wake per 32).
+ *
+ *   With a fan-out set (nemo_cond_set_fanout), a tree over CPU groups
+ *   instead, when the waiters sit on more CPUs than the fan-out:
  *   1. Group the waiters by the CPU each was on when it queued itself.
  *   2. Build a tree over the groups, breadth-first in order of first
  *      appearance: the broadcaster has `fanout` child groups, and so does
@@ -94,22 +106,21 @@
  *      itself again at once, and a newer broadcast rewrites its links
  *      (ThreadSanitizer caught an earlier version that stored every token
  *      up front, so that a leader could follow a rewritten chain and skip
- *      members: a lost wake-up).  The cost: in a tree, a polling waiter
- *      waits for its parent group's leader to wake.
- *   Whoever issues a FUTEX_WAKE thus wakes threads on other CPUs: the wake
- *   syscalls overlap with the target CPU's context switches instead of
- *   queueing behind them.  With one waiter per CPU (the Nemo paper's
- *   setting) this is a tree over the waiters, in parallel across CPUs.
- *   In the flat case below every token is set up front, reading each link
- *   before the store that frees its owner.
- *   When the waiters sit on no more CPUs than the fan-out, there is
- *   nothing to parallelise: then the broadcast is flat - tokens, then one
- *   FUTEX_WAKE of every sleeper on the word `bseq`, on which queued slots
- *   sleep, each with its own bit so a signal wakes just its waiter (the
- *   handshake is in waiter.c, SHARED WORD).  Measured here, 8 waiters on
- *   one CPU, last waiter p50: a tree over threads 34 us, a loop of 8
- *   FUTEX_WAKEs 38 us, glibc's one wake-all 31 us.  Polling waiters are
- *   released by their token store alone.
+ *      members: a lost wake-up).  The broadcast returns before the deeper
+ *      waiters are released: LIFETIME above keeps destroy safe.
+ *   Why flat is the default: the tree was the Nemo paper's idea of waking
+ *   in parallel, each FUTEX_WAKE issued to another CPU.  Measured on a
+ *   16-core KVM guest (Sapphire Rapids), last waiter p50 at K = 15: tree
+ *   47-57 us, glibc's condvar 32-33 us, one futex wake-all 16-20 us,
+ *   nemo-am's one FUTEX_WAKE_BITSET 25-31 us; the tree's waiters switched
+ *   context 1.7-1.8 times per wake (woken, then asleep again on the
+ *   mutex).  The kernel already wakes a whole futex queue in one call, and
+ *   a tree only adds a wake-up latency per level.  On 2 vCPUs, 8 waiters
+ *   on one CPU: tree 34 us, a loop of 8 FUTEX_WAKEs 38 us, glibc 31 us,
+ *   one wake of the shared word 28-31 us.  The woken waiters then take
+ *   the mutex one after another; relock() polls it (tight, then yielding)
+ *   instead of sleeping on it, which is what removes the second context
+ *   switch.
  *
  * CANCELLATION  the sleep runs with asynchronous cancellation enabled (the
  *   futex syscall only), and the poll calls pthread_testcancel.  The
@@ -136,7 +147,6 @@
 #define CF_KICK 4u
 #define CF_FANOUT_SHIFT 8
 #define CF_FANOUT_MASK (0x1fu << CF_FANOUT_SHIFT)
-#define DEFAULT_FANOUT 2
 #define WREF_DESTROY 1u
 #define WREF_ONE 2u
 
@@ -283,17 +293,17 @@ int nemo_cond_set_kick(nemo_cond *cv, bool on)
 
 int nemo_cond_set_fanout(nemo_cond *cv, int fanout)
 {
-	if (!cv || fanout < 1 || fanout > NEMO_COND_MAX_FANOUT)
+	if (!cv || fanout < 0 || fanout > NEMO_COND_MAX_FANOUT)
 		return EINVAL;
 	struct cond_impl *c = impl(cv);
 	c->flags = (c->flags & ~CF_FANOUT_MASK) | ((uint32_t)fanout << CF_FANOUT_SHIFT);
 	return 0;
 }
 
+/* The tree's fan-out, or 0: flat (the default). */
 static int fanout_of(const struct cond_impl *c)
 {
-	int f = (int)((c->flags & CF_FANOUT_MASK) >> CF_FANOUT_SHIFT);
-	return f ? f : DEFAULT_FANOUT;
+	return (int)((c->flags & CF_FANOUT_MASK) >> CF_FANOUT_SHIFT);
 }
 
 /* ------------------------------------------------------------ the queue */
@@ -527,6 +537,33 @@ int nemo_cond_signal(nemo_cond *cv)
 	return 0;
 }
 
+/* The flat broadcast over groups (linked by `next`) of members (linked
+ * by `gnext`): tokens, then one nemo__waiter_kick_many per 32 waiters. */
+static void broadcast_flat(nemo_waiter *groups)
+{
+	enum { CHUNK = 32 };
+	nemo_waiter *ws[CHUNK];
+	nemo_waiter *g = groups, *m = groups;
+	while (m) {
+		size_t n = 0;
+		/* Collect (reading every link) before releasing any of them. */
+		while (m && n < CHUNK) {
+			ws[n++] = m;
+			if (m->gnext) {
+				m = m->gnext;
+			} else {
+				g = g->next;
+				m = g;
+			}
+		}
+		for (size_t i = 0; i < n; i++) {
+			atomic_store_explicit(&ws[i]->by_broadcast, 1, memory_order_relaxed);
+			atomic_store_explicit(&ws[i]->token, 1, memory_order_seq_cst);     /* R1 */
+		}
+		nemo__waiter_kick_many(ws, n);                               /* R2, R3, K1-K3 */
+	}
+}
+
 int nemo_cond_broadcast(nemo_cond *cv)
 {
 	struct cond_impl *c = checked(cv);
@@ -542,6 +579,20 @@ int nemo_cond_broadcast(nemo_cond *cv)
 	for (nemo_waiter *w = list; w; w = w->next)
 		w->queued = false;
 	cond_unlock(c);
+	if (!list)
+		return 0;
+
+	int fan = fanout_of(c);
+	if (!fan) {
+		/* Flat: one group of everyone, in queue order. */
+		for (nemo_waiter *w = list; w; w = w->next) {
+			w->nkids = 0;
+			w->gnext = w->next;
+		}
+		list->next = NULL;
+		broadcast_flat(list);
+		return 0;
+	}
 
 	/* 1. Groups by CPU, in order of first appearance (heads linked by
 	 * `next` reused as the group list once detached; members by gnext). */
@@ -567,25 +618,11 @@ int nemo_cond_broadcast(nemo_cond *cv)
 			gtail = w;
 		}
 	}
-	int fan = fanout_of(c);
 	int ngroups = 0;
 	for (nemo_waiter *g = groups; g; g = g->next)
 		ngroups++;
 	if (ngroups <= fan) {
-		/* Flat: every detached slot sleeps on bseq (enqueue set bword).
-		 * Tokens first, then bump and wake everyone (K2, K3 for all). */
-		uint64_t now = nemo_ticks();   /* stamped for the woken: wait.c learns */
-		for (nemo_waiter *g = groups, *gnx; g; g = gnx) {
-			gnx = g->next;
-			for (nemo_waiter *m = g, *mnx; m; m = mnx) {
-				mnx = m->gnext;
-				atomic_store_explicit(&m->by_broadcast, 1, memory_order_relaxed);
-				atomic_store_explicit(&m->kicked_at, now, memory_order_relaxed);
-				atomic_store_explicit(&m->token, 1, memory_order_seq_cst);
-			}
-		}
-		atomic_fetch_add_explicit(&c->bseq, 1, memory_order_seq_cst);
-		nemo_futex_wake((uint32_t *)&c->bseq, INT_MAX, NEMO_FUTEX_PRIVATE, NULL);
+		broadcast_flat(groups);   /* nothing to parallelise */
 		return 0;
 	}
 	/* 2. The tree over groups, breadth-first: `parent` trails behind. */
