@@ -51,6 +51,15 @@ must_pass cond.pml -DFLAT -DTIMED
 must_fail cond.pml -DTIMED -DBROKEN_NOREF
 must_fail cond.pml -DFLAT -DBROKEN_NOREF
 must_fail cond.pml -DTIMED -DBROKEN_EARLY_PUT
+# The flat broadcast (cond.c, BROADCAST; waiter.c, nemo__waiter_kick_many):
+# no waiter left asleep; no FUTEX_WAKE when every waiter polls.
+must_pass broadcast.pml -DMAXSPUR=1
+must_pass broadcast.pml -DMAXSPUR=2
+must_pass broadcast.pml -DPOLL
+must_pass broadcast.pml -DPOLL -DPOLL1
+must_fail broadcast.pml -DBROKEN_ONE_BIT
+must_fail broadcast.pml -DBROKEN_NO_FENCE
+must_fail broadcast.pml -DPOLL -DPOLL1 -DBROKEN_ALWAYS_WAKE
 # The messaging layer (src/messaging/queue.c, kick.c): no lost wake-up of a
 # place (default), and a send racing nemo_place_leave is delivered xor
 # failed (-DLEAVE).  The queue is the notification FIFO unless -DRING.
