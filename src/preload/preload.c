@@ -91,6 +91,27 @@ __attribute__((noinline, noipa)) static int is_null(const volatile void *p)
 	return p == NULL;
 }
 
+/* NEMO_STATS=1: at exit, one line on stderr with what the waits did
+ * (how many polled, slept, and kicks issued or avoided) and the adaptive
+ * policy's cost of blocking - to see what nemo did to a program without
+ * changing it. */
+__attribute__((destructor)) static void stats_at_exit(void)
+{
+	const char *s = getenv("NEMO_STATS");
+	if (!s || !*s || !strcmp(s, "0"))
+		return;
+	nemo_waiter_counters c;
+	nemo_wait_calibration cal;
+	if (nemo_waiter_get_counters(&c) != 0 || nemo_wait_get_calibration(&cal) != 0)
+		return;
+	fprintf(stderr,
+		"nemo-preload: %llu waits: %llu polled, %llu sleeps; kicks %llu issued, %llu avoided; "
+		"cost of blocking %.0f ns (%s, %u samples)\n",
+		(unsigned long long)c.waits, (unsigned long long)c.waits_polled,
+		(unsigned long long)c.sleeps, (unsigned long long)c.kicks_issued,
+		(unsigned long long)c.kicks_avoided, cal.budget_ns, cal.source, cal.samples);
+}
+
 /* Run a nemo_cond call with the caller's errno kept. */
 #define KEEP_ERRNO(call)                  \
 	do {                              \
