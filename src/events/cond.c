@@ -404,8 +404,8 @@ static int relock(pthread_mutex_t *m, const nemo_wait_policy *p, nemo_waiter *se
 	uint64_t cap = nemo_ns_to_ticks(50000);
 	if (plan.total) {
 		uint64_t start = nemo_ticks();
-		uint64_t pure_end = start + (plan.pure < cap ? plan.pure : cap);
 		uint64_t end = start + (plan.total < cap ? plan.total : cap);
+		uint64_t win_end = start + plan.pure;
 		for (;;) {
 			int err = pthread_mutex_trylock(m);
 			if (err != EBUSY)
@@ -413,8 +413,9 @@ static int relock(pthread_mutex_t *m, const nemo_wait_policy *p, nemo_waiter *se
 			uint64_t now = nemo_ticks();
 			if (now >= end)
 				break;
-			if (now >= pure_end) {
+			if (now >= win_end) {
 				sched_yield();
+				win_end = nemo_ticks() + plan.window;
 			} else {
 				for (int i = 0; i < 16; i++)
 					nemo_cpu_relax();

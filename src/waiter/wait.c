@@ -6,23 +6,24 @@
  *
  *   1. try once (the condition may already hold);
  *   2. poll, as nemo__spin_plan_for() says: a tight loop (pause, clock
- *      read every 4th) for `pure` ticks, then one sched_yield() between
- *      polls until `total` ticks;
+ *      read every 4th) for `pure` ticks, then tight windows of `window`
+ *      ticks, each after one sched_yield(), until `total` ticks;
  *   3. sleep: ops->sleep_begin publishes the sleep and re-checks (the
  *      handshake of waiter.c or event.c), futex_wait, ops->sleep_end, and
  *      try again; until taken or the deadline passes.
  *
  * THE PLANS
  *
- *   SPIN      tight for 1 ms, then yielding, forever.
+ *   SPIN      tight for 1 ms, then a yield before every poll, forever.
  *   BLOCK     none: sleep at once.
  *   HYBRID    tight for spin_ns (the user's explicit budget), no yielding.
  *   ADAPTIVE  (the default) total = the cost of blocking, C, learned from
  *             this process's sleeps (policy.c, THE COST OF BLOCKING), or
  *             C / 8 while this thread's recent waits outlasted C or its
- *             tight polling was preempted (the history below); the first
- *             PURE_NS (4 us) of it tight, the rest yielding.  On a
- *             process allowed only one CPU, all of it yielding.
+ *             tight polling was preempted (the history below); polled in
+ *             tight windows of PURE_NS (4 us) with a yield between two
+ *             windows.  On a process allowed only one CPU, a yield
+ *             before every poll.
  *
  * Why a budget in time, not in iterations: an iteration's cost varies
  * tenfold between machines (pause is ~10 cycles on some cores and ~140 on
@@ -144,20 +145,20 @@ nemo__spin_plan nemo__spin_plan_for(const nemo_wait_policy *p, nemo_waiter *self
 {
 	switch (p->kind) {
 	case NEMO_WAIT_SPIN:
-		return (nemo__spin_plan){ nemo_ns_to_ticks(SPIN_PURE_NS), UINT64_MAX };
+		return (nemo__spin_plan){ nemo_ns_to_ticks(SPIN_PURE_NS), 0, UINT64_MAX };
 	case NEMO_WAIT_BLOCK:
-		return (nemo__spin_plan){ 0, 0 };
+		return (nemo__spin_plan){ 0, 0, 0 };
 	case NEMO_WAIT_HYBRID: {
 		uint64_t t = nemo_ns_to_ticks(p->spin_ns ? p->spin_ns : NEMO_WAIT_HYBRID_DEFAULT_NS);
-		return (nemo__spin_plan){ t, t };
+		return (nemo__spin_plan){ t, t, t };
 	}
 	case NEMO_WAIT_ADAPTIVE:
 	default: {
 		double c = nemo__block_cost_ns();
 		if (self && self->long_waits >= LONG_WAITS_SHORTEN)
 			c /= 8;
-		double pure = allowed_cpus() > 1 ? (c < PURE_NS ? c : PURE_NS) : 0;
-		return (nemo__spin_plan){ nemo_ns_to_ticks(pure), nemo_ns_to_ticks(c) };
+		uint64_t w = allowed_cpus() > 1 ? nemo_ns_to_ticks(PURE_NS) : 0;
+		return (nemo__spin_plan){ w, w, nemo_ns_to_ticks(c) };
 	}
 	}
 }
@@ -235,46 +236,52 @@ static int futex_sleep(const nemo__wait_ops *ops, uint32_t *word, uint32_t val, 
 }
 
 /* The poll phase: 0 once taken, ETIMEDOUT at the deadline, EAGAIN when
- * the plan's time is up.  *preempted: the tight phase was interrupted. */
+ * the plan's time is up, or (adaptive only) when the CPU was lost for
+ * long across a yield: sleep now.  *preempted: the CPU was lost for long
+ * while polling. */
 static int poll_phase(const nemo__wait_ops *ops, void *arg, nemo__spin_plan plan, uint64_t start,
-		      uint64_t deadline, unsigned flags, bool *preempted)
+		      uint64_t deadline, unsigned flags, bool adaptive, bool *preempted)
 {
-	uint64_t pure_end = add_sat(start, plan.pure), end = add_sat(start, plan.total);
+	uint64_t end = add_sat(start, plan.total), win_end = add_sat(start, plan.pure);
 	uint64_t gap = nemo_ns_to_ticks(PREEMPT_NS), last = start;
-	bool yielding = plan.pure == 0;
 	for (unsigned n = 1;; n++) {
 		if (ops->try_take(arg))
 			return 0;
-		if (yielding) {
-			sched_yield();
-		} else {
-			nemo_cpu_relax();
-			/* A pause costs tens of cycles on some x86 cores: check the
-			 * clock every 4th, or a 1 us budget overshoots by a
-			 * microsecond or more (measured). */
-			if (n % 4)
-				continue;
-		}
+		nemo_cpu_relax();
+		/* A pause costs tens of cycles on some x86 cores: check the
+		 * clock every 4th, or a 1 us budget overshoots by a
+		 * microsecond or more (measured). */
+		if (n % 4 && last < win_end)
+			continue;
 		uint64_t now = nemo_ticks();
+		bool yielded = false;
+		if (now >= win_end && now < end && now < deadline) {
+			/* Window over: let a thread that wants this CPU run. */
+			sched_yield();
+			now = nemo_ticks();
+			win_end = add_sat(now, plan.window);
+			yielded = true;
+			if ((flags & NEMO__WAIT_CANCELLABLE))
+				pthread_testcancel();
+		}
 		if (now - last > gap) {
 			/* We lost the CPU: preempted while polling tight, or a
 			 * yield that let other threads run for long.  The CPU is
 			 * wanted; a yield there costs a time slice, a sleep's
-			 * wake-up would preempt instead.  Sleep now. */
+			 * wake-up would preempt instead. */
 			*preempted = true;
-			if (yielding && ops->try_take(arg))
-				return 0;
-			if (yielding)
-				return EAGAIN;
+			if (yielded && adaptive) {   /* SPIN never sleeps */
+				if (ops->try_take(arg))
+					return 0;
+				return EAGAIN;      /* sleep now */
+			}
 		}
 		last = now;
 		if (now >= deadline)
 			return ETIMEDOUT;
 		if (now >= end)
 			return EAGAIN;
-		if (now >= pure_end)
-			yielding = true;
-		if ((flags & NEMO__WAIT_CANCELLABLE) && (yielding || n % 1024 == 0))
+		if ((flags & NEMO__WAIT_CANCELLABLE) && n % 1024 == 0)
 			pthread_testcancel();
 	}
 }
@@ -305,7 +312,7 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 	bool preempted = false;
 	nemo__spin_plan plan = nemo__spin_plan_for(&pol, self);
 	if (plan.total) {
-		int rc = poll_phase(ops, arg, plan, start, deadline, flags, &preempted);
+		int rc = poll_phase(ops, arg, plan, start, deadline, flags, adaptive, &preempted);
 		if (rc != EAGAIN) {
 			if (rc == 0 && self)
 				NEMO__COUNT(self, waits_polled);

@@ -114,11 +114,12 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 int nemo__waiter_wait_flags(nemo_waiter *w, const nemo_wait_policy *p, clockid_t clock,
 			    const struct timespec *abstime, unsigned flags);
 
-/* How a waiter spends its poll phase (wait.c, nemo__spin_plan): poll in
- * a tight loop for `pure` ticks, then yield the CPU between polls until
- * `total` ticks (UINT64_MAX: forever) have passed since the start. */
+/* How a waiter spends its poll phase (wait.c, THE PLANS), in ticks: poll
+ * in a tight loop for `pure`, then in tight windows of `window` with one
+ * sched_yield() before each (window 0: a yield before every poll), until
+ * `total` (UINT64_MAX: forever) has passed since the start. */
 typedef struct nemo__spin_plan {
-	uint64_t pure, total;
+	uint64_t pure, window, total;
 } nemo__spin_plan;
 
 /* The poll phase of a resolved policy for the calling thread. */
