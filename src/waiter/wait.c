@@ -77,6 +77,10 @@
  * IPI" for threads that act as a runtime's logical processors).  Where
  * real-time priority is not permitted (no CAP_SYS_NICE, RLIMIT_RTPRIO 0)
  * kick mode is a plain wait: the first EPERM is remembered per thread.
+ * While it holds that priority, an adaptive poll is one tight window at
+ * most: at real-time priority a poll keeps every normal thread of its
+ * CPU off it, and its yields do not help them (found when concurrent
+ * test processes stalled for seconds beside a kick-mode stress run).
  */
 #define _GNU_SOURCE
 #include "waiter_internal.h"
@@ -158,7 +162,14 @@ nemo__spin_plan nemo__spin_plan_for(const nemo_wait_policy *p, nemo_waiter *self
 		if (self && self->long_waits >= LONG_WAITS_SHORTEN)
 			c /= 8;
 		uint64_t w = allowed_cpus() > 1 ? nemo_ns_to_ticks(PURE_NS) : 0;
-		return (nemo__spin_plan){ w, w, nemo_ns_to_ticks(c) };
+		uint64_t total = nemo_ns_to_ticks(c);
+		/* A thread holding kick mode's real-time priority: one tight
+		 * window at most.  Its yields would not reach normal threads
+		 * (sched_yield only yields to its own priority), so a longer
+		 * poll would keep every normal thread of its CPU off it. */
+		if (self && self->boosted && total > w)
+			total = w;
+		return (nemo__spin_plan){ w, w, total };
 	}
 	}
 }
