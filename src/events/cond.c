@@ -557,8 +557,10 @@ static void broadcast_flat(nemo_waiter *groups)
 				m = g;
 			}
 		}
+		int cpu = sched_getcpu();
 		for (size_t i = 0; i < n; i++) {
 			atomic_store_explicit(&ws[i]->by_broadcast, 1, memory_order_relaxed);
+			nemo__release_mark(ws[i], cpu);
 			atomic_store_explicit(&ws[i]->token, 1, memory_order_seq_cst);     /* R1 */
 		}
 		nemo__waiter_kick_many(ws, n);                               /* R2, R3, K1-K3 */

@@ -6,8 +6,8 @@
  *
  *   1. try once (the condition may already hold);
  *   2. poll, as nemo__spin_plan_for() says: a tight loop (pause, clock
- *      read every 4th) for `pure` ticks, then tight windows of `window`
- *      ticks, each after one sched_yield(), until `total` ticks;
+ *      read every 4th) for `pure` ticks, then - SPIN only - a yield
+ *      before every poll, until `total` ticks;
  *   3. sleep: ops->sleep_begin publishes the sleep and re-checks (the
  *      handshake of waiter.c or event.c), futex_wait, ops->sleep_end, and
  *      try again; until taken or the deadline passes.
@@ -16,14 +16,12 @@
  *
  *   SPIN      tight for 1 ms, then a yield before every poll, forever.
  *   BLOCK     none: sleep at once.
- *   HYBRID    tight for spin_ns (the user's explicit budget), no yielding.
- *   ADAPTIVE  (the default) total = the cost of blocking, C, learned from
- *             this process's sleeps (policy.c, THE COST OF BLOCKING), or
- *             C / 8 while this thread's recent waits outlasted C or its
- *             tight polling was preempted (the history below); polled in
- *             tight windows of PURE_NS (4 us) with a yield between two
- *             windows.  On a process allowed only one CPU, a yield
- *             before every poll.
+ *   HYBRID    tight for spin_ns (the user's explicit budget).
+ *   ADAPTIVE  (the default) tight for the cost of blocking, C, learned
+ *             from this process's own sleeps (policy.c, THE COST OF
+ *             BLOCKING); C / 8 while this thread's recent waits outlasted
+ *             C or its polls were preempted; nothing at all while its
+ *             recent releasers ran on its own CPU (THE HISTORY below).
  *
  * Why a budget in time, not in iterations: an iteration's cost varies
  * tenfold between machines (pause is ~10 cycles on some cores and ~140 on
@@ -32,44 +30,49 @@
  * in hindsight (the classic ski-rental argument), whatever the gap; the
  * adaptive total never exceeds C.
  *
- * Why yield after a few microseconds.  A tight poll of a few microseconds
- * catches a partner running on another CPU (a hand-off round trip is
- * ~1 us here).  Past that, the thread we wait for may be runnable on
- * *our* CPU - an oversubscribed machine, or a woken thread placed next to
- * its waker, as CPython's GIL hand-off is - and a tight poll would keep
- * it off the CPU for the whole budget, then sleep, and be woken by it:
- * slower than never polling (measured: CPython's Lock hand-off under the
- * interposer fell to 0.65-0.77x glibc).  sched_yield() gives the CPU to
- * any runnable thread of this CPU and returns at once (~1 us here) when
- * there is none, so the yielding phase still notices the condition
- * without a wake-up, and never burns a CPU another thread wants.  But a
- * yield on a CPU that other busy threads want can cost a whole time slice
- * (milliseconds), where a sleeper's wake-up would preempt them: so a
- * yield after which the clock jumped by more than PREEMPT_NS ends the
- * poll phase at once (sleep now), and counts as a preemption in THE
- * HISTORY, which soon leaves no yielding phase at all (C / 8 < PURE_NS).
- * Rejected: reading the run queue length (/proc, getrusage: syscalls
- * costing more than the poll), and spinning only while the partner is
- * known to run (the kernel's mutex does that with the owner's on_cpu;
- * a condvar waiter does not know who will signal it).
+ * THE HISTORY (per thread, in its slot)
  *
- * THE HISTORY (per thread, in its slot: long_waits, 0..8)
+ * Polling pays only if the thread we wait for runs elsewhere meanwhile.
+ * Two scores, 0..8 each, decide when it cannot:
+ *   long_waits  a wait that ends while polling subtracts 2; one that
+ *               lasted longer than C (it would have slept anyway) adds 1;
+ *               one whose poll saw the clock jump by more than PREEMPT_NS
+ *               between two reads (it was preempted: its CPU is wanted)
+ *               adds 2.  From 4 on, the budget is C / 8: long gaps do not
+ *               pay a full budget each time, a short wait that comes back
+ *               is still caught, two polled waits restore the budget.
+ *   same_cpu    every release records the releaser's CPU in the slot
+ *               (waiter.c); a released slot wait whose releaser ran on the
+ *               CPU the waiter started on adds 2, one released from
+ *               another CPU subtracts 1.  From 4 on, no polling: the
+ *               releaser needs our CPU to release us, so every polled
+ *               microsecond only delays it - the case of CPython's GIL
+ *               hand-off, whose woken thread the scheduler places next to
+ *               its waker, and of any oversubscribed pool.  Releases keep
+ *               being observed while the thread sleeps, so polling
+ *               resumes once releasers run elsewhere.
+ * A process confined to one CPU stops polling after two waits (its
+ * releasers all share that CPU).  (Reading the affinity mask instead was
+ * rejected: it is per thread, and a pinned thread waiting for a thread
+ * pinned elsewhere is exactly the case where polling wins.)
+ * Measured on the 2-vCPU VM with CPython (threading.Lock hand-off, the
+ * process pinned to one CPU): polling 2 us tight cost 0.55x glibc; not
+ * polling, 1.0x.
  *
- * A wait that ends while polling subtracts 2; one that lasted longer than
- * C (it would have slept anyway), or whose tight poll saw the clock jump
- * by more than PREEMPT_NS between two reads (it was preempted: its CPU is
- * wanted), adds 1 (2 if preempted).  From 4 on, the total is C / 8: long
- * gaps do not pay a full budget of polling each time, but a short one
- * that comes back is still caught, and two polled waits restore the full
- * budget.
+ * Rejected: yielding (sched_yield) between windows of polling instead.
+ * It hands the CPU to a releaser on our CPU, but on a machine where any
+ * other task is runnable, each yield gives that task a time slice: the
+ * condvar hand-off of nemo-handoff fell from 1.3M to 0.28M per second
+ * beside a light background load (2 runnable tasks).
  *
  * Failure cases (docs/events.md): a gap distribution just above C pays
  * up to C / 8 of polling per wait plus the sleep (the bound holds, the
- * win is lost); a waiter whose partner is runnable on another CPU's run
- * queue (oversubscribed) is not helped by yielding and polls for the
- * budget; the first waits of a process use the start value of C, which
- * can be off by a few times on machines unlike this one until the first
- * sleep is measured.
+ * win is lost); a releaser runnable behind another thread on *another*
+ * CPU's run queue (oversubscription) is not seen by either score, and the
+ * waiter polls its budget; the first waits of a process use the start
+ * value of C, which can be off by a few times on machines unlike this
+ * one until the first sleep is measured; events (nemo_event) do not
+ * record their releaser's CPU, so only long_waits guides them.
  *
  * Kick mode (NEMO__WAIT_BOOST): the thread runs at the lowest real-time
  * priority, so that when it is woken it preempts a busy normal thread on
@@ -77,8 +80,8 @@
  * IPI" for threads that act as a runtime's logical processors).  Where
  * real-time priority is not permitted (no CAP_SYS_NICE, RLIMIT_RTPRIO 0)
  * kick mode is a plain wait: the first EPERM is remembered per thread.
- * While it holds that priority, an adaptive poll is one tight window at
- * most: at real-time priority a poll keeps every normal thread of its
+ * While it holds that priority, an adaptive poll lasts 4 us at most: at
+ * real-time priority a poll keeps every normal thread of its
  * CPU off it, and its yields do not help them (found when concurrent
  * test processes stalled for seconds beside a kick-mode stress run).
  */
@@ -126,24 +129,10 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
 	return b > UINT64_MAX - a ? UINT64_MAX : a + b;
 }
 
-#define PURE_NS 4000.0           /* tight polling before yielding (adaptive) */
 #define SPIN_PURE_NS 1e6          /* SPIN: tight for 1 ms, then yielding */
 #define PREEMPT_NS 50000.0        /* a clock jump this long while polling: preempted */
-#define LONG_WAITS_SHORTEN 4      /* history at which the budget drops to C / 8 */
-
-/* The CPUs this process may run on, read once: with one, a tight poll can
- * only keep the thread it waits for off the CPU. */
-static int allowed_cpus(void)
-{
-	static _Atomic int n;
-	int v = atomic_load_explicit(&n, memory_order_relaxed);
-	if (!v) {
-		cpu_set_t set;
-		v = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 2;
-		atomic_store_explicit(&n, v, memory_order_relaxed);
-	}
-	return v;
-}
+#define SHORTEN_AT 4              /* long_waits from which the budget is C / 8 */
+#define SAME_CPU_AT 4             /* same_cpu from which the thread does not poll */
 
 nemo__spin_plan nemo__spin_plan_for(const nemo_wait_policy *p, nemo_waiter *self)
 {
@@ -158,20 +147,33 @@ nemo__spin_plan nemo__spin_plan_for(const nemo_wait_policy *p, nemo_waiter *self
 	}
 	case NEMO_WAIT_ADAPTIVE:
 	default: {
+		if (self && self->same_cpu >= SAME_CPU_AT)
+			return (nemo__spin_plan){ 0, 0, 0 };
 		double c = nemo__block_cost_ns();
-		if (self && self->long_waits >= LONG_WAITS_SHORTEN)
+		if (self && self->long_waits >= SHORTEN_AT)
 			c /= 8;
-		uint64_t w = allowed_cpus() > 1 ? nemo_ns_to_ticks(PURE_NS) : 0;
-		uint64_t total = nemo_ns_to_ticks(c);
-		/* A thread holding kick mode's real-time priority: one tight
-		 * window at most.  Its yields would not reach normal threads
-		 * (sched_yield only yields to its own priority), so a longer
-		 * poll would keep every normal thread of its CPU off it. */
-		if (self && self->boosted && total > w)
-			total = w;
-		return (nemo__spin_plan){ w, w, total };
+		/* A thread holding kick mode's real-time priority polls a few
+		 * microseconds at most: at that priority a poll keeps every
+		 * normal thread of its CPU off it. */
+		if (self && self->boosted && c > 4000)
+			c = 4000;
+		uint64_t t = nemo_ns_to_ticks(c);
+		return (nemo__spin_plan){ t, t, t };
 	}
 	}
+}
+
+void nemo__learn_releaser(nemo_waiter *w, int cpu)
+{
+	int rel = atomic_load_explicit(&w->rel_cpu, memory_order_relaxed);
+	if (rel < 0 || cpu < 0)
+		return;
+	uint32_t h = w->same_cpu;
+	if (rel == cpu)
+		h = h + 2 > 8 ? 8 : h + 2;
+	else
+		h = h ? h - 1 : 0;
+	w->same_cpu = h;
 }
 
 /* The history (see THE HISTORY above). */

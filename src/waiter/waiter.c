@@ -115,6 +115,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -180,6 +181,7 @@ static nemo_waiter *slot_new(void)
 		w->boost = 0;
 		w->boosted = false;
 		w->long_waits = 0;
+		w->same_cpu = 0;
 		atomic_store_explicit(&w->bword, NULL, memory_order_relaxed);
 		atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
 	}
@@ -211,6 +213,7 @@ int nemo_waiter_arm(nemo_waiter *w)
 		return EINVAL;
 	atomic_store_explicit(&w->token, 0, memory_order_relaxed);
 	atomic_store_explicit(&w->by_broadcast, 0, memory_order_relaxed);
+	atomic_store_explicit(&w->rel_cpu, -1, memory_order_relaxed);
 	return 0;
 }
 
@@ -327,6 +330,7 @@ int nemo_waiter_release(nemo_waiter *w)
 {
 	if (!w)
 		return EINVAL;
+	nemo__release_mark(w, sched_getcpu());
 	atomic_store_explicit(&w->token, 1, memory_order_seq_cst);   /* R1 */
 	kick(w);                                                     /* R2, R3 */
 	return 0;
@@ -385,9 +389,12 @@ static const nemo__wait_ops slot_ops = {
 int nemo__waiter_wait_flags(nemo_waiter *w, const nemo_wait_policy *p, clockid_t clock,
 			    const struct timespec *abstime, unsigned flags)
 {
+	int cpu = sched_getcpu();
 	atomic_store_explicit(&w->state, NEMO_WAITER_POLLING, memory_order_relaxed);     /* W1 */
 	int rc = nemo__wait_loop(&slot_ops, w, p, clock, abstime, flags);
 	atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
+	if (rc == 0)
+		nemo__learn_releaser(w, cpu);
 	return rc;
 }
 

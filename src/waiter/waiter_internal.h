@@ -27,6 +27,11 @@ struct nemo_waiter {
 	 * just before the wake; the woken owner learns the wake-up latency
 	 * from it: policy.c, THE COST OF BLOCKING). */
 	_Atomic uint64_t kicked_at;
+	/* The CPU the releaser ran on (written before the token, read by the
+	 * owner after it saw the token): a releaser that had to run on the
+	 * waiter's own CPU means polling there only delayed it (wait.c,
+	 * THE HISTORY). */
+	_Atomic int32_t rel_cpu;
 
 	/* Queue fields of the layer that queues the slot (nemo_cond):
 	 * written under that layer's lock, or by the releaser before the
@@ -47,6 +52,7 @@ struct nemo_waiter {
 	_Alignas(NEMO__CACHELINE) _Atomic uint64_t kicks_issued, kicks_avoided;
 	_Atomic uint64_t waits, waits_polled, sleeps;
 	uint32_t long_waits;          /* adaptive history: 0..8 (wait.c) */
+	uint32_t same_cpu;            /* adaptive history: releasers on our CPU, 0..8 */
 	int boost;                    /* kick mode: 0 untried, 1 works, -1 not permitted */
 	bool boosted;                 /* running at the kick-mode priority now */
 
@@ -156,6 +162,17 @@ static inline uint64_t nemo__kick_stamp(_Atomic uint64_t *at)
 	return t;
 }
 void nemo__kick_done(uint64_t stamp);
+
+/* Releaser side of the same-CPU history: record the calling thread's CPU
+ * in w before the token store that releases it. */
+static inline void nemo__release_mark(nemo_waiter *w, int cpu)
+{
+	atomic_store_explicit(&w->rel_cpu, cpu, memory_order_relaxed);
+}
+
+/* Waiter side: the wait of w that started on CPU `cpu` was released; learn
+ * whether its releaser ran there too (wait.c). */
+void nemo__learn_releaser(nemo_waiter *w, int cpu);
 
 /* Validate an absolute deadline: NULL ok; EINVAL if malformed or the
  * clock is neither CLOCK_MONOTONIC nor CLOCK_REALTIME. */
