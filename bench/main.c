@@ -104,7 +104,7 @@ static void suite_help(const suite *s)
 		       s->default_delay_min_us, s->default_delay_max_us);
 	printf("  --json FILE            write the JSON document (docs/bench-json.md)\n");
 	printf("  --samples DIR          write raw per-%s samples as CSV into DIR\n",
-	       (s->options & OPT_SECONDS) ? "interval" : "trial");
+	       !(s->options & OPT_SECONDS) ? "trial" : (s->options & OPT_ROUNDS) ? "round" : "interval");
 	if (!(s->options & OPT_SECONDS))
 		printf("  --seed N               seed of the random delays (default fixed)\n");
 	printf("  --quiet                no summary table, no progress bar, no warnings\n");

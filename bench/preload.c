@@ -148,7 +148,8 @@ static void pre_help(FILE *out)
 "mode) once in turn.  A row's rate is the median over rounds; ratio = that\n"
 "median / the same program's glibc median of this run.  The programs are\n"
 "found beside nemo-bench (bin/nemo-handoff, bin/nemo-pool, lib/libnemo-preload.so);\n"
-"python3 on PATH (python-handoff is skipped without it).\n");
+"python3 on PATH (python-handoff is skipped without it).  --src and --dst are\n"
+"the CPUs of condvar-handoff's two threads; the others are not pinned.\n");
 }
 
 static bool pre_has(const char *name)
