@@ -63,13 +63,13 @@ typedef struct bench_opts {
 	int cpus[BENCH_MAX_LIST];     /* broadcast waiter CPUs / coherence CPU set */
 	int ncpus;
 	double delay_min_us, delay_max_us;
-	const char *policies[BENCH_MAX_LIST];   /* policy suite */
+	const char *policies[BENCH_MAX_LIST];   /* policy suite; preload: extra modes */
 	int npolicies;
 	double gaps_us[BENCH_MAX_LIST];
 	int ngaps;
 	const char *profile_path;     /* calibrate */
-	int rounds;                   /* unicast: rows interleaved in this many rounds */
-	double seconds;               /* throughput: measured seconds */
+	int rounds;                   /* unicast, preload: rows interleaved in this many rounds */
+	double seconds;               /* throughput: measured seconds; preload: per child run */
 	long batch;                   /* throughput: messages per batch */
 	const char *json_path;
 	FILE *json_file;              /* opened at parse time: unwritable = usage error */
@@ -85,11 +85,13 @@ enum {
 	OPT_SRC_DST = 1u << 2,
 	OPT_SCENARIOS = 1u << 3,
 	OPT_MECHS = 1u << 4,
-	OPT_POLICY = 1u << 5,         /* --policies, --gaps */
+	OPT_POLICY = 1u << 5,         /* --policies */
 	OPT_PROFILE = 1u << 6,        /* --profile */
-	OPT_SECONDS = 1u << 7,        /* --seconds, --batch; such a suite runs for a time,
+	OPT_SECONDS = 1u << 7,        /* --seconds; such a suite runs for a time,
 	                                 so --trials, --warmup, --delay-us, --seed do not apply */
 	OPT_ROUNDS = 1u << 8,         /* --rounds: rows interleaved in rounds */
+	OPT_BATCH = 1u << 9,          /* --batch */
+	OPT_GAPS = 1u << 10,          /* --gaps */
 };
 
 /** A suite: its name, its defaults and its runner. */
@@ -104,10 +106,14 @@ typedef struct suite {
 	/** Is name one of this suite's mechanisms? */
 	bool (*has_mechanism)(const char *name);
 	int (*run)(const bench_opts *o, json_t *results, json_t *config);
+	/** The summary table on stdout, if the suite has its own (else main.c's). */
+	void (*print)(json_t *results);
+	double default_seconds;       /* --seconds (OPT_SECONDS); 0: 2 */
+	int default_rounds;           /* --rounds (OPT_ROUNDS); 0: 10 */
 } suite;
 
 extern const suite suite_unicast, suite_broadcast, suite_coherence, suite_policy, suite_calibrate,
-	suite_throughput;
+	suite_throughput, suite_preload;
 
 /** Print "nemo-bench: <msg>" and exit with status 2 (bad usage). */
 _Noreturn void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -222,6 +228,8 @@ void wait_until_eq(const atomic_uint *word, unsigned want, double timeout_s, con
 /* ------------------------------------------------------------------ */
 void progress_begin(const bench_opts *o, const char *what, uint64_t total_units);
 void progress_add(uint64_t units);         /* any thread; relaxed atomic add */
+/** Redraw the bar (a loop that waits on something else than threads). */
+void progress_tick(void);
 /** Join the threads while redrawing the bar every 100 ms. */
 void progress_join(pthread_t *threads, int n);
 void progress_end(void);

@@ -296,6 +296,11 @@ static void progress_draw(void)
 	prog.drawn = true;
 }
 
+void progress_tick(void)
+{
+	progress_draw();
+}
+
 void progress_join(pthread_t *threads, int n)
 {
 	for (int i = 0; i < n; i++) {

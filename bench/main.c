@@ -17,7 +17,8 @@
 #include <time.h>
 
 static const suite *const suites[] = { &suite_unicast, &suite_broadcast, &suite_coherence,
-				       &suite_policy, &suite_throughput, &suite_calibrate, NULL };
+				       &suite_policy, &suite_throughput, &suite_preload, &suite_calibrate,
+				       NULL };
 
 static const suite *find_suite(const char *name)
 {
@@ -25,6 +26,16 @@ static const suite *find_suite(const char *name)
 		if (strcmp(suites[i]->name, name) == 0)
 			return suites[i];
 	return NULL;
+}
+
+static double default_seconds(const suite *s)
+{
+	return s->default_seconds > 0 ? s->default_seconds : 2;
+}
+
+static int default_rounds(const suite *s)
+{
+	return s->default_rounds > 0 ? s->default_rounds : 10;
 }
 
 static void usage(FILE *out)
@@ -50,18 +61,28 @@ static void suite_help(const suite *s)
 	if (s->options & OPT_SCENARIOS)
 		printf("  --scenarios LIST       comma-separated scenarios (default: each mechanism's all)\n");
 	if (s->options & OPT_SECONDS) {
-		printf("  --seconds S            measured seconds per row, in %ld intervals (default 2, max 600)\n",
-		       s->default_trials);
-		printf("  --batch B              messages per batch: B-1 deferred sends, then one that\n"
-		       "                         publishes them (1..4096, default 64)\n");
+		if (s->options & OPT_BATCH)
+			printf("  --seconds S            measured seconds per row, in %ld intervals (default %g, max 600)\n",
+			       s->default_trials, default_seconds(s));
+		else
+			printf("  --seconds S            seconds each measured run lasts (default %g, max 600)\n",
+			       default_seconds(s));
 	} else {
 		printf("  --trials N             measured trials per row (default %ld)\n", s->default_trials);
 		printf("  --warmup N             unmeasured trials first (default: trials/10, 10..100)\n");
 	}
-	if (s->options & OPT_ROUNDS)
+	if (s->options & OPT_BATCH)
+		printf("  --batch B              messages per batch: B-1 deferred sends, then one that\n"
+		       "                         publishes them (1..4096, default 64)\n");
+	if ((s->options & OPT_ROUNDS) && (s->options & OPT_SECONDS))
+		printf("  --rounds N             N rounds, each of which runs every row once in turn, so\n"
+		       "                         all rows span the same stretch of time (the host may\n"
+		       "                         move vCPUs mid-run); default %d, 1..1000\n", default_rounds(s));
+	else if (s->options & OPT_ROUNDS)
 		printf("  --rounds N             split each row's trials into N rounds that cycle through\n"
 		       "                         every row, so all rows span the same stretch of time\n"
-		       "                         (the host may move vCPUs mid-run); default 10, 1..1000\n");
+		       "                         (the host may move vCPUs mid-run); default %d, 1..1000\n",
+		       default_rounds(s));
 	if (s->options & OPT_SRC_DST) {
 		printf("  --src CPU              sender's CPU (default 0)\n");
 		if (s->options & OPT_WAITERS)
@@ -69,10 +90,10 @@ static void suite_help(const suite *s)
 		else
 			printf("  --dst CPU              receiver's CPU (default: nearest CPU on another core)\n");
 	}
-	if (s->options & OPT_POLICY) {
+	if (s->options & OPT_POLICY)
 		printf("  --policies LIST        wait policies: spin, block, hybrid[:NS], adaptive\n");
+	if (s->options & OPT_GAPS)
 		printf("  --gaps LIST            gaps in microseconds\n");
-	}
 	if (s->options & OPT_PROFILE)
 		printf("  --profile PATH         where to write the profile\n");
 	if (s->options & OPT_CPUS)
@@ -83,7 +104,7 @@ static void suite_help(const suite *s)
 		       s->default_delay_min_us, s->default_delay_max_us);
 	printf("  --json FILE            write the JSON document (docs/bench-json.md)\n");
 	printf("  --samples DIR          write raw per-%s samples as CSV into DIR\n",
-	       (s->options & OPT_SECONDS) ? "interval" : "trial");
+	       !(s->options & OPT_SECONDS) ? "trial" : (s->options & OPT_ROUNDS) ? "round" : "interval");
 	if (!(s->options & OPT_SECONDS))
 		printf("  --seed N               seed of the random delays (default fixed)\n");
 	printf("  --quiet                no summary table, no progress bar, no warnings\n");
@@ -263,7 +284,7 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 		.src = -1, .dst = -1,
 		.delay_min_us = s->default_delay_min_us, .delay_max_us = s->default_delay_max_us,
 		.seed = 0x6e656d6f62656e63ULL,
-		.seconds = 2, .batch = 64,
+		.seconds = default_seconds(s), .batch = 64,
 	};
 	const char *items[BENCH_MAX_LIST];
 	opterr = 0;
@@ -312,7 +333,7 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 			o->rounds = (int)parse_long("--rounds", optarg, 1, 1000);
 			break;
 		case O_BATCH:
-			check_option(s, OPT_SECONDS, "--batch");
+			check_option(s, OPT_BATCH, "--batch");
 			o->batch = parse_long("--batch", optarg, 1, 4096);
 			break;
 		case O_SRC:
@@ -357,7 +378,7 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 			break;
 		}
 		case O_GAPS: {
-			check_option(s, OPT_POLICY, "--gaps");
+			check_option(s, OPT_GAPS, "--gaps");
 			int n = split_list("--gaps", optarg, items, BENCH_MAX_LIST);
 			for (int i = 0; i < n; i++) {
 				char *end;
@@ -399,8 +420,8 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 	if (optind < argc)
 		usage_error("unexpected argument '%s'", argv[optind]);
 	if (!o->rounds)
-		o->rounds = (s->options & OPT_ROUNDS) ? 10 : 1;
-	if (o->rounds > o->trials)
+		o->rounds = (s->options & OPT_ROUNDS) ? default_rounds(s) : 1;
+	if (o->rounds > o->trials && !(s->options & OPT_SECONDS))
 		o->rounds = (int)o->trials;    /* at least one trial per round */
 	if (o->warmup < 0) {
 		o->warmup = o->trials / 10;
@@ -550,7 +571,9 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double dur = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 
-	if (!o.quiet)
+	if (!o.quiet && s->print)
+		s->print(results);
+	else if (!o.quiet)
 		print_summary(s->name, results);
 	if (o.json_file) {
 		json_t *doc = json_pack("{s:s,s:s,s:s,s:s,s:f,s:o,s:O,s:O}",

@@ -87,6 +87,14 @@ expect_usage_error "--trials does not apply" throughput --trials 100
 expect_usage_error "--delay-us does not apply" throughput --delay-us 5
 expect_usage_error "--waiters does not apply" throughput --waiters 2
 expect_usage_error "unknown mechanism 'futex'" throughput --mechanisms futex
+expect_usage_error "unknown mechanism 'futex'" preload --mechanisms futex
+expect_usage_error "unknown policy 'bogus'" preload --policies block,bogus
+expect_usage_error "--batch does not apply" preload --batch 8
+expect_usage_error "--gaps does not apply" preload --gaps 1
+expect_usage_error "--trials does not apply" preload --trials 3
+expect_usage_error "--waiters does not apply" preload --waiters 2
+expect_usage_error "--rounds" preload --rounds 0
+expect_usage_error "--seconds" preload --seconds 0
 if [ "$ncpu" -ge 2 ]; then
 	expect_usage_error "--src and --dst are both CPU 1" unicast --src 1 --dst 1
 	expect_usage_error "--src and --dst are both CPU 0" throughput --src 0 --dst 0
@@ -105,8 +113,25 @@ expect_ok "coherence" coherence --help
 expect_ok "--gaps" policy --help
 expect_ok "--profile" calibrate --help
 expect_ok "--batch" throughput --help
+expect_ok "--policies" preload --help
+expect_ok "default 5, 1..1000" preload --help
+expect_ok "python-handoff" list
 expect_ok "ck-ring" list
 expect_ok "nemo-bench " --version
+
+# The preload suite finds its programs beside nemo-bench; alone, it says
+# what it looked for (a failed run: exit 1), and measures nothing.
+mkdir "$tmp/alone"
+cp "$bench" "$tmp/alone/nemo-bench"
+"$tmp/alone/nemo-bench" preload --seconds 0.1 --rounds 1 --quiet >"$tmp/out" 2>"$tmp/err"; rc=$?
+if [ $rc -eq 1 ] && grep -qF "cannot find libnemo-preload.so beside nemo-bench (looked for $tmp/alone/" "$tmp/err" &&
+	[ ! -s "$tmp/out" ]; then
+	pass=$((pass + 1))
+else
+	fail=$((fail + 1))
+	echo "FAIL: nemo-bench preload without libnemo-preload.so beside it -> exit $rc:"
+	sed 's/^/    /' "$tmp/err"
+fi
 
 echo "test_bench_cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -9,8 +9,9 @@
 #   - the build tree's nemo-bench, which has no copies beside it, must fail
 #     to start: the proof that the system copies are really hidden;
 #   - the bundle's nemo-bench list, a short unicast run (spin, futex; its
-#     JSON is checked), and nemo-handoff under the bundle's preload library
-#     must work;
+#     JSON is checked), nemo-handoff under the bundle's preload library,
+#     and a short preload suite run (which must find nemo-handoff,
+#     nemo-pool and the library in the bundle) must work;
 #   - LD_DEBUG=libs of those runs must show every library but glibc's
 #     loaded from the bundle's lib/.
 # Without namespaces (or with NEMO_BUNDLE_TEST_NO_UNSHARE=1) the system
@@ -52,6 +53,9 @@ if [ "${1:-}" = --inside ]; then
 		--expect-interposed >"$tmp/handoff.out" 2>"$tmp/handoff.ldd" ||
 		{ echo "FAIL: nemo-handoff under the bundled preload"; cat "$tmp/handoff.out"; tail -5 "$tmp/handoff.ldd"; exit 1; }
 	cat "$tmp/handoff.out"
+	./bin/nemo-bench preload --mechanisms condvar-handoff,pool --seconds 0.1 --rounds 1 \
+		--quiet --json "$tmp/preload.json" ||
+		{ echo "FAIL: ./bin/nemo-bench preload"; exit 1; }
 	exit 0
 fi
 
@@ -68,7 +72,7 @@ head -1 "$tmp/bundle.log"
 mkdir "$tmp/elsewhere"
 tar -C "$tmp/elsewhere" -xzf "$1"
 root=$(echo "$tmp"/elsewhere/nemo-bundle-*)
-for f in bin/nemo-bench bin/nemo-handoff lib/libnemo-preload.so README; do
+for f in bin/nemo-bench bin/nemo-handoff bin/nemo-pool lib/libnemo-preload.so README; do
 	[ -f "$root/$f" ] || { echo "FAIL: the bundle has no $f"; exit 1; }
 done
 
@@ -155,5 +159,17 @@ rows = {(r["mechanism"], r["scenario"]): r["trials"] for r in doc["results"]}
 assert {m for m, _ in rows} == {"spin", "futex"}, rows
 assert all(t == 200 for t in rows.values()), rows
 print("unicast JSON: %d rows, %s" % (len(rows), ", ".join("%s/%s" % k for k in sorted(rows))))
+PY
+"$python" - "$tmp/preload.json" "$root" <<'PY'
+import json, os, sys
+doc = json.load(open(sys.argv[1]))
+root = os.path.realpath(sys.argv[2])
+assert doc["suite"] == "preload", doc.get("suite")
+lib = doc["config"]["preload_library"]
+assert lib == os.path.join(root, "lib", "libnemo-preload.so"), lib
+rows = {(r["mechanism"], r["mode"]): r["interposed"] for r in doc["results"]}
+assert rows == {(p, m): m != "glibc" for p in ("condvar-handoff", "pool")
+                for m in ("glibc", "nemo-default")}, rows
+print("preload JSON: %d rows, the library from the bundle" % len(rows))
 PY
 echo "test_bundle: ok"

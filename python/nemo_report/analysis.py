@@ -134,6 +134,41 @@ def throughput_rows(runs):
 
 THROUGHPUT_BASELINE = "ck-ring"
 
+PRELOAD_BASELINE = "glibc"
+PRELOAD_DEFAULT = "nemo-default"
+
+
+def preload_rows(runs):
+    """Rows of the preload suite read as such (a program's rate per mode)."""
+    return [r for run in runs if run.suite == "preload" for r in run.rows
+            if "rate_per_s_stats" in r and "mode" in r]
+
+
+def preload_summary(rows):
+    """Per preload row: the median rate over rounds, its range, and the ratio
+    of that median to the median of the same program's glibc row of the
+    same run (same file): above 1, the program ran faster preloaded.  The
+    ratio is computed here, from the numbers, not read from the file.
+    Each round's rate over the glibc median is kept for the figure."""
+    base = {}
+    for r in rows:
+        if r["mode"] == PRELOAD_BASELINE:
+            base[(r["_file"], r["mechanism"])] = r
+    out = []
+    for r in rows:
+        st = r["rate_per_s_stats"]
+        b = base.get((r["_file"], r["mechanism"]))
+        bp50 = b["rate_per_s"] if b is not None else None
+        ok = bool(bp50) and bp50 > 0
+        out.append({"program": r["mechanism"], "mode": r["mode"], "file": r["_file"].name,
+                    "unit": r.get("unit", "events"), "p50": r["rate_per_s"],
+                    "min": st["min"], "max": st["max"], "rounds": r["trials"],
+                    "interposed": bool(r["interposed"]), "nemo_wait": r.get("nemo_wait"),
+                    "vs_glibc": r["rate_per_s"] / bp50 if ok else None,
+                    "rounds_vs_glibc": [x / bp50 for x in r.get("rate_per_s_rounds") or []] if ok else [],
+                    "baseline_p50": bp50})
+    return out
+
 
 def throughput_summary(rows):
     """Per throughput row: the median per-interval rate, its range, the

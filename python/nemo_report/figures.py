@@ -3,6 +3,7 @@
 import csv
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -244,6 +245,46 @@ def policy_sweep(runs, outdir):
                   "signal (median of the repeats): latency (left) and the receiver's CPU time per "
                   "event (right). Spinning wins latency and burns the whole gap; blocking costs a "
                   "wake-up; adaptive should stay near the better of the two everywhere.")
+
+
+def preload_ratios(rows, outdir):
+    """Each preloaded row's rate over its program's glibc rate (log scale)."""
+    s = [x for x in analysis.preload_summary(rows)
+         if x["mode"] != analysis.PRELOAD_BASELINE and x["vs_glibc"] is not None]
+    if not s:
+        return None
+    files = {x["file"] for x in s}
+    labels = [f"{x['program']} / {x['mode']}" + (f" ({x['file']})" if len(files) > 1 else "") for x in s]
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(s) + 1.8))
+    y = np.arange(len(s))[::-1]
+    ratios = np.array([x["vs_glibc"] for x in s])
+    colors = ["#e4572e" if x["mode"] == analysis.PRELOAD_DEFAULT else "#f3a712" for x in s]
+    # Bars grow from 1x, to the right when faster, to the left when slower.
+    ax.barh(y, ratios - 1, left=1, color=colors)
+    for yi, x in zip(y, s):
+        pts = np.array(x["rounds_vs_glibc"])
+        pts = pts[pts > 0]
+        if len(pts):
+            ax.scatter(pts, np.full(len(pts), yi) + (np.arange(len(pts)) % 5 - 2) * 0.06,
+                       s=10, color="#333333", alpha=0.7, zorder=3)
+        ax.text(x["vs_glibc"], yi, f" {x['vs_glibc']:.2f}x ", va="center", fontsize=8,
+                ha="left" if x["vs_glibc"] >= 1 else "right")
+    ax.axvline(1, color="black", lw=1)
+    ax.set_xscale("log")
+    lo = min([r for r in ratios] + [p for x in s for p in x["rounds_vs_glibc"] if p > 0])
+    hi = max([r for r in ratios] + [p for x in s for p in x["rounds_vs_glibc"] if p > 0])
+    ax.set_xlim(min(lo, 1) / 2, max(hi, 1) * 2)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.set_xlabel("rate under the interposer / the same program's glibc rate (log; right of 1: faster)")
+    ax.grid(axis="x", alpha=0.3)
+    name = _save(fig, outdir, "preload.png")
+    return name, ("What the interposer does to real programs: each program's median rate preloaded "
+                  "over its median rate with glibc's condvar, in the same run. Red: nemo-default, "
+                  "measured with the default policy (no NEMO_WAIT, no calibration profile), what a "
+                  "user gets; orange: the mode's NEMO_WAIT. Dots: each round's rate over the glibc "
+                  "median.")
 
 
 def _interval_rates(row):

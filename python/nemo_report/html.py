@@ -89,7 +89,50 @@ def _throughput(trows):
     return "\n".join(out)
 
 
-def _advice(runs, urows, brows, trows=()):
+PRELOAD_POLICY_NOTE = ("Measured with the default policy (no <code>NEMO_WAIT</code>, no calibration "
+                       "profile) unless the mode says otherwise: <i>nemo-default</i> is what a user "
+                       "gets from <code>LD_PRELOAD=libnemo-preload.so</code> alone; "
+                       "<i>nemo-POLICY</i> ran with <code>NEMO_WAIT=POLICY</code>.")
+
+
+def _count(v):
+    """A rate without its unit: 2150, 0.13 M."""
+    if v is None:
+        return "-"
+    return f"{v / 1e6:.2f} M" if v >= 1e5 else f"{v:.0f}"
+
+
+def _ratio_cell(v):
+    if v is None:
+        return "-"
+    return f"<span class=warn>{v:.2f}x</span>" if v < 1 else f"{v:.2f}x"
+
+
+def _preload(prows):
+    s = analysis.preload_summary(prows)
+    several = len({x["file"] for x in s}) > 1
+    out = ["<table><tr><th>program</th>" + ("<th>file</th>" if several else "") +
+           "<th>mode</th><th>rate (median of rounds)</th><th>ratio vs glibc</th>"
+           "<th>range over rounds (min - max)</th><th>rounds</th><th>interposed</th></tr>"]
+    for x in s:
+        out.append(f"<tr><td>{e(x['program'])}</td>" + (f"<td>{e(x['file'])}</td>" if several else "") +
+                   f"<td>{e(x['mode'])}</td><td>{_count(x['p50'])} {e(x['unit'])}/s</td>"
+                   f"<td>{_ratio_cell(x['vs_glibc'])}</td>"
+                   f"<td>{_count(x['min'])} - {_count(x['max'])} /s</td><td>{x['rounds']}</td>"
+                   f"<td>{'yes' if x['interposed'] else 'no'}</td></tr>")
+    out.append("</table><p>Ordinary programs that know nothing of nemo, each run plain (<i>glibc</i>) "
+               "and under the interposer, in one run, interleaved in rounds: "
+               "<i>condvar-handoff</i> (two threads, one mutex, one condvar), <i>python-handoff</i> "
+               "(CPython threads handing a token through <code>threading.Lock</code>s; every switch "
+               "goes through the GIL's condvars), <i>pool</i> (a producer feeding a pool of twice "
+               "the CPUs in workers through a mutex and two condvars). The ratio divides the "
+               "median rate by the same program's glibc median of the same run: above 1.00x the "
+               "program ran faster under the interposer, below 1.00x (marked) slower. "
+               f"{PRELOAD_POLICY_NOTE}</p>")
+    return "\n".join(out)
+
+
+def _advice(runs, urows, brows, trows=(), prows=()):
     items = []
     for w in analysis.winners(urows):
         t = (f"<b>{e(w['scenario'])}</b>: fastest median is <b>{e(w['p50'])}</b> ({ns(w['p50_ns'])})")
@@ -108,6 +151,13 @@ def _advice(runs, urows, brows, trows=()):
             items.append(f"<b>throughput</b> (batch {x['batch']}): <b>{e(x['mechanism'])}</b> moves "
                          f"{rate(x['p50'])} (median interval), {x['vs_baseline']:.2f}x "
                          f"{e(x['baseline'])}, with {x['kicks_per_msg']:.4f} kicks per message.")
+    for x in analysis.preload_summary(list(prows)):
+        if x["mode"] == analysis.PRELOAD_DEFAULT and x["vs_glibc"] is not None:
+            verdict = "faster" if x["vs_glibc"] >= 1 else "<span class=warn>slower</span>"
+            items.append(f"<b>interposer, default policy</b>: <b>{e(x['program'])}</b> runs "
+                         f"{x['vs_glibc']:.2f}x its glibc rate ({_count(x['p50'])} against "
+                         f"{_count(x['baseline_p50'])} {e(x['unit'])}/s): {verdict} under "
+                         f"<code>LD_PRELOAD=libnemo-preload.so</code>.")
     for r in sorted(urows, key=lambda r: -r["latency_ns"]["p99"] / max(analysis.p50(r), 1))[:3]:
         items.append(f"Heaviest tail: {e(r['mechanism'])} / {e(r['scenario'])} has p99 "
                      f"{r['latency_ns']['p99'] / max(analysis.p50(r), 1):.1f}x its median.")
@@ -122,6 +172,7 @@ def page(runs, figures, problems, outdir):
     urows = analysis.unicast_rows(runs)
     brows = analysis.broadcast_rows(runs)
     trows = analysis.throughput_rows(runs)
+    prows = analysis.preload_rows(runs)
     parts = ["<!doctype html><html><head><meta charset=utf-8><title>nemo report</title>",
              f"<style>{CSS}</style></head><body><h1>nemo: event notification on this machine</h1>",
              "<p><b>How to read this.</b> Each mechanism wakes a thread on another CPU. Latency is "
@@ -134,14 +185,16 @@ def page(runs, figures, problems, outdir):
              "<h2>Machine</h2>", _machine(runs),
              "<h2>Summary</h2>", _summary(urows) if urows else "<p>No unicast results.</p>",
              *(["<h2>Throughput</h2>", _throughput(trows)] if trows else []),
-             "<h2>What to use on this machine</h2>", _advice(runs, urows, brows, trows),
+             *(["<h2>What the interposer does to real programs</h2>", _preload(prows)] if prows else []),
+             "<h2>What to use on this machine</h2>", _advice(runs, urows, brows, trows, prows),
              "<h2>Figures</h2>"]
     for name, caption in figures:
         data = base64.b64encode((outdir / name).read_bytes()).decode()
         parts.append(f"<figure><img src=\"data:image/png;base64,{data}\" alt=\"{e(name)}\">"
                      f"<figcaption>{e(caption)}</figcaption></figure>")
     other = [r for run in runs if run.suite not in ("unicast", "broadcast", "coherence", "policy")
-             for r in run.rows if not load.is_throughput_row(run.suite, r)]
+             for r in run.rows if not load.is_throughput_row(run.suite, r)
+             and not load.is_preload_row(run.suite, r)]
     if other:
         parts.append("<h2>Other results</h2><table><tr><th>suite file</th><th>mechanism</th>"
                      "<th>scenario</th><th>p50</th><th>p99</th><th>msgs/s</th></tr>")

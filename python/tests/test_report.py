@@ -15,10 +15,11 @@ from nemo_report import analysis, cli, load
 
 HERE = pathlib.Path(__file__).parent
 FIX = HERE / "fixtures"
-GOOD = ["unicast.json", "broadcast.json", "coherence.json", "policy.json", "throughput.json"]
+GOOD = ["unicast.json", "broadcast.json", "coherence.json", "policy.json", "throughput.json",
+        "preload.json"]
 ALL_FIGURES = {"latency_boxes.png", "latency_cdfs.png", "sender_cost.png", "broadcast_k.png",
                "broadcast_spread.png", "coherence.png", "breakdown.png", "policy.png",
-               "throughput.png"}
+               "throughput.png", "preload.png"}
 
 
 def build(tmp_path, names, capsys=None):
@@ -153,3 +154,83 @@ def test_throughput_row_missing_a_field(tmp_path, capsys):
     assert "bad_throughput.json: results[1].msgs_per_s_stats: missing" in capsys.readouterr().err
     page = (tmp_path / "out" / "index.html").read_text()
     assert "<h2>Throughput</h2>" in page        # the valid row still reported
+
+
+def test_preload_table_and_figure(tmp_path):
+    """The preload suite gets its table (ratios to glibc of the same run,
+    computed from the numbers), the note on the policy, and its figure;
+    its rows are not "other"."""
+    runs, problems = load.load_all([FIX / "preload.json"])
+    assert not problems
+    rows = analysis.preload_rows(runs)
+    by = {(r["mechanism"], r["mode"]): r for r in rows}
+    assert {m for _, m in by} == {"glibc", "nemo-default", "nemo-hybrid"}
+    s = {(x["program"], x["mode"]): x for x in analysis.preload_summary(rows)}
+    for (prog, mode), x in s.items():
+        want = by[(prog, mode)]["rate_per_s"] / by[(prog, "glibc")]["rate_per_s"]
+        assert x["vs_glibc"] == pytest.approx(want)
+        assert x["vs_glibc"] == pytest.approx(by[(prog, mode)]["ratio_vs_glibc"])
+        assert len(x["rounds_vs_glibc"]) == by[(prog, mode)]["trials"]
+        assert x["interposed"] == (mode != "glibc")
+    rc, out = build(tmp_path, ["preload.json"])
+    assert rc == 0
+    page = (out / "index.html").read_text()
+    assert "<h2>What the interposer does to real programs</h2>" in page
+    assert "Measured with the default policy (no <code>NEMO_WAIT</code>, no calibration profile)" in page
+    for x in s.values():
+        assert f"{x['vs_glibc']:.2f}x" in page
+    # The advice names each program's default-policy ratio.
+    assert "<b>interposer, default policy</b>: <b>condvar-handoff</b>" in page
+    assert "Other results" not in page
+    assert {p.name for p in out.glob("*.png")} == {"preload.png"}
+    assert page.count('<img src="data:image/png;base64,') == 1
+    assert "default policy (no NEMO_WAIT, no calibration profile)" in page   # the caption
+
+
+def test_preload_slower_row_is_marked(tmp_path):
+    """A program slower under the interposer is marked, in the table and
+    in the advice."""
+    doc = json.loads((FIX / "preload.json").read_text())
+    for row in doc["results"]:
+        if row["mechanism"] == "pool" and row["mode"] == "nemo-default":
+            row["rate_per_s"] = row["rate_per_s_stats"]["p50"] = 1.0
+            row["rate_per_s_stats"]["min"] = 1.0
+            row["rate_per_s_rounds"] = [1.0] * row["trials"]
+    (tmp_path / "slow.json").write_text(json.dumps(doc))
+    rc = cli.main(["build", str(tmp_path / "slow.json"), "-o", str(tmp_path / "out")])
+    assert rc == 0
+    page = (tmp_path / "out" / "index.html").read_text()
+    glibc = next(r for r in doc["results"] if r["mechanism"] == "pool" and r["mode"] == "glibc")
+    ratio = 1.0 / glibc["rate_per_s"]
+    assert f"<span class=warn>{ratio:.2f}x</span>" in page
+    assert "<b>pool</b> runs" in page and "<span class=warn>slower</span>" in page
+
+
+def test_preload_row_missing_a_field(tmp_path, capsys):
+    doc = json.loads((FIX / "preload.json").read_text())
+    del doc["results"][1]["rate_per_s_stats"]
+    doc["results"][2]["rate_per_s"] = "fast"
+    bad = tmp_path / "bad_preload.json"
+    bad.write_text(json.dumps(doc))
+    rc = cli.main(["build", str(bad), "-o", str(tmp_path / "out")])
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "bad_preload.json: results[1].rate_per_s_stats: missing" in err
+    assert "bad_preload.json: results[2].rate_per_s: not a number" in err
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "<h2>What the interposer does to real programs</h2>" in page   # the valid rows still reported
+    assert "Other results" not in page
+
+
+def test_preload_without_its_glibc_row(tmp_path):
+    """A program whose glibc row is missing has no ratio, not a wrong one."""
+    doc = json.loads((FIX / "preload.json").read_text())
+    doc["results"] = [r for r in doc["results"] if not (r["mechanism"] == "pool" and r["mode"] == "glibc")]
+    (tmp_path / "p.json").write_text(json.dumps(doc))
+    runs, problems = load.load_all([tmp_path / "p.json"])
+    assert not problems
+    s = analysis.preload_summary(analysis.preload_rows(runs))
+    assert all(x["vs_glibc"] is None for x in s if x["program"] == "pool")
+    assert all(x["vs_glibc"] is not None for x in s if x["program"] != "pool")
+    rc = cli.main(["build", str(tmp_path / "p.json"), "-o", str(tmp_path / "out")])
+    assert rc == 0

@@ -184,3 +184,101 @@ def test_schema_rejects_a_throughput_row_without_its_fields(tmp_path, schema):
     doc["suite"] = "unicast"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, schema)
+
+
+PRELOAD_PROGRAMS = ("condvar-handoff", "python-handoff", "pool")
+
+
+def check_preload_rows(doc, path, programs, modes, rounds):
+    rows = {(r["mechanism"], r["mode"]): r for r in doc["results"]}
+    assert set(rows) == {(p, m) for p in programs for m in modes}
+    assert [r["mechanism"] for r in doc["results"]] == [p for p in programs for _ in modes]
+    for (prog, mode), row in rows.items():
+        base = rows[(prog, "glibc")]
+        assert row["trials"] == rounds == len(row["rate_per_s_rounds"])
+        check_stats(row["rate_per_s_stats"])
+        rates = sorted(row["rate_per_s_rounds"])
+        assert row["rate_per_s"] == pytest.approx(row["rate_per_s_stats"]["p50"])
+        assert rates[0] == pytest.approx(row["rate_per_s_stats"]["min"])
+        assert rates[-1] == pytest.approx(row["rate_per_s_stats"]["max"])
+        # The ratio is computed within the run, from the medians.
+        if base["rate_per_s"] > 0:
+            assert row["ratio_vs_glibc"] == pytest.approx(row["rate_per_s"] / base["rate_per_s"])
+        # nemo-bench checked every child's own report against its mode.
+        assert row["preloaded"] == row["interposed"] == (mode != "glibc")
+        assert row["report"]["interposed"] == row["interposed"]
+        assert row["nemo_wait"] == (None if mode in ("glibc", "nemo-default") else mode[5:])
+        assert row["report"]["nemo_wait"] == (row["nemo_wait"] or "")
+        with open(path.parent / row["samples_file"]) as f:
+            lines = list(csv.DictReader(f))
+        assert [int(x["round"]) for x in lines] == list(range(rounds))
+        assert [float(x["rate_per_s"]) for x in lines] == pytest.approx(row["rate_per_s_rounds"], rel=1e-6, abs=1e-3)
+    assert rows[(programs[0], "glibc")]["ratio_vs_glibc"] in (1.0, None)
+
+
+def test_preload(tmp_path, schema):
+    doc, path = run(tmp_path, "preload", "--seconds", "0.2", "--rounds", "2", "--policies", "block")
+    jsonschema.validate(doc, schema)
+    assert doc["suite"] == "preload"
+    cfg = doc["config"]
+    assert cfg["trials"] == cfg["rounds"] == 2
+    assert cfg["modes"] == ["glibc", "nemo-default", "nemo-block"]
+    assert cfg["skipped"] == [] and cfg["python"]
+    assert cfg["preload_library"].endswith("/libnemo-preload.so")
+    assert cfg["pool_workers"] >= 2
+    for key in ("warmup", "delay_us", "seed", "scenarios"):
+        assert key not in cfg
+    check_preload_rows(doc, path, PRELOAD_PROGRAMS, cfg["modes"], 2)
+    units = {r["mechanism"]: r["unit"] for r in doc["results"]}
+    assert units == {"condvar-handoff": "hand-offs", "python-handoff": "round trips", "pool": "tasks"}
+
+
+def test_preload_without_python(tmp_path, schema):
+    """With no python3 on PATH, python-handoff is skipped with its reason,
+    and is an error when named."""
+    empty = tmp_path / "nopath"
+    empty.mkdir()
+    env = dict(os.environ, PATH=str(empty))
+    out = tmp_path / "p.json"
+    subprocess.run([BENCH, "preload", "--quiet", "--seconds", "0.1", "--rounds", "1",
+                    "--json", str(out)], check=True, timeout=300, env=env)
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, schema)
+    assert [s["mechanism"] for s in doc["config"]["skipped"]] == ["python-handoff"]
+    assert "python3" in doc["config"]["skipped"][0]["reason"]
+    assert doc["config"]["python"] is None
+    assert {r["mechanism"] for r in doc["results"]} == {"condvar-handoff", "pool"}
+    named = subprocess.run([BENCH, "preload", "--mechanisms", "python-handoff", "--seconds", "0.1"],
+                           capture_output=True, text=True, timeout=300, env=env)
+    assert named.returncode == 1
+    assert "python-handoff is not available here" in named.stderr
+
+
+def test_preload_environment(tmp_path):
+    """The children get neither the caller's LD_PRELOAD, NEMO_WAIT nor
+    NEMO_PROFILE: nemo-default is the default policy whatever the caller
+    has set, and glibc is not preloaded."""
+    out = tmp_path / "p.json"
+    env = dict(os.environ, NEMO_WAIT="spin", NEMO_PROFILE=str(tmp_path / "nope"),
+               XDG_CACHE_HOME=str(tmp_path))
+    subprocess.run([BENCH, "preload", "--quiet", "--mechanisms", "pool,condvar-handoff",
+                    "--seconds", "0.1", "--rounds", "1", "--json", str(out)],
+                   check=True, timeout=300, env=env)
+    doc = json.loads(out.read_text())
+    assert [r["mechanism"] for r in doc["results"]] == ["pool", "pool", "condvar-handoff", "condvar-handoff"]
+    for r in doc["results"]:
+        assert r["report"]["nemo_wait"] == ""
+        assert r["interposed"] == (r["mode"] == "nemo-default")
+
+
+def test_schema_rejects_a_preload_row_without_its_ratio(tmp_path, schema):
+    doc, _ = run(tmp_path, "preload", "--mechanisms", "pool", "--seconds", "0.1", "--rounds", "1")
+    jsonschema.validate(doc, schema)
+    bad = json.loads(json.dumps(doc))
+    del bad["results"][1]["ratio_vs_glibc"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+    bad = json.loads(json.dumps(doc))
+    bad["results"][1]["mode"] = "preloaded"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
