@@ -182,12 +182,34 @@ def test_coherence(tmp_path, schema):
     doc, path = run(tmp_path, "coherence", "--trials", "100")
     jsonschema.validate(doc, schema)
     n = doc["machine"]["cpus"]
-    pairs = {(r["src_cpu"], r["dst_cpu"], r["scenario"]) for r in doc["results"]}
-    expected = {(a, b, s) for a in range(n) for b in range(n) if a != b
-                for s in ("one-way", "round-trip")}
-    assert pairs == expected
+    cfg = doc["config"]
+    if n <= 64:
+        assert cfg["pairs"] == "all"
+        pairs = {(r["src_cpu"], r["dst_cpu"], r["scenario"]) for r in doc["results"]}
+        expected = {(a, b, s) for a in range(n) for b in range(n) if a != b
+                    for s in ("one-way", "round-trip")}
+        assert pairs == expected
+    assert cfg["pairs_measured"] == len(doc["results"]) // 2
+    assert cfg["pairs_total"] == n * (n - 1)
+    assert cfg["trials"] == 100 and cfg["trials_scaled"] is False
+    assert sum(c["pairs"] for c in cfg["distance_classes"]) == cfg["pairs_measured"]
     for row in doc["results"]:
         check_row(row, path, 100)
+        assert isinstance(row["distance"], int) and row["distance"] != 0
+
+
+def test_coherence_sample(tmp_path, schema):
+    """--pairs sample: from every CPU, some CPUs of each distance class."""
+    doc, path = run(tmp_path, "coherence", "--pairs", "sample", "--mechanisms", "spin")
+    jsonschema.validate(doc, schema)
+    cfg = doc["config"]
+    assert cfg["pairs"] == "sample"
+    assert cfg["trials"] == doc["results"][0]["trials"]
+    assert cfg["trials_scaled"] == (cfg["trials"] < 2000)
+    srcs = {r["src_cpu"] for r in doc["results"]}
+    assert srcs == set(cfg["cpus"])
+    for row in doc["results"]:
+        check_row(row, path, cfg["trials"])
 
 
 def test_policy(tmp_path, schema):
