@@ -536,6 +536,7 @@ static int bc_run(const bench_opts *o, json_t *results, json_t *config)
 	struct bc_acc *rows = xcalloc((size_t)n * 2 * (size_t)nk, sizeof *rows);
 	int nrows = 0;
 	json_t *not_run = json_array();
+	bool warned_over[BENCH_MAX_LIST] = { false };
 	for (int i = 0; i < n; i++) {
 		unsigned s = row_scenarios(o, sel[i]);
 		if (!s && o->nmechs)
@@ -567,6 +568,12 @@ static int bc_run(const bench_opts *o, json_t *results, json_t *config)
 					json_array_append_new(not_run, json_pack("{s:s,s:i,s:s}", "scenario",
 						"polling", "waiters", K, "reason", why));
 					continue;
+				}
+				if (sc == SC_POLLING && over && !warned_over[k]) {
+					warned_over[k] = true;
+					warn(o, "polling, K=%d: the waiters share CPUs (%d besides the sender's), so "
+						"they take turns and each broadcast waits for the scheduler: slow, and "
+						"marked oversubscribed", K, P);
 				}
 				rows[nrows++] = (struct bc_acc){
 					.m = sel[i], .sc = sc, .K = K, .cpus = cpus, .oversubscribed = over,
