@@ -267,6 +267,21 @@ def test_schema_rejects_renamed_field(tmp_path, schema):
         jsonschema.validate(doc, schema)
 
 
+def test_schema_checks_the_broadcast_fields(tmp_path, schema):
+    doc, _ = run(tmp_path, "broadcast", "--mechanisms", "spin", "--waiters", "1",
+                 "--trials", "10", "--rounds", "1")
+    jsonschema.validate(doc, schema)
+    for key, bad in (("oversubscribed", "no"), ("one_way_spin_p50_ns", -1), ("waiters", 0)):
+        d = json.loads(json.dumps(doc))
+        d["results"][0][key] = bad
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(d, schema)
+    d = json.loads(json.dumps(doc))
+    d["results"][-1]["distance"] = 9           # the one-way row's class
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(d, schema)
+
+
 def test_schema_rejects_a_throughput_row_without_its_fields(tmp_path, schema):
     """A throughput row is checked as one; a latency suite cannot pass one off."""
     doc, _ = run(tmp_path, "throughput", "--mechanisms", "ck-ring", "--seconds", "0.1")
