@@ -25,6 +25,7 @@
 #include "stats.h"
 
 #define BENCH_MAX_LIST 64
+#define BENCH_MAX_CPUS 1024           /* --cpus entries; CPUs a suite can use */
 #define BENCH_CACHELINE 64
 
 /* Exit statuses. */
@@ -56,19 +57,24 @@ typedef struct bench_opts {
 	int nmechs;                   /* 0: all of the suite's mechanisms */
 	unsigned scenarios;           /* 0: every scenario a mechanism supports */
 	long trials;
+	bool trials_set;              /* --trials given (else the suite's default) */
 	long warmup;
 	int src, dst;                 /* -1: choose */
 	int waiters[BENCH_MAX_LIST];  /* broadcast K values */
 	int nwaiters;
-	int cpus[BENCH_MAX_LIST];     /* broadcast waiter CPUs / coherence CPU set */
+	int cpus[BENCH_MAX_CPUS];     /* broadcast waiter CPUs / coherence CPU set */
 	int ncpus;
 	double delay_min_us, delay_max_us;
+	double poll_delay_min_us, poll_delay_max_us;  /* broadcast: delay of polling rows */
+	nemo_wait_policy poll_policy; /* broadcast: nemo's waiters in polling rows */
+	const char *poll_policy_name;
+	int pairs;                    /* coherence: PAIRS_AUTO, PAIRS_ALL, PAIRS_SAMPLE */
 	const char *policies[BENCH_MAX_LIST];   /* policy suite; preload: extra modes */
 	int npolicies;
 	double gaps_us[BENCH_MAX_LIST];
 	int ngaps;
 	const char *profile_path;     /* calibrate */
-	int rounds;                   /* unicast, preload: rows interleaved in this many rounds */
+	int rounds;                   /* unicast, broadcast, preload: rows interleaved in this many rounds */
 	double seconds;               /* throughput: measured seconds; preload: per child run */
 	long batch;                   /* throughput: messages per batch */
 	const char *json_path;
@@ -92,7 +98,19 @@ enum {
 	OPT_ROUNDS = 1u << 8,         /* --rounds: rows interleaved in rounds */
 	OPT_BATCH = 1u << 9,          /* --batch */
 	OPT_GAPS = 1u << 10,          /* --gaps */
+	OPT_POLL = 1u << 11,          /* --poll-delay-us, --poll-policy (broadcast) */
+	OPT_PAIRS = 1u << 12,         /* --pairs (coherence) */
 };
+
+/** Broadcast: the random delay before a signal to polling waiters, us. */
+#define BENCH_POLL_DELAY_MIN_US 0.3
+#define BENCH_POLL_DELAY_MAX_US 2.0
+
+/** Coherence: every ordered pair by default up to this many CPUs. */
+#define COHERENCE_ALL_PAIRS_MAX_CPUS 64
+
+/** --pairs */
+enum { PAIRS_AUTO = 0, PAIRS_ALL = 1, PAIRS_SAMPLE = 2 };
 
 /** A suite: its name, its defaults and its runner. */
 typedef struct suite {
@@ -190,6 +208,21 @@ typedef struct busy_thread {
 } busy_thread;
 void busy_start(busy_thread *b, int cpu);
 void busy_stop(busy_thread *b);
+
+/** The CPUs this process may run on (its affinity mask), ascending, into
+ *  out (at most max); returns how many. */
+int bench_usable_cpus(int *out, int max);
+
+/**
+ * Topology distance class of two CPUs, as nemo_topo_distance: 0 same CPU,
+ * 1 SMT siblings, 2 share an L2, 3 share an L3, 4 same package, 5 same
+ * NUMA node, 6 apart; -1 when the topology is unknown.  The topology is
+ * loaded once, on first use (call from one thread).
+ */
+int bench_cpu_distance(int cpu_a, int cpu_b);
+
+/** Core of a CPU (hwloc logical index; SMT siblings share it), or -1. */
+int bench_cpu_core(int cpu);
 
 /** Median one-way cache-line latency a<->b (half round trip), in ns. */
 double coherence_probe(int cpu_a, int cpu_b, int rounds);

@@ -78,7 +78,19 @@ expect_usage_error "--batch" throughput --batch 4097
 expect_usage_error "--rounds" unicast --rounds 0
 expect_usage_error "--rounds" unicast --rounds 1001
 expect_usage_error "--rounds" unicast --rounds x
-expect_usage_error "does not apply" broadcast --rounds 2
+expect_usage_error "--rounds" broadcast --rounds 0
+expect_usage_error "--poll-policy" broadcast --poll-policy block
+expect_usage_error "--poll-policy" broadcast --poll-policy sometimes
+expect_usage_error "--poll-delay-us" broadcast --poll-delay-us 2:1
+expect_usage_error "--poll-policy does not apply" unicast --poll-policy spin
+expect_usage_error "--poll-delay-us does not apply" coherence --poll-delay-us 1
+expect_usage_error "no mechanism supports" broadcast --mechanisms futex,condvar --scenarios polling
+expect_usage_error "no mechanism supports" broadcast --scenarios loaded
+expect_usage_error "--pairs must be all or sample" coherence --pairs some
+expect_usage_error "--pairs does not apply" broadcast --pairs all
+expect_usage_error "runs backwards" coherence --cpus 1-0
+expect_usage_error "--cpus" coherence --cpus 0-x
+expect_usage_error "--cpus 4096" broadcast --cpus 4096
 expect_usage_error "--batch" throughput --batch 8x
 expect_usage_error "needs a value" throughput --seconds
 expect_usage_error "--seconds does not apply" unicast --seconds 1
@@ -110,6 +122,9 @@ expect_ok "usage: nemo-bench SUITE" --help
 expect_ok "--mechanisms" unicast --help
 expect_ok "--waiters" broadcast --help
 expect_ok "coherence" coherence --help
+expect_ok "--pairs" coherence --help
+expect_ok "--poll-policy" broadcast --help
+expect_ok "spin                 [polling]" list
 expect_ok "--gaps" policy --help
 expect_ok "--profile" calibrate --help
 expect_ok "--batch" throughput --help

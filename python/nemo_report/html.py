@@ -132,6 +132,58 @@ def _preload(prows):
     return "\n".join(out)
 
 
+def _broadcast(brows):
+    t = analysis.broadcast_table(brows)
+    out = ["<table><tr><th>mechanism</th><th>scenario</th><th>policy</th><th>K</th>"
+           "<th>first p50</th><th>last p50</th><th>last p99</th><th>one-way spin p50</th>"
+           "<th>last p50 / one-way</th><th>ctx/trial</th></tr>"]
+    over = False
+    for x in t:
+        over |= x["oversubscribed"]
+        k = f"{x['waiters']}{'*' if x['oversubscribed'] else ''}"
+        xf = "-" if x["x_floor"] is None else f"{x['x_floor']:.1f}x"
+        ctx = "-" if x["ctx"] is None else f"{x['ctx']:.2f}"
+        out.append(f"<tr><td>{e(x['mechanism'])}</td><td>{e(x['scenario'])}</td>"
+                   f"<td>{e(x['policy'] or '-')}</td><td>{k}</td><td>{ns(x['first_p50'])}</td>"
+                   f"<td>{ns(x['last_p50'])}</td><td>{ns(x['last_p99'])}</td><td>{ns(x['floor'])}</td>"
+                   f"<td>{xf}</td><td>{ctx}</td></tr>")
+    out.append("</table><p>One sender wakes K waiters, each on its own CPU where the machine has "
+               "enough. <i>polling</i>: the waiters are still within their spin budget when the "
+               "broadcast comes; <i>blocked</i>: they sleep in the kernel. \"One-way spin\" is the "
+               "median latency of one cache-line transfer from the sender to the slowest of the "
+               "row's waiter CPUs, measured in the same run; \"last / one-way\" says how many such "
+               "transfers the last waiter's wake-up costs. ctx/trial about 1: the waiters slept; "
+               "about 0: they polled."
+               + (" K*: oversubscribed, some waiters share a CPU (their figures say more about the "
+                  "scheduler than the mechanism)." if over else "") + "</p>")
+    return "\n".join(out)
+
+
+def _coherence_classes(runs):
+    rows = analysis.coherence_rows(runs)
+    if not rows:
+        return ""
+    cls = analysis.coherence_classes(rows)
+    out = ["<table><tr><th>distance class</th><th>pairs</th><th>one-way p50: median</th>"
+           "<th>lowest - highest</th><th>half round trip p50: median</th><th>lowest - highest</th></tr>"]
+    for c in cls:
+        ow, rt = c["one-way"], c["round-trip"]
+        pairs = (ow or rt or {}).get("pairs", 0)
+        cell = lambda x: ("<td>-</td><td>-</td>" if x is None else
+                          f"<td>{ns(x['median'])}</td><td>{ns(x['min'])} - {ns(x['max'])}</td>")
+        out.append(f"<tr><td>{e(c['name'])}</td><td>{pairs}</td>{cell(ow)}{cell(rt)}</tr>")
+    cfg = next((r.config for r in runs if r.suite == "coherence"), {})
+    note = ""
+    if cfg.get("pairs") == "sample":
+        note = (f" A sample of {e(cfg.get('pairs_measured'))} of the {e(cfg.get('pairs_total'))} "
+                "ordered pairs: from every CPU, a few of each distance class.")
+    if cfg.get("trials_scaled"):
+        note += f" {e(cfg.get('trials'))} trials per pair (fewer than the default: many pairs)."
+    out.append("</table><p>The pairs of the map above, per topology distance class (as hwloc sees "
+               f"the machine; on a VM, as the hypervisor presents it).{note}</p>")
+    return "\n".join(out)
+
+
 def _advice(runs, urows, brows, trows=(), prows=()):
     items = []
     for w in analysis.winners(urows):
@@ -140,12 +192,14 @@ def _advice(runs, urows, brows, trows=(), prows=()):
             t += f", {w['p50_margin']:.2f}x ahead of {e(w['p50_next'])}"
         t += f"; best tail (p99) is {e(w['p99'])} ({ns(w['p99_ns'])})."
         items.append(t)
-    bb = analysis.best_broadcast(brows)
-    if bb:
-        k, best, at = bb
-        others = ", ".join(f"{e(r['mechanism'])} {ns(r['last_ns']['p50'])}" for r in at if r is not best)
-        items.append(f"<b>broadcast to {k}</b>: <b>{e(best['mechanism'])}</b> wakes the last waiter "
-                     f"soonest ({ns(best['last_ns']['p50'])} median; {others}).")
+    for scen, k, best, at in analysis.best_broadcast(brows):
+        others = ", ".join(f"{e(r['mechanism'])}{' (the floor)' if r['mechanism'] == 'spin' else ''} "
+                           f"{ns(r['last_ns']['p50'])}" for r in at if r is not best)
+        floor = analysis.broadcast_floor(best)
+        x = f", {best['last_ns']['p50'] / floor:.1f}x one-way spin" if floor else ""
+        items.append(f"<b>broadcast to {k}, {e(scen)}</b>: <b>{e(best['mechanism'])}</b> wakes the "
+                     f"last waiter soonest ({ns(best['last_ns']['p50'])} median{x}"
+                     f"{'; ' + others if others else ''}).")
     for x in analysis.throughput_summary(list(trows)):
         if x["vs_baseline"] is not None:
             items.append(f"<b>throughput</b> (batch {x['batch']}): <b>{e(x['mechanism'])}</b> moves "
@@ -184,6 +238,7 @@ def page(runs, figures, problems, outdir):
              "(it computes).</p>",
              "<h2>Machine</h2>", _machine(runs),
              "<h2>Summary</h2>", _summary(urows) if urows else "<p>No unicast results.</p>",
+             *(["<h2>Broadcast</h2>", _broadcast(brows)] if brows else []),
              *(["<h2>Throughput</h2>", _throughput(trows)] if trows else []),
              *(["<h2>What the interposer does to real programs</h2>", _preload(prows)] if prows else []),
              "<h2>What to use on this machine</h2>", _advice(runs, urows, brows, trows, prows),
@@ -192,6 +247,8 @@ def page(runs, figures, problems, outdir):
         data = base64.b64encode((outdir / name).read_bytes()).decode()
         parts.append(f"<figure><img src=\"data:image/png;base64,{data}\" alt=\"{e(name)}\">"
                      f"<figcaption>{e(caption)}</figcaption></figure>")
+        if name == "coherence.png":
+            parts.append(_coherence_classes(runs))
     other = [r for run in runs if run.suite not in ("unicast", "broadcast", "coherence", "policy")
              for r in run.rows if not load.is_throughput_row(run.suite, r)
              and not load.is_preload_row(run.suite, r)]

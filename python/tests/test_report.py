@@ -5,13 +5,17 @@ naming the file and the field while the rest of the report still builds."""
 import json
 import pathlib
 import re
+import struct
 import subprocess
 import sys
 
 import jsonschema
 import pytest
 
-from nemo_report import analysis, cli, load
+from nemo_report import analysis, cli, figures, load
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import synth  # noqa: E402
 
 HERE = pathlib.Path(__file__).parent
 FIX = HERE / "fixtures"
@@ -234,3 +238,138 @@ def test_preload_without_its_glibc_row(tmp_path):
     assert all(x["vs_glibc"] is not None for x in s if x["program"] != "pool")
     rc = cli.main(["build", str(tmp_path / "p.json"), "-o", str(tmp_path / "out")])
     assert rc == 0
+
+
+# ---------------------------------------------------------------- broadcast
+
+def test_old_files_still_follow_the_schema():
+    doc = (HERE.parents[1] / "docs" / "bench-json.md").read_text()
+    schema = json.loads(re.search(r"```json schema\n(.*?)\n```", doc, re.S).group(1))
+    jsonschema.validate(json.loads((FIX / "broadcast_old.json").read_text()), schema)
+
+
+def test_broadcast_scenarios_and_the_one_way_floor(tmp_path):
+    """The broadcast table has both scenarios, says which policy nemo's
+    waiters used, marks oversubscribed rows, and divides the last waiter's
+    median by the one-way spin floor of the same run."""
+    runs, problems = load.load_all([FIX / "broadcast.json"])
+    assert not problems
+    rows = analysis.broadcast_rows(runs)
+    oneway = analysis.broadcast_oneway_rows(runs)
+    assert {r["scenario"] for r in rows} == {"polling", "blocked"}
+    assert oneway and all(r["mechanism"] == "spin" for r in oneway)
+    table = analysis.broadcast_table(rows)
+    assert [x["scenario"] for x in table] == sorted((x["scenario"] for x in table),
+                                                    key=lambda s: s != "polling")
+    by = {(x["mechanism"], x["scenario"], x["waiters"]): x for x in table}
+    floor = max(r["latency_ns"]["p50"] for r in oneway)
+    for r in rows:
+        x = by[(r["mechanism"], r["scenario"], r["waiters"])]
+        assert x["floor"] == pytest.approx(floor)
+        assert x["x_floor"] == pytest.approx(r["last_ns"]["p50"] / floor)
+        assert x["oversubscribed"] == r["oversubscribed"]
+    assert by[("nemo-am", "polling", 1)]["policy"] == "spin"
+    assert by[("nemo-am", "blocked", 1)]["policy"] == "block"
+    rc, out = build(tmp_path, ["broadcast.json"])
+    assert rc == 0
+    page = (out / "index.html").read_text()
+    assert "<h2>Broadcast</h2>" in page
+    x = by[("nemo-am", "polling", 1)]
+    assert f"<td>{x['x_floor']:.1f}x</td>" in page
+    assert "K*: oversubscribed" in page
+    assert "broadcast to 3, polling" in page and "broadcast to 3, blocked" in page
+    assert {p.name for p in out.glob("*.png")} == {"broadcast_k.png", "broadcast_spread.png"}
+
+
+def test_broadcast_file_without_scenarios_or_floor(tmp_path):
+    """A file from before the polling scenario still makes its table and figures."""
+    rc, out = build(tmp_path, ["broadcast_old.json"])
+    assert rc == 0
+    page = (out / "index.html").read_text()
+    assert "<h2>Broadcast</h2>" in page and "K*" not in page
+    runs, _ = load.load_all([FIX / "broadcast_old.json"])
+    assert all(x["x_floor"] is None for x in analysis.broadcast_table(analysis.broadcast_rows(runs)))
+    assert (out / "broadcast_k.png").exists()
+
+
+def test_broadcast_at_k15_is_judged_against_one_way_spin(tmp_path):
+    """16 CPUs, K up to 15: the advice names the best notification at K=15
+    (not the spin floor) with its multiple of the one-way spin latency."""
+    d = synth.broadcast(synth.topology(cores=8, smt=2, l3_cores=8, pkg_cores=8))
+    path = synth.write(tmp_path / "bc16.json", d)
+    runs, problems = load.load_all([path])
+    assert not problems
+    best = {scen: (k, b["mechanism"]) for scen, k, b, _ in
+            analysis.best_broadcast(analysis.broadcast_rows(runs))}
+    assert best == {"polling": (15, "nemo-am"), "blocked": (15, "nemo-am")}
+    rc = cli.main(["build", str(path), "-o", str(tmp_path / "out")])
+    assert rc == 0
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "broadcast to 15, polling</b>: <b>nemo-am</b>" in page
+    assert "2.5x one-way spin" in page and "spin (the floor)" in page
+
+
+# ---------------------------------------------------------------- coherence
+
+def test_heatmap_layout_scales_to_64_cpus():
+    small = figures.heatmap_layout(2, [80.0, 82.0, float("nan")])
+    assert small["annotate"] and small["ticks"] == [0, 1]
+    assert (small["vmin"], small["vmax"], small["extend"]) == (80.0, 82.0, "neither")
+    vals = [50.0 + (i % 7) for i in range(4032)] + [5000.0, 6000.0]
+    big = figures.heatmap_layout(64, vals)
+    assert not big["annotate"]
+    assert 4 <= len(big["ticks"]) <= figures.HEATMAP_MAX_TICKS and big["ticks"][0] == 0
+    assert big["side"] <= 11
+    assert big["vmax"] < 100 and big["extend"] in ("max", "both")   # outliers clipped
+    assert figures.heatmap_layout(16, vals)["side"] < big["side"]
+
+
+def test_coherence_64_cpus(tmp_path):
+    """A synthetic 64-CPU machine (2 packages x 16 cores x 2 threads, an L3
+    per 8 cores): a bounded, legible map and the per-class table."""
+    topo = synth.topology()
+    d = synth.coherence(topo)
+    doc = (HERE.parents[1] / "docs" / "bench-json.md").read_text()
+    schema = json.loads(re.search(r"```json schema\n(.*?)\n```", doc, re.S).group(1))
+    jsonschema.validate({**d, "results": d["results"][:40]}, schema)
+    path = synth.write(tmp_path / "coh64.json", d)
+    rc = cli.main(["build", str(path), "-o", str(tmp_path / "out")])
+    assert rc == 0
+    png = tmp_path / "out" / "coherence.png"
+    w, h = struct.unpack(">II", png.read_bytes()[16:24])
+    assert w <= 1700 and h <= 2 * 1400                  # two stacked panels, capped
+    runs, _ = load.load_all([path])
+    cls = {c["name"]: c for c in analysis.coherence_classes(analysis.coherence_rows(runs))}
+    assert set(cls) == {"SMT siblings", "share an L3", "same package", "apart"}
+    assert {k: c["one-way"]["pairs"] for k, c in cls.items()} == {
+        "SMT siblings": 64, "share an L3": 896, "same package": 1024, "apart": 2048}
+    for name, want in (("SMT siblings", 30), ("share an L3", 55), ("same package", 95), ("apart", 190)):
+        assert cls[name]["one-way"]["median"] == pytest.approx(want, rel=0.06)
+    assert cls["apart"]["one-way"]["max"] > 40 * 180        # the outlier is in the table
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "<td>share an L3</td><td>896</td>" in page
+    assert "1st to 99th percentile" in page
+    assert "Grey cells" not in page
+
+
+def test_coherence_sampled_pairs(tmp_path):
+    topo = synth.topology()
+    d = synth.coherence(topo, keep=lambda a, b: (a * 7 + b) % 5 == 0)
+    path = synth.write(tmp_path / "sampled.json", d)
+    rc = cli.main(["build", str(path), "-o", str(tmp_path / "out")])
+    assert rc == 0
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "Grey cells: pairs not measured" in page
+    assert f"A sample of {d['config']['pairs_measured']} of the 4032 ordered pairs" in page
+
+
+def test_coherence_classes_from_topology_for_old_files():
+    """Rows without a distance field get their class from the machine's topology."""
+    runs, _ = load.load_all([FIX / "coherence.json"])
+    rows = analysis.coherence_rows(runs)
+    assert rows and all("distance" not in r for r in rows)
+    topo = {t["cpu"]: t for t in runs[0].machine["topology"]}
+    for r in rows:
+        a, b = topo[r["src_cpu"]], topo[r["dst_cpu"]]
+        want = 1 if a["core"] == b["core"] else 2 if a["l2"] == b["l2"] else 3 if a["l3"] == b["l3"] else 4
+        assert r["_distance"] == want
