@@ -291,7 +291,7 @@ static void bncv_broadcast(bc_ctx *c, unsigned gen)
 
 static const bc_mech bc_nemo_cond = {
 	.name = "nemo-cond",
-	.summary = "nemo_cond_broadcast (tree wake-up, fan-out 2) to K waiters in nemo_cond_wait "
+	.summary = "nemo_cond_broadcast (tokens, then one FUTEX_WAKE_BITSET for the sleepers) to K waiters in nemo_cond_wait "
 		   "(polling: --poll-policy, blocked: block); a woken waiter stamps holding the mutex",
 	.scenarios = SC_POLLING | SC_BLOCKED,
 	.nemo_policy = true,
