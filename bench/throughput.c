@@ -502,7 +502,7 @@ static void row_json(const bench_opts *o, const tp_mech *m, struct tp_run *r, do
 		uint64_t n = mt->at[i + 1] - mt->at[i];
 		rate[i] = s > 0 ? (double)n / s : 0;
 		if (f)
-			fprintf(f, "%d,%.6f,%.6f,%llu,%.1f\n", i,
+			fprintf(f, "%d,%.6f,%.6f,%llu,%.17g\n", i,
 				nemo_ticks_to_ns((int64_t)(mt->stamp[i] - mt->stamp[0])) / 1e9, s,
 				(unsigned long long)n, rate[i]);
 	}
