@@ -299,6 +299,9 @@ static void *pair_rx(void *arg)
 		if (rc)
 			break;
 	}
+	/* Stay a place until the sender is done with us: it still flushes
+	 * to us after its last message, which we may have handled already. */
+	spin_until(&p->stop, 1);
 	CHECK_EQ_INT(nemo_place_leave(), 0);
 	return NULL;
 }
@@ -346,6 +349,7 @@ static void test_pair(nemo_wait_kind kind)
 		}
 	}
 	CHECK_EQ_INT(nemo_flush(NEMO_PLACE_ALL), 0);
+	atomic_store(&p->stop, 1);
 	pthread_join(t, NULL);
 	CHECK_EQ_INT(p->r1.count, p->n);
 	CHECK_EQ_INT(p->r1.bad_order, 0);
@@ -679,6 +683,123 @@ static void test_leave_race(void)
 	free(r);
 }
 
+/* ---------------------------------- a live receiver is never reported gone */
+
+/* Several senders, more threads than CPUs, one receiver that stays a
+ * place until told to stop: every send, notify, batch and flush to it
+ * must succeed (EAGAIN only where NEMO_NONBLOCK asked for it).  A send
+ * that reported a live place gone (ESRCH) would fail here. */
+#define LIVE_SENDERS 4
+#define LIVE_OPS 20000
+
+struct live {
+	nemo_domain *d;
+	_Atomic nemo_place_id rx;
+	atomic_uint ready, stop;
+	atomic_uint am_got, nf_got, am_sent, nf_sent;
+};
+
+static void live_am(const nemo_am_msg *m, void *ctx)
+{
+	(void)m;
+	atomic_fetch_add(&((struct live *)ctx)->am_got, 1);
+}
+
+static void live_nf(void *ctx, nemo_place_id src, uint32_t chan)
+{
+	(void)src;
+	(void)chan;
+	atomic_fetch_add(&((struct live *)ctx)->nf_got, 1);
+}
+
+static void *live_rx(void *arg)
+{
+	struct live *l = arg;
+	nemo_place_attr a = { .policy = { NEMO_WAIT_HYBRID, 2000 } };
+	nemo_place_id id;
+	CHECK_EQ_INT(nemo_place_join(l->d, &a, &id), 0);
+	CHECK_EQ_INT(nemo_notify_set_handler(live_nf, l), 0);
+	atomic_store(&l->rx, id);
+	atomic_store(&l->ready, 1);
+	while (!atomic_load(&l->stop)) {
+		struct timespec dl = in_ms(CLOCK_MONOTONIC, 10);
+		int rc = nemo_place_wait(&dl, NULL);
+		CHECK(rc == 0 || rc == ETIMEDOUT);
+	}
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	return NULL;
+}
+
+static void *live_tx(void *arg)
+{
+	struct live *l = arg;
+	static const unsigned flags[] = { 0, NEMO_MORE, NEMO_PUSH, NEMO_NONBLOCK, NEMO_MORE | NEMO_NONBLOCK };
+	CHECK_EQ_INT(nemo_place_join(l->d, NULL, NULL), 0);
+	nemo_place_id rx = atomic_load(&l->rx);
+	uint64_t args[16] = { 0 };
+	unsigned am = 0, nf = 0, bad = 0;
+	for (int i = 0; i < LIVE_OPS && bad < 10; i++) {
+		unsigned f = flags[i % 5];
+		int rc;
+		if (i % 13 == 0) {
+			size_t sent = 0;
+			rc = nemo_am_send_batch(rx, 0, args, 16, f, &sent);
+			am += (unsigned)sent;
+		} else if (i % 4 == 0) {
+			rc = nemo_notify(rx, (uint32_t)i & 0xFFFFu, f);
+			nf += rc == 0;
+		} else {
+			rc = nemo_am_send(rx, 0, (uint64_t)i, f);
+			am += rc == 0;
+		}
+		if (rc == EAGAIN && (f & NEMO_NONBLOCK))
+			rc = nemo_poll(NULL);
+		if (rc) {
+			fprintf(stderr, "live receiver: op %d (flags %#x): %s\n", i, f, strerror(rc));
+			bad++;
+		}
+		CHECK_EQ_INT(rc, 0);
+		if (i % 64 == 0) {
+			rc = nemo_flush(rx);
+			bad += rc != 0;
+			CHECK_EQ_INT(rc, 0);
+		}
+		if (i % 512 == 0)
+			CHECK_EQ_INT(nemo_place_check(l->d, rx), 0);
+	}
+	CHECK_EQ_INT(nemo_flush(rx), 0);
+	CHECK_EQ_INT(nemo_flush(NEMO_PLACE_ALL), 0);
+	atomic_fetch_add(&l->am_sent, am);
+	atomic_fetch_add(&l->nf_sent, nf);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	return NULL;
+}
+
+static void test_live_receiver(void)
+{
+	struct live *l = calloc(1, sizeof *l);
+	nemo_domain_attr a = { .ring_slots = 16 };
+	CHECK_EQ_INT(nemo_domain_create(&a, &l->d), 0);
+	CHECK_EQ_INT(nemo_action_register(l->d, 0, live_am, l), 0);
+	pthread_t rx, tx[LIVE_SENDERS];
+	run_thread(&rx, live_rx, l);
+	spin_until(&l->ready, 1);
+	for (int i = 0; i < LIVE_SENDERS; i++)
+		run_thread(&tx[i], live_tx, l);
+	for (int i = 0; i < LIVE_SENDERS; i++)
+		pthread_join(tx[i], NULL);
+	/* Every sender has left; what they sent is queued: wait for it. */
+	spin_until(&l->am_got, atomic_load(&l->am_sent));
+	spin_until(&l->nf_got, atomic_load(&l->nf_sent));
+	atomic_store(&l->stop, 1);
+	pthread_join(rx, NULL);
+	CHECK_EQ_INT(l->am_got, l->am_sent);
+	CHECK_EQ_INT(l->nf_got, l->nf_sent);
+	CHECK(l->am_sent > LIVE_SENDERS * LIVE_OPS / 2);
+	CHECK_EQ_INT(nemo_domain_destroy(l->d), 0);
+	free(l);
+}
+
 /* ------------------------------------------------------ interrupt mode */
 
 struct irq {
@@ -907,6 +1028,8 @@ int main(void)
 	test_leave_pending();
 	fprintf(stderr, "-- %s\n", "test_leave_race()");
 	test_leave_race();
+	fprintf(stderr, "-- %s\n", "test_live_receiver()");
+	test_live_receiver();
 	fprintf(stderr, "-- %s\n", "test_interrupts()");
 	test_interrupts();
 	fprintf(stderr, "-- %s\n", "test_broadcast()");
