@@ -884,6 +884,104 @@ static void test_interrupts(void)
 	free(q);
 }
 
+/* A place in interrupt mode switches its notification handler while
+ * others flood it: a signal that lands inside nemo_notify_set_handler
+ * must run one handler with its own context, never another's. */
+#define SW_SENDERS 2
+#define SW_WANT 5000u
+
+struct sw {
+	nemo_domain *d;
+	_Atomic nemo_place_id rx;
+	atomic_uint ready, stop;
+	atomic_uint got, foreign;
+	int ctx_a, ctx_b;
+};
+
+static struct sw *sw_test;
+
+static void sw_a(void *ctx, nemo_place_id src, uint32_t chan)
+{
+	(void)src;
+	(void)chan;
+	if (ctx != &sw_test->ctx_a)
+		atomic_fetch_add(&sw_test->foreign, 1);
+	atomic_fetch_add(&sw_test->got, 1);
+}
+
+static void sw_b(void *ctx, nemo_place_id src, uint32_t chan)
+{
+	(void)src;
+	(void)chan;
+	if (ctx != &sw_test->ctx_b)
+		atomic_fetch_add(&sw_test->foreign, 1);
+	atomic_fetch_add(&sw_test->got, 1);
+}
+
+static void *sw_rx(void *arg)
+{
+	struct sw *w = arg;
+	nemo_place_attr a = { .flags = NEMO_PLACE_INTERRUPTS };
+	nemo_place_id id;
+	CHECK_EQ_INT(nemo_place_join(w->d, &a, &id), 0);
+	CHECK_EQ_INT(nemo_notify_set_handler(sw_a, &w->ctx_a), 0);
+	atomic_store(&w->rx, id);
+	atomic_store(&w->ready, 1);
+	/* Never poll: only the signal runs handlers, mostly in here. */
+	unsigned bad = 0;
+	while (atomic_load_explicit(&w->got, memory_order_relaxed) < SW_WANT) {
+		bad += nemo_notify_set_handler(sw_b, &w->ctx_b) != 0;
+		bad += nemo_notify_set_handler(sw_a, &w->ctx_a) != 0;
+	}
+	CHECK_EQ_INT(bad, 0);
+	atomic_store(&w->stop, 1);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	return NULL;
+}
+
+static void *sw_tx(void *arg)
+{
+	struct sw *w = arg;
+	CHECK_EQ_INT(nemo_place_join(w->d, NULL, NULL), 0);
+	nemo_place_id rx = atomic_load(&w->rx);
+	for (uint32_t i = 0; !atomic_load_explicit(&w->stop, memory_order_relaxed); i++) {
+		int rc = nemo_notify(rx, i & 0xFFFFu, NEMO_PUSH | NEMO_NONBLOCK);
+		if (rc == ESRCH)
+			break;          /* it left: done */
+		if (rc == EAGAIN)
+			sched_yield();
+		else
+			CHECK_EQ_INT(rc, 0);
+	}
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	return NULL;
+}
+
+static void test_handler_switch(void)
+{
+	struct sw *w = calloc(1, sizeof *w);
+	sw_test = w;
+	CHECK_EQ_INT(nemo_domain_create(NULL, &w->d), 0);
+	pthread_t rx, tx[SW_SENDERS];
+	run_thread(&rx, sw_rx, w);
+	spin_until(&w->ready, 1);
+	for (int i = 0; i < SW_SENDERS; i++)
+		run_thread(&tx[i], sw_tx, w);
+	pthread_join(rx, NULL);
+	for (int i = 0; i < SW_SENDERS; i++)
+		pthread_join(tx[i], NULL);
+	if (atomic_load(&w->foreign))
+		fprintf(stderr, "handler switch: %u of %u notifications ran with another handler's context\n",
+			atomic_load(&w->foreign), atomic_load(&w->got));
+	CHECK_EQ_INT(w->foreign, 0);
+	nemo_domain_counters c;
+	CHECK_EQ_INT(nemo_domain_get_counters(w->d, &c), 0);
+	CHECK(c.interrupts > 0);
+	CHECK_EQ_INT(nemo_domain_destroy(w->d), 0);
+	sw_test = NULL;
+	free(w);
+}
+
 /* ---------------------------------------------------------- broadcast */
 
 #define BK 4
@@ -1032,6 +1130,8 @@ int main(void)
 	test_live_receiver();
 	fprintf(stderr, "-- %s\n", "test_interrupts()");
 	test_interrupts();
+	fprintf(stderr, "-- %s\n", "test_handler_switch()");
+	test_handler_switch();
 	fprintf(stderr, "-- %s\n", "test_broadcast()");
 	test_broadcast();
 	return check_exit("test_messaging");

@@ -46,6 +46,10 @@ typedef void (*nemo_notify_handler)(void *ctx, nemo_place_id src, uint32_t chan)
 /**
  * Set (or clear, with NULL) the calling place's notification handler.
  * Notifications to a place without one fail at the sender with ENOENT.
+ * The handler and its context change together: every notification is
+ * handled by one handler with that handler's own ctx, also in interrupt
+ * mode when the signal arrives during this call (it is then handled as
+ * the call returns, by the new handler).
  * @return 0, ENOTCONN.
  */
 int nemo_notify_set_handler(nemo_notify_handler fn, void *ctx);

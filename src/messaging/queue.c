@@ -567,9 +567,14 @@ int nemo_notify_set_handler(nemo_notify_handler fn, void *ctx)
 	nemo_place *me = nemo__place_self();
 	if (!me)
 		return ENOTCONN;
-	/* ctx first: a sender that sees fn may deliver at once. */
+	/* Only this thread reads the pair, in a drain: a nemo call, so the
+	 * interrupt handler cannot run one in between these two stores (it
+	 * defers to busy_exit, which then runs the new handler).  Senders
+	 * read fn only to refuse a place without one (ENOENT). */
+	nemo__busy_enter(me);
 	atomic_store_explicit(&me->nf_ctx, ctx, memory_order_relaxed);
 	atomic_store_explicit(&me->nf_fn, fn, memory_order_release);
+	nemo__busy_exit(me);
 	return 0;
 }
 
