@@ -30,9 +30,17 @@
  * running without -> nothing (it sees the message at its next poll point).
  *
  * Identity.  A place is named by a nemo_place_id: its index in the domain
- * plus a generation, so an id of a place that has left never reaches a
- * later occupant of the same index (sends to it fail with ESRCH).  A
- * thread is a place of at most one domain at a time.
+ * plus a 48-bit generation, so an id of a place that has left never
+ * reaches a later occupant of the same index (sends to it fail with
+ * ESRCH).  A handler learns the exact id of the place that sent its
+ * message or notification, even if that place has left since and its
+ * index has a new occupant (a reply then fails with ESRCH).  For that, a
+ * new occupant's first send to a place, on each of the two queues
+ * (active messages, notifications), waits until everything the index's
+ * previous occupant sent there has been taken off the queue - as a send
+ * waits for room in a full queue: serving its own queues meanwhile, or
+ * EAGAIN with NEMO_NONBLOCK.  A thread is a place of at most one domain
+ * at a time.
  *
  * Interrupt mode.  A place with interrupts on gets a signal (SIGURG by
  * default; nemo_domain_attr.irq_signal) when a message arrives while it is
@@ -78,11 +86,17 @@ extern "C" {
 /** A domain (opaque). */
 typedef struct nemo_domain nemo_domain;
 
-/** A place's name: index (low 12 bits) and generation (high 20 bits). */
-typedef uint32_t nemo_place_id;
+/**
+ * A place's name: its index in the domain (low 16 bits) and the
+ * generation of that index (high 48 bits), which grows by one with each
+ * join of the index.  Ids of different occupants differ unless the index
+ * has been joined 2^48 times in between (at a join a microsecond, nine
+ * years of joins of that one index).
+ */
+typedef uint64_t nemo_place_id;
 
 /** No place (returned by nemo_place_self() outside a domain). */
-#define NEMO_PLACE_NONE ((nemo_place_id)0xFFFFFFFFu)
+#define NEMO_PLACE_NONE ((nemo_place_id)0xFFFFFFFFFFFFFFFFull)
 
 /** The largest max_places of a domain. */
 #define NEMO_PLACES_MAX 1024u
@@ -90,7 +104,7 @@ typedef uint32_t nemo_place_id;
 /** Index of a place in its domain (0 <= index < max_places). */
 static inline unsigned nemo_place_index(nemo_place_id id)
 {
-	return id & 0xFFFu;
+	return (unsigned)(id & 0xFFFFu);
 }
 
 /** Domain parameters; zero fields take the defaults. */
@@ -254,8 +268,9 @@ enum {
 	                               still sees the message at once) */
 };
 
-/** nemo_flush(): every place with deferred sends. */
-#define NEMO_PLACE_ALL ((nemo_place_id)0xFFFFFFFEu)
+/** nemo_flush(): every place with deferred sends.  (Like NEMO_PLACE_NONE,
+ *  its index is beyond NEMO_PLACES_MAX: no place has this id.) */
+#define NEMO_PLACE_ALL ((nemo_place_id)0xFFFFFFFFFFFFFFFEull)
 
 /**
  * Publish the sends the calling place deferred with NEMO_MORE to dest
