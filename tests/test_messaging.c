@@ -1323,6 +1323,107 @@ static void test_handler_switch(void)
 	free(w);
 }
 
+/* No signal after interrupts end: a place in interrupt mode is flooded
+ * (every send kicks it, NEMO_PUSH), then turns interrupts off or leaves
+ * and sleeps in nanosleep, which a stray signal would end with EINTR.
+ * A kicker that read irq_on before it was cleared must not land its
+ * tgkill afterwards. */
+#define ST_SENDERS 3
+#define ST_ROUNDS 300
+
+struct stale {
+	nemo_domain *d;
+	_Atomic nemo_place_id rx;
+	atomic_uint stop, got, eintr, sleeps;
+};
+
+static void stale_am(const nemo_am_msg *m, void *ctx)
+{
+	(void)m;
+	atomic_fetch_add(&((struct stale *)ctx)->got, 1);
+}
+
+static void *stale_tx(void *arg)
+{
+	struct stale *st = arg;
+	CHECK_EQ_INT(nemo_place_join(st->d, NULL, NULL), 0);
+	while (!atomic_load_explicit(&st->stop, memory_order_relaxed)) {
+		nemo_place_id rx = atomic_load(&st->rx);
+		int rc = rx == NEMO_PLACE_NONE ? ESRCH : nemo_am_send(rx, 0, 0, NEMO_PUSH | NEMO_NONBLOCK);
+		if (rc == ESRCH || rc == EAGAIN)
+			sched_yield();
+		else
+			CHECK_EQ_INT(rc, 0);
+	}
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	return NULL;
+}
+
+/* Sleep 1 ms twice; count sleeps cut short by a signal. */
+static void stale_sleep(struct stale *st)
+{
+	for (int i = 0; i < 2; i++) {
+		struct timespec ts = { 0, 1000000 };
+		if (nanosleep(&ts, NULL) != 0 && errno == EINTR)
+			atomic_fetch_add(&st->eintr, 1);
+		atomic_fetch_add(&st->sleeps, 1);
+	}
+}
+
+static void *stale_rx(void *arg)
+{
+	struct stale *st = arg;
+	nemo_place_attr a = { .flags = NEMO_PLACE_INTERRUPTS };
+	for (int round = 0; round < ST_ROUNDS; round++) {
+		nemo_place_id id;
+		CHECK_EQ_INT(nemo_place_join(st->d, &a, &id), 0);
+		atomic_store(&st->rx, id);
+		/* Compute, never poll, until two interrupts' worth arrived. */
+		unsigned want = atomic_load(&st->got) + 2;
+		struct timespec dl = in_ms(CLOCK_MONOTONIC, 20000);
+		while (atomic_load_explicit(&st->got, memory_order_relaxed) < want) {
+			struct timespec now;
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			if (now.tv_sec > dl.tv_sec) {
+				CHECK(!"interrupts arrive");
+				break;
+			}
+		}
+		if (round % 2) {
+			/* Interrupts off: no signal may land now either. */
+			CHECK_EQ_INT(nemo_place_set_interrupts(false), 0);
+			stale_sleep(st);
+			CHECK_EQ_INT(nemo_place_set_interrupts(true), 0);
+		}
+		atomic_store(&st->rx, NEMO_PLACE_NONE);
+		CHECK_EQ_INT(nemo_place_leave(), 0);
+		stale_sleep(st);
+	}
+	atomic_store(&st->stop, 1);
+	return NULL;
+}
+
+static void test_no_stale_signal(void)
+{
+	struct stale *st = calloc(1, sizeof *st);
+	atomic_store(&st->rx, NEMO_PLACE_NONE);
+	CHECK_EQ_INT(nemo_domain_create(NULL, &st->d), 0);
+	CHECK_EQ_INT(nemo_action_register(st->d, 0, stale_am, st), 0);
+	pthread_t rx, tx[ST_SENDERS];
+	for (int i = 0; i < ST_SENDERS; i++)
+		run_thread(&tx[i], stale_tx, st);
+	run_thread(&rx, stale_rx, st);
+	pthread_join(rx, NULL);
+	for (int i = 0; i < ST_SENDERS; i++)
+		pthread_join(tx[i], NULL);
+	if (atomic_load(&st->eintr))
+		fprintf(stderr, "stale signals: %u of %u sleeps after interrupts ended returned EINTR\n",
+			atomic_load(&st->eintr), atomic_load(&st->sleeps));
+	CHECK_EQ_INT(st->eintr, 0);
+	CHECK_EQ_INT(nemo_domain_destroy(st->d), 0);
+	free(st);
+}
+
 /* ---------------------------------------------------------- broadcast */
 
 #define BK 4
@@ -1479,6 +1580,8 @@ int main(void)
 	test_interrupts();
 	fprintf(stderr, "-- %s\n", "test_handler_switch()");
 	test_handler_switch();
+	fprintf(stderr, "-- %s\n", "test_no_stale_signal()");
+	test_no_stale_signal();
 	fprintf(stderr, "-- %s\n", "test_broadcast()");
 	test_broadcast();
 	return check_exit("test_messaging");

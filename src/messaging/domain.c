@@ -368,7 +368,8 @@ int nemo_place_set_interrupts(bool on)
 	if (!me)
 		return ENOTCONN;
 	if (!on) {
-		atomic_store_explicit(&me->irq_on, 0, memory_order_seq_cst);
+		atomic_store_explicit(&me->irq_on, 0, memory_order_seq_cst);       /* Q1 */
+		nemo__irq_quiesce(me);      /* no signal from now on (kick.c) */
 		return 0;
 	}
 	int err = nemo__irq_install(me->d->sig);
@@ -503,9 +504,12 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 			atomic_store_explicit(&p->nf_fn, NULL, memory_order_release);
 			atomic_store_explicit(&p->nf_ctx, NULL, memory_order_relaxed);
 			atomic_store_explicit(&p->waiter, w, memory_order_relaxed);
+			p->irq_sent_seen = atomic_load_explicit(&p->irq_sent, memory_order_relaxed);
+			/* tid before irq_on: a kicker that reads this irq_on
+			 * signals this thread (kick.c, STALE SIGNALS). */
 			atomic_store_explicit(&p->tid, (pid_t)syscall(SYS_gettid), memory_order_relaxed);
 			atomic_store_explicit(&p->irq_on, (a.flags & NEMO_PLACE_INTERRUPTS) ? 1u : 0u,
-					      memory_order_relaxed);
+					      memory_order_release);
 			/* Publish: from here on senders may enqueue. */
 			atomic_store_explicit(&p->status, nemo__status(gen, NEMO__ST_ACTIVE), memory_order_seq_cst);
 			d->nplaces++;
@@ -545,7 +549,8 @@ int nemo_place_leave(void)
 	for (unsigned r = 0; r < d->P; r++)
 		if (nemo__out_of(d, me->idx, r)->deferred)
 			nemo__publish(me, r, false);
-	atomic_store_explicit(&me->irq_on, 0, memory_order_seq_cst);
+	atomic_store_explicit(&me->irq_on, 0, memory_order_seq_cst);           /* Q1 */
+	nemo__irq_quiesce(me);      /* no signal reaches the thread once we are gone */
 	atomic_store_explicit(&me->status, nemo__status(me->gen, NEMO__ST_LEAVING),
 			      memory_order_seq_cst);                        /* L1 */
 	nemo__asym_heavy();       /* every sender's S3 now sees L1, or L2 its entry */

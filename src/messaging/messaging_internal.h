@@ -151,6 +151,12 @@ typedef struct nemo_place {
 	_Atomic(nemo_notify_handler) nf_fn;
 	void *_Atomic nf_ctx;
 
+	/* Interrupt-mode kickers between their read of irq_on and the end
+	 * of their tgkill, and the signals sent (kick.c, STALE SIGNALS):
+	 * RMWs of kickers, on a line of their own. */
+	_Alignas(NEMO__CACHELINE) _Atomic uint32_t irq_kickers;
+	_Atomic uint32_t irq_sent;
+
 	/* Owner-private (the occupant's thread and its signal handler). */
 	_Alignas(NEMO__CACHELINE) struct nemo_domain *d;
 	unsigned idx;
@@ -158,6 +164,7 @@ typedef struct nemo_place {
 	nemo_place_id id;
 	_Atomic int busy;             /* nesting depth of nemo calls: signals defer */
 	_Atomic int irq_pending;      /* a signal arrived while busy */
+	uint32_t irq_sent_seen;       /* irq_sent at the last nemo__irq_quiesce */
 	int serve_depth;              /* handlers nested in full-queue waits */
 	unsigned hot[NEMO__HOT];      /* senders recently found non-empty (P: none) */
 	unsigned hot_next;
@@ -302,6 +309,12 @@ void nemo__publish(nemo_place *me, unsigned dst_idx, bool push);
 
 /* The one kick decision (kick.c): make dst notice its queues now. */
 void nemo__kick(nemo_place *me, nemo_place *dst);
+
+/* Interrupts of me were just turned off (irq_on := 0, seq_cst): wait
+ * until no kicker that saw them on is still sending its signal, and take
+ * the signal off the thread if one may be pending (kick.c, STALE
+ * SIGNALS).  On the place's own thread. */
+void nemo__irq_quiesce(nemo_place *me);
 
 /* The same for many destinations, with one futex call for all the
  * sleepers among them (kick.c). */
