@@ -53,10 +53,29 @@
  * thread is inside any nemo messaging call (a send, nemo_poll, a wait) a
  * signal never runs handlers: it is remembered, and the messages are
  * handled when that call returns.  nemo_place_set_interrupts(false)
- * turns interrupts off for a critical section (no syscall); turning them
- * back on handles whatever arrived meanwhile.  A blocking system call the
- * place is in when the signal arrives is restarted (SA_RESTART) after the
- * handlers ran.
+ * turns interrupts off for a critical section; turning them back on
+ * handles whatever arrived meanwhile.  Once nemo_place_set_interrupts(false)
+ * or nemo_place_leave() has returned, no signal from nemo reaches the
+ * thread until interrupts are on again.
+ *
+ * System calls in interrupt mode.  The signal handler is installed with
+ * SA_RESTART, so a blocking call that the signal interrupts behaves as
+ * signal(7) says for such a handler - after the message handlers ran:
+ *   - restarted (the caller sees nothing): read, readv, write, writev and
+ *     ioctl on pipes, terminals and sockets; open of a FIFO; wait,
+ *     waitpid, waitid; accept, connect, send*, recv* on sockets without
+ *     a timeout; flock, fcntl F_SETLKW; mq_send / mq_receive; futex
+ *     waits, so pthread_mutex_lock, pthread_cond_wait, sem_wait;
+ *     getrandom; read of an inotify descriptor;
+ *   - never restarted, failing with EINTR: poll, ppoll, select, pselect,
+ *     epoll_wait, epoll_pwait; nanosleep and clock_nanosleep (with the
+ *     time left in *rem), usleep; pause, sigsuspend, sigtimedwait,
+ *     sigwaitinfo; semop, semtimedop, msgrcv, msgsnd; io_getevents;
+ *     socket calls on a socket with SO_RCVTIMEO / SO_SNDTIMEO set; and
+ *     sleep, which returns the seconds left instead.
+ * Code that runs in interrupt mode must handle EINTR from the second
+ * kind (retry, or sleep again for the time left), as any code with
+ * signal handlers must, or turn interrupts off around such calls.
  *
  * Errors (every function returns 0 or one of these; never a crash):
  *   EINVAL     a NULL or malformed argument
@@ -195,7 +214,8 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
  * already queued to it is handled first, here; a send that races the
  * leave either reaches it before it goes or fails with ESRCH at the
  * sender - never both, never neither.  Sends it deferred with NEMO_MORE
- * are flushed.  Pinning is undone.
+ * are flushed.  Pinning is undone.  In interrupt mode, no signal from nemo
+ * reaches the thread after this returns (as nemo_place_set_interrupts).
  * @return 0; ENOTCONN if the thread is not a place; EBUSY from inside a
  *         handler.
  */
@@ -248,8 +268,12 @@ int nemo_place_set_policy(const nemo_wait_policy *p);
  * Turn interrupt mode on or off for the calling place (see "Interrupt
  * mode" above).  Turning it on installs the domain's signal handler the
  * first time, then handles whatever arrived while it was off.  Turning it
- * off costs no syscall: use it around code that handlers must not
- * interrupt.
+ * off (around code that handlers must not interrupt, or around a call
+ * that would fail with EINTR) guarantees that no signal from nemo lands
+ * after it returns: it waits for senders that are signalling the place
+ * at that moment, and takes a signal still on its way off the thread.
+ * It costs no syscall unless a signal was sent to the place since
+ * interrupts were last turned off (then three: mask, sigtimedwait, mask).
  * @return 0; ENOTCONN; EBUSY if the signal has a handler not nemo's.
  */
 int nemo_place_set_interrupts(bool on);
