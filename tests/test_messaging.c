@@ -1428,7 +1428,20 @@ static void test_no_stale_signal(void)
  * (nemo/domain.h, "Interrupt mode"): the handler is installed with
  * SA_RESTART, so a read() of a pipe is restarted after the handlers ran;
  * calls that signal(7) says are never restarted, such as nanosleep, fail
- * with EINTR (nanosleep reporting the time left). */
+ * with EINTR (nanosleep reporting the time left).  Not under
+ * ThreadSanitizer: it runs an asynchronous signal's handler only at the
+ * thread's next interceptor or in the few calls it knows to block, so
+ * no handler runs while read() waits, and the kernel restarts the read
+ * under TSan's own handler. */
+#if defined(__SANITIZE_THREAD__)
+#define NEMO_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define NEMO_TEST_TSAN 1
+#endif
+#endif
+
+#ifndef NEMO_TEST_TSAN
 struct sc {
 	nemo_domain *d;
 	_Atomic nemo_place_id rx;
@@ -1480,22 +1493,28 @@ static void test_syscall_restart(void)
 	nemo_place_id rx = atomic_load(&c->rx);
 	/* Signals while it blocks in read(): 20 handler runs, 1 ms apart,
 	 * then the byte it reads. */
+	struct timespec dl = in_ms(CLOCK_MONOTONIC, 20000), now;
 	for (unsigned want = 1; want <= 20; want++) {
 		CHECK_EQ_INT(nemo_am_send(rx, 0, 0, NEMO_PUSH), 0);
-		spin_until(&c->got, want);
+		while (atomic_load(&c->got) < want) {
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			if (now.tv_sec > dl.tv_sec)
+				break;
+			sched_yield();
+		}
 		usleep(1000);
 	}
+	CHECK_EQ_INT(atomic_load(&c->got), 20);   /* the handlers ran */
 	CHECK_EQ_INT(atomic_load(&c->phase), 1);    /* still in read() */
 	CHECK_EQ_INT(write(c->pipe[1], "x", 1), 1);
 	spin_until(&c->phase, 2);
 	CHECK_EQ_INT(c->read_rc, 1);
 	CHECK_EQ_INT(c->read_errno, 0);
 	/* Then signals until its 20-second nanosleep ends. */
-	struct timespec dl = in_ms(CLOCK_MONOTONIC, 20000);
+	dl = in_ms(CLOCK_MONOTONIC, 20000);
 	while (atomic_load(&c->phase) == 2) {
 		CHECK_EQ_INT(nemo_am_send(rx, 0, 0, NEMO_PUSH), 0);
 		usleep(1000);
-		struct timespec now;
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		if (now.tv_sec > dl.tv_sec)
 			break;
@@ -1514,6 +1533,8 @@ static void test_syscall_restart(void)
 	close(c->pipe[1]);
 	free(c);
 }
+
+#endif /* NEMO_TEST_TSAN */
 
 /* ---------------------------------------------------------- broadcast */
 
@@ -1673,8 +1694,10 @@ int main(void)
 	test_handler_switch();
 	fprintf(stderr, "-- %s\n", "test_no_stale_signal()");
 	test_no_stale_signal();
+#ifndef NEMO_TEST_TSAN
 	fprintf(stderr, "-- %s\n", "test_syscall_restart()");
 	test_syscall_restart();
+#endif
 	fprintf(stderr, "-- %s\n", "test_broadcast()");
 	test_broadcast();
 	return check_exit("test_messaging");
