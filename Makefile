@@ -5,6 +5,8 @@
 #   make report     measure this machine, write out/results/*.json and out/report/index.html
 #                   (QUICK=1: a shorter run)
 #   make install    install headers, libraries, nemo.pc, the CMake package (PREFIX=/usr/local)
+#   make bundle     out/nemo-bundle-VERSION-ARCH.tar.gz: nemo-bench with its libraries,
+#                   for a machine where nothing can be installed (scripts/bundle)
 #
 # Each calls scripts/bootstrap first: it installs whatever is missing.
 
@@ -14,7 +16,7 @@ VENV     := .venv
 PYTHON   := $(CURDIR)/$(VENV)/bin/python
 CMAKE_FLAGS := -G Ninja -DNEMO_PYTHON=$(PYTHON)
 
-.PHONY: all build test test-plain test-asan test-tsan test-python report install clean bootstrap
+.PHONY: all build test test-plain test-asan test-tsan test-python report install bundle clean bootstrap
 
 all: build
 
@@ -57,6 +59,9 @@ report: build
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
+
+bundle: build
+	@scripts/bundle $(BUILD) out
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan out

@@ -25,6 +25,7 @@
 #include "stats.h"
 
 #define BENCH_MAX_LIST 64
+#define BENCH_MAX_CPUS 1024           /* --cpus entries; CPUs a suite can use */
 #define BENCH_CACHELINE 64
 
 /* Exit statuses. */
@@ -56,20 +57,25 @@ typedef struct bench_opts {
 	int nmechs;                   /* 0: all of the suite's mechanisms */
 	unsigned scenarios;           /* 0: every scenario a mechanism supports */
 	long trials;
+	bool trials_set;              /* --trials given (else the suite's default) */
 	long warmup;
 	int src, dst;                 /* -1: choose */
 	int waiters[BENCH_MAX_LIST];  /* broadcast K values */
 	int nwaiters;
-	int cpus[BENCH_MAX_LIST];     /* broadcast waiter CPUs / coherence CPU set */
+	int cpus[BENCH_MAX_CPUS];     /* broadcast waiter CPUs / coherence CPU set */
 	int ncpus;
 	double delay_min_us, delay_max_us;
-	const char *policies[BENCH_MAX_LIST];   /* policy suite */
+	double poll_delay_min_us, poll_delay_max_us;  /* broadcast: delay of polling rows */
+	nemo_wait_policy poll_policy; /* broadcast: nemo's waiters in polling rows */
+	const char *poll_policy_name;
+	int pairs;                    /* coherence: PAIRS_AUTO, PAIRS_ALL, PAIRS_SAMPLE */
+	const char *policies[BENCH_MAX_LIST];   /* policy suite; preload: extra modes */
 	int npolicies;
 	double gaps_us[BENCH_MAX_LIST];
 	int ngaps;
 	const char *profile_path;     /* calibrate */
-	int rounds;                   /* unicast: rows interleaved in this many rounds */
-	double seconds;               /* throughput: measured seconds */
+	int rounds;                   /* unicast, broadcast, preload: rows interleaved in this many rounds */
+	double seconds;               /* throughput: measured seconds; preload: per child run */
 	long batch;                   /* throughput: messages per batch */
 	const char *json_path;
 	FILE *json_file;              /* opened at parse time: unwritable = usage error */
@@ -85,12 +91,26 @@ enum {
 	OPT_SRC_DST = 1u << 2,
 	OPT_SCENARIOS = 1u << 3,
 	OPT_MECHS = 1u << 4,
-	OPT_POLICY = 1u << 5,         /* --policies, --gaps */
+	OPT_POLICY = 1u << 5,         /* --policies */
 	OPT_PROFILE = 1u << 6,        /* --profile */
-	OPT_SECONDS = 1u << 7,        /* --seconds, --batch; such a suite runs for a time,
+	OPT_SECONDS = 1u << 7,        /* --seconds; such a suite runs for a time,
 	                                 so --trials, --warmup, --delay-us, --seed do not apply */
 	OPT_ROUNDS = 1u << 8,         /* --rounds: rows interleaved in rounds */
+	OPT_BATCH = 1u << 9,          /* --batch */
+	OPT_GAPS = 1u << 10,          /* --gaps */
+	OPT_POLL = 1u << 11,          /* --poll-delay-us, --poll-policy (broadcast) */
+	OPT_PAIRS = 1u << 12,         /* --pairs (coherence) */
 };
+
+/** Broadcast: the random delay before a signal to polling waiters, us. */
+#define BENCH_POLL_DELAY_MIN_US 0.3
+#define BENCH_POLL_DELAY_MAX_US 2.0
+
+/** Coherence: every ordered pair by default up to this many CPUs. */
+#define COHERENCE_ALL_PAIRS_MAX_CPUS 64
+
+/** --pairs */
+enum { PAIRS_AUTO = 0, PAIRS_ALL = 1, PAIRS_SAMPLE = 2 };
 
 /** A suite: its name, its defaults and its runner. */
 typedef struct suite {
@@ -104,10 +124,14 @@ typedef struct suite {
 	/** Is name one of this suite's mechanisms? */
 	bool (*has_mechanism)(const char *name);
 	int (*run)(const bench_opts *o, json_t *results, json_t *config);
+	/** The summary table on stdout, if the suite has its own (else main.c's). */
+	void (*print)(json_t *results);
+	double default_seconds;       /* --seconds (OPT_SECONDS); 0: 2 */
+	int default_rounds;           /* --rounds (OPT_ROUNDS); 0: 10 */
 } suite;
 
 extern const suite suite_unicast, suite_broadcast, suite_coherence, suite_policy, suite_calibrate,
-	suite_throughput;
+	suite_throughput, suite_preload;
 
 /** Print "nemo-bench: <msg>" and exit with status 2 (bad usage). */
 _Noreturn void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -185,6 +209,21 @@ typedef struct busy_thread {
 void busy_start(busy_thread *b, int cpu);
 void busy_stop(busy_thread *b);
 
+/** The CPUs this process may run on (its affinity mask), ascending, into
+ *  out (at most max); returns how many. */
+int bench_usable_cpus(int *out, int max);
+
+/**
+ * Topology distance class of two CPUs, as nemo_topo_distance: 0 same CPU,
+ * 1 SMT siblings, 2 share an L2, 3 share an L3, 4 same package, 5 same
+ * NUMA node, 6 apart; -1 when the topology is unknown.  The topology is
+ * loaded once, on first use (call from one thread).
+ */
+int bench_cpu_distance(int cpu_a, int cpu_b);
+
+/** Core of a CPU (hwloc logical index; SMT siblings share it), or -1. */
+int bench_cpu_core(int cpu);
+
 /** Median one-way cache-line latency a<->b (half round trip), in ns. */
 double coherence_probe(int cpu_a, int cpu_b, int rounds);
 
@@ -222,6 +261,8 @@ void wait_until_eq(const atomic_uint *word, unsigned want, double timeout_s, con
 /* ------------------------------------------------------------------ */
 void progress_begin(const bench_opts *o, const char *what, uint64_t total_units);
 void progress_add(uint64_t units);         /* any thread; relaxed atomic add */
+/** Redraw the bar (a loop that waits on something else than threads). */
+void progress_tick(void);
 /** Join the threads while redrawing the bar every 100 ms. */
 void progress_join(pthread_t *threads, int n);
 void progress_end(void);

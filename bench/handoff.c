@@ -10,6 +10,9 @@
  *
  *   nemo-handoff [--seconds S] [--cpus A,B] [--json] [--expect-interposed]
  *
+ * It runs --seconds, and on past them until each thread had its turn at
+ * least once (on a loaded machine they may not have run at all yet).
+ *
  * Exit status: 0 if the token alternated correctly (and, with
  * --expect-interposed, the calls went to libnemo-preload.so); 1 if not;
  * 2 for bad usage.
@@ -96,7 +99,16 @@ int main(int argc, char **argv)
 		pthread_create(&th[i], NULL, player, &args[i]);
 	struct timespec d = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
 	nanosleep(&d, NULL);
+	/* On a loaded machine the two threads may not have run at all yet: a
+	 * short run is not a failed one.  So the run goes on (1 ms at a time)
+	 * until each thread had its turn once; if the condvar lost wake-ups,
+	 * that never comes, and the caller's time limit ends the run. */
 	pthread_mutex_lock(&mu);
+	while (count[0] == 0 || count[1] == 0) {
+		pthread_mutex_unlock(&mu);
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+		pthread_mutex_lock(&mu);
+	}
 	stop = true;
 	pthread_cond_broadcast(&cv);
 	pthread_mutex_unlock(&mu);

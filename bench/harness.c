@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,6 +169,60 @@ double thread_cpu_ns(void)
 	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
+/* ---------------------------------------------------------- CPUs, topology */
+
+int bench_usable_cpus(int *out, int max)
+{
+	cpu_set_t set;
+	int n = 0;
+	if (sched_getaffinity(0, sizeof set, &set) != 0) {
+		for (int c = 0; c < nemo_cpu_count() && n < max; c++)
+			out[n++] = c;
+		return n;
+	}
+	for (int c = 0; c < CPU_SETSIZE && n < max; c++)
+		if (CPU_ISSET(c, &set))
+			out[n++] = c;
+	return n;
+}
+
+static struct {
+	bool tried;
+	nemo_topo *t;                 /* NULL: unknown */
+} topo;
+
+static nemo_topo *bench_topo(void)
+{
+	if (!topo.tried) {
+		topo.tried = true;
+		if (nemo_topo_load(&topo.t) != 0)
+			topo.t = NULL;
+	}
+	return topo.t;
+}
+
+int bench_cpu_distance(int cpu_a, int cpu_b)
+{
+	int d;
+	nemo_topo *t = bench_topo();
+	if (!t || nemo_topo_distance(t, cpu_a, cpu_b, &d) != 0)
+		return cpu_a == cpu_b ? 0 : -1;
+	return d;
+}
+
+int bench_cpu_core(int cpu)
+{
+	nemo_topo *t = bench_topo();
+	if (!t)
+		return -1;
+	for (int i = 0; i < nemo_topo_cpus(t); i++) {
+		nemo_cpu_place p;
+		if (nemo_topo_cpu(t, i, &p) == 0 && p.cpu == cpu)
+			return p.core;
+	}
+	return -1;
+}
+
 /* ------------------------------------------------------- coherence probe */
 
 struct probe {
@@ -294,6 +349,11 @@ static void progress_draw(void)
 	double eta = f > 0.01 ? el * (1 - f) / f : 0;
 	fprintf(stderr, "\r%-28.28s [%s] %3.0f%%  %5.1fs left ", prog.what, bar, f * 100, eta);
 	prog.drawn = true;
+}
+
+void progress_tick(void)
+{
+	progress_draw();
 }
 
 void progress_join(pthread_t *threads, int n)

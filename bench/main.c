@@ -17,7 +17,8 @@
 #include <time.h>
 
 static const suite *const suites[] = { &suite_unicast, &suite_broadcast, &suite_coherence,
-				       &suite_policy, &suite_throughput, &suite_calibrate, NULL };
+				       &suite_policy, &suite_throughput, &suite_preload, &suite_calibrate,
+				       NULL };
 
 static const suite *find_suite(const char *name)
 {
@@ -25,6 +26,16 @@ static const suite *find_suite(const char *name)
 		if (strcmp(suites[i]->name, name) == 0)
 			return suites[i];
 	return NULL;
+}
+
+static double default_seconds(const suite *s)
+{
+	return s->default_seconds > 0 ? s->default_seconds : 2;
+}
+
+static int default_rounds(const suite *s)
+{
+	return s->default_rounds > 0 ? s->default_rounds : 10;
 }
 
 static void usage(FILE *out)
@@ -50,40 +61,62 @@ static void suite_help(const suite *s)
 	if (s->options & OPT_SCENARIOS)
 		printf("  --scenarios LIST       comma-separated scenarios (default: each mechanism's all)\n");
 	if (s->options & OPT_SECONDS) {
-		printf("  --seconds S            measured seconds per row, in %ld intervals (default 2, max 600)\n",
-		       s->default_trials);
-		printf("  --batch B              messages per batch: B-1 deferred sends, then one that\n"
-		       "                         publishes them (1..4096, default 64)\n");
+		if (s->options & OPT_BATCH)
+			printf("  --seconds S            measured seconds per row, in %ld intervals (default %g, max 600)\n",
+			       s->default_trials, default_seconds(s));
+		else
+			printf("  --seconds S            seconds each measured run lasts (default %g, max 600)\n",
+			       default_seconds(s));
 	} else {
 		printf("  --trials N             measured trials per row (default %ld)\n", s->default_trials);
 		printf("  --warmup N             unmeasured trials first (default: trials/10, 10..100)\n");
 	}
-	if (s->options & OPT_ROUNDS)
+	if (s->options & OPT_BATCH)
+		printf("  --batch B              messages per batch: B-1 deferred sends, then one that\n"
+		       "                         publishes them (1..4096, default 64)\n");
+	if ((s->options & OPT_ROUNDS) && (s->options & OPT_SECONDS))
+		printf("  --rounds N             N rounds, each of which runs every row once in turn, so\n"
+		       "                         all rows span the same stretch of time (the host may\n"
+		       "                         move vCPUs mid-run); default %d, 1..1000\n", default_rounds(s));
+	else if (s->options & OPT_ROUNDS)
 		printf("  --rounds N             split each row's trials into N rounds that cycle through\n"
 		       "                         every row, so all rows span the same stretch of time\n"
-		       "                         (the host may move vCPUs mid-run); default 10, 1..1000\n");
+		       "                         (the host may move vCPUs mid-run); default %d, 1..1000\n",
+		       default_rounds(s));
 	if (s->options & OPT_SRC_DST) {
 		printf("  --src CPU              sender's CPU (default 0)\n");
 		if (s->options & OPT_WAITERS)
-			printf("  --waiters LIST         K values, one row each (default 1,2,4,8; max 256)\n");
+			printf("  --waiters LIST         K values, one row each (max 256; default 1,2,4,8, and on\n"
+			       "                         more than 8 CPUs the powers of 2 below CPUs-1 and CPUs-1)\n");
 		else
 			printf("  --dst CPU              receiver's CPU (default: nearest CPU on another core)\n");
 	}
-	if (s->options & OPT_POLICY) {
+	if (s->options & OPT_POLICY)
 		printf("  --policies LIST        wait policies: spin, block, hybrid[:NS], adaptive\n");
+	if (s->options & OPT_GAPS)
 		printf("  --gaps LIST            gaps in microseconds\n");
-	}
 	if (s->options & OPT_PROFILE)
 		printf("  --profile PATH         where to write the profile\n");
 	if (s->options & OPT_CPUS)
-		printf("  --cpus LIST            CPUs to use (default: all%s)\n",
+		printf("  --cpus LIST            CPUs to use, e.g. 0,2,4-7 (default: all%s)\n",
 		       (s->options & OPT_WAITERS) ? " but the sender's" : "");
+	if (s->options & OPT_PAIRS)
+		printf("  --pairs all|sample     every ordered pair of --cpus, or a sample covering each\n"
+		       "                         topology distance class from each CPU (default: all up\n"
+		       "                         to %d CPUs, sample above)\n", COHERENCE_ALL_PAIRS_MAX_CPUS);
 	if (!(s->options & OPT_SECONDS))
-		printf("  --delay-us MIN[:MAX]   random busy delay before each signal (default %g:%g)\n",
-		       s->default_delay_min_us, s->default_delay_max_us);
+		printf("  --delay-us MIN[:MAX]   random busy delay before each signal (default %g:%g)%s\n",
+		       s->default_delay_min_us, s->default_delay_max_us,
+		       (s->options & OPT_POLL) ? ",\n                         blocked rows" : "");
+	if (s->options & OPT_POLL) {
+		printf("  --poll-delay-us MIN[:MAX]  the same for polling rows (default %g:%g)\n",
+		       BENCH_POLL_DELAY_MIN_US, BENCH_POLL_DELAY_MAX_US);
+		printf("  --poll-policy POLICY   nemo's waiters in polling rows: spin, hybrid[:NS] or\n"
+		       "                         adaptive (default spin)\n");
+	}
 	printf("  --json FILE            write the JSON document (docs/bench-json.md)\n");
 	printf("  --samples DIR          write raw per-%s samples as CSV into DIR\n",
-	       (s->options & OPT_SECONDS) ? "interval" : "trial");
+	       !(s->options & OPT_SECONDS) ? "trial" : (s->options & OPT_ROUNDS) ? "round" : "interval");
 	if (!(s->options & OPT_SECONDS))
 		printf("  --seed N               seed of the random delays (default fixed)\n");
 	printf("  --quiet                no summary table, no progress bar, no warnings\n");
@@ -153,7 +186,7 @@ static double parse_seconds(const char *s)
 	return v;
 }
 
-static void parse_delay(bench_opts *o, const char *s)
+static void parse_delay(const char *opt, const char *s, double *lo, double *hi)
 {
 	char *end;
 	double a = strtod(s, &end), b = a;
@@ -164,9 +197,43 @@ static void parse_delay(bench_opts *o, const char *s)
 			end = (char *)s;   /* force the error below */
 	}
 	if (end == s || *end || !(a >= 0) || !(b >= a) || b > 1e6)
-		usage_error("--delay-us must be MIN or MIN:MAX microseconds with 0 <= MIN <= MAX <= 1e6, not '%s'", s);
-	o->delay_min_us = a;
-	o->delay_max_us = b;
+		usage_error("%s must be MIN or MIN:MAX microseconds with 0 <= MIN <= MAX <= 1e6, not '%s'",
+			    opt, s);
+	*lo = a;
+	*hi = b;
+}
+
+/* --cpus: a comma list of CPUs and ranges A-B. */
+static void parse_cpus(bench_opts *o, char *arg)
+{
+	int n = 0;
+	char *save = NULL;
+	if (!*arg)
+		usage_error("--cpus needs at least one item");
+	for (char *tok = strtok_r(arg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *dash = strchr(tok, '-');
+		int a, b;
+		if (dash && dash != tok) {
+			*dash = 0;
+			a = (int)parse_long("--cpus", tok, 0, CPU_SETSIZE - 1);
+			b = (int)parse_long("--cpus", dash + 1, 0, CPU_SETSIZE - 1);
+			if (b < a)
+				usage_error("--cpus: range %d-%d runs backwards", a, b);
+		} else {
+			a = b = parse_cpu("--cpus", tok);
+		}
+		for (int c = a; c <= b; c++) {
+			if (!cpu_usable(c))
+				continue;      /* a range may span CPUs outside the mask */
+			if (n == BENCH_MAX_CPUS)
+				usage_error("--cpus: more than %d CPUs", BENCH_MAX_CPUS);
+			o->cpus[n++] = c;
+		}
+	}
+	if (n == 0)
+		usage_error("--cpus: none of those CPUs is available to this process (CPUs 0-%d)",
+			    nemo_cpu_count() - 1);
+	o->ncpus = n;
 }
 
 static void mkdir_p(const char *dir)
@@ -230,7 +297,7 @@ static void check_trial_option(const suite *s, const char *opt)
 
 enum { O_MECHS = 256, O_SCEN, O_TRIALS, O_WARMUP, O_SRC, O_DST, O_WAITERS, O_CPUS,
        O_DELAY, O_JSON, O_SAMPLES, O_SEED, O_QUIET, O_HELP, O_POLICIES, O_GAPS, O_PROFILE,
-       O_SECONDS, O_BATCH, O_ROUNDS };
+       O_SECONDS, O_BATCH, O_ROUNDS, O_POLL_DELAY, O_POLL_POLICY, O_PAIRS };
 
 static const struct option long_opts[] = {
 	{ "mechanisms", required_argument, NULL, O_MECHS },
@@ -253,6 +320,9 @@ static const struct option long_opts[] = {
 	{ "seconds", required_argument, NULL, O_SECONDS },
 	{ "batch", required_argument, NULL, O_BATCH },
 	{ "rounds", required_argument, NULL, O_ROUNDS },
+	{ "poll-delay-us", required_argument, NULL, O_POLL_DELAY },
+	{ "poll-policy", required_argument, NULL, O_POLL_POLICY },
+	{ "pairs", required_argument, NULL, O_PAIRS },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -263,7 +333,9 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 		.src = -1, .dst = -1,
 		.delay_min_us = s->default_delay_min_us, .delay_max_us = s->default_delay_max_us,
 		.seed = 0x6e656d6f62656e63ULL,
-		.seconds = 2, .batch = 64,
+		.seconds = default_seconds(s), .batch = 64,
+		.poll_delay_min_us = BENCH_POLL_DELAY_MIN_US, .poll_delay_max_us = BENCH_POLL_DELAY_MAX_US,
+		.poll_policy = { NEMO_WAIT_SPIN, 0 }, .poll_policy_name = "spin",
 	};
 	const char *items[BENCH_MAX_LIST];
 	opterr = 0;
@@ -298,6 +370,7 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 		case O_TRIALS:
 			check_trial_option(s, "--trials");
 			o->trials = parse_long("--trials", optarg, 1, 100000000);
+			o->trials_set = true;
 			break;
 		case O_WARMUP:
 			check_trial_option(s, "--warmup");
@@ -312,7 +385,7 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 			o->rounds = (int)parse_long("--rounds", optarg, 1, 1000);
 			break;
 		case O_BATCH:
-			check_option(s, OPT_SECONDS, "--batch");
+			check_option(s, OPT_BATCH, "--batch");
 			o->batch = parse_long("--batch", optarg, 1, 4096);
 			break;
 		case O_SRC:
@@ -333,17 +406,36 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 			o->nwaiters = n;
 			break;
 		}
-		case O_CPUS: {
+		case O_CPUS:
 			check_option(s, OPT_CPUS, "--cpus");
-			int n = split_list("--cpus", optarg, items, BENCH_MAX_LIST);
-			for (int i = 0; i < n; i++)
-				o->cpus[i] = parse_cpu("--cpus", items[i]);
-			o->ncpus = n;
+			parse_cpus(o, optarg);
+			break;
+		case O_POLL_DELAY:
+			check_option(s, OPT_POLL, "--poll-delay-us");
+			parse_delay("--poll-delay-us", optarg, &o->poll_delay_min_us, &o->poll_delay_max_us);
+			break;
+		case O_POLL_POLICY: {
+			check_option(s, OPT_POLL, "--poll-policy");
+			nemo_wait_policy p;
+			if (nemo_wait_policy_parse(optarg, &p) != 0 || p.kind == NEMO_WAIT_BLOCK)
+				usage_error("--poll-policy must be spin, hybrid[:NS] or adaptive (a policy that "
+					    "polls), not '%s'", optarg);
+			o->poll_policy = p;
+			o->poll_policy_name = optarg;
 			break;
 		}
+		case O_PAIRS:
+			check_option(s, OPT_PAIRS, "--pairs");
+			if (strcmp(optarg, "all") == 0)
+				o->pairs = PAIRS_ALL;
+			else if (strcmp(optarg, "sample") == 0)
+				o->pairs = PAIRS_SAMPLE;
+			else
+				usage_error("--pairs must be all or sample, not '%s'", optarg);
+			break;
 		case O_DELAY:
 			check_trial_option(s, "--delay-us");
-			parse_delay(o, optarg);
+			parse_delay("--delay-us", optarg, &o->delay_min_us, &o->delay_max_us);
 			break;
 		case O_POLICIES: {
 			check_option(s, OPT_POLICY, "--policies");
@@ -357,7 +449,7 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 			break;
 		}
 		case O_GAPS: {
-			check_option(s, OPT_POLICY, "--gaps");
+			check_option(s, OPT_GAPS, "--gaps");
 			int n = split_list("--gaps", optarg, items, BENCH_MAX_LIST);
 			for (int i = 0; i < n; i++) {
 				char *end;
@@ -399,8 +491,8 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 	if (optind < argc)
 		usage_error("unexpected argument '%s'", argv[optind]);
 	if (!o->rounds)
-		o->rounds = (s->options & OPT_ROUNDS) ? 10 : 1;
-	if (o->rounds > o->trials)
+		o->rounds = (s->options & OPT_ROUNDS) ? default_rounds(s) : 1;
+	if (o->rounds > o->trials && !(s->options & OPT_SECONDS))
 		o->rounds = (int)o->trials;    /* at least one trial per round */
 	if (o->warmup < 0) {
 		o->warmup = o->trials / 10;
@@ -473,30 +565,72 @@ static void print_throughput(json_t *results)
 	}
 }
 
+/* Broadcast rows: first and last waiter; then the one-way spin rows. */
+static void print_broadcast(json_t *results)
+{
+	printf("%-14s %-8s %-13s %5s %4s %9s %9s %9s %9s %6s %6s %6s\n", "mechanism", "scenario",
+	       "policy", "src", "K", "first p50", "last p50", "last p99", "send p50", "ctx/tr",
+	       "x1way", "probe");
+	size_t i;
+	json_t *r;
+	bool oversub = false, oneway = false;
+	json_array_foreach(results, i, r) {
+		if (!json_object_get(r, "waiters")) {
+			oneway = true;
+			continue;
+		}
+		char k[12], ratio[12] = "-";
+		bool over = json_is_true(json_object_get(r, "oversubscribed"));
+		oversub |= over;
+		snprintf(k, sizeof k, "%d%s", (int)jnum(r, "waiters", NULL), over ? "*" : "");
+		json_t *ow = json_object_get(r, "one_way_spin_p50_ns");
+		if (json_is_number(ow) && json_number_value(ow) > 0)
+			snprintf(ratio, sizeof ratio, "%.1f", jnum(r, "last_ns", "p50") / json_number_value(ow));
+		const char *pol = json_string_value(json_object_get(r, "policy"));
+		printf("%-14s %-8s %-13s %5d %4s %9.0f %9.0f %9.0f %9.0f %6.2f %6s %6.0f\n",
+		       json_string_value(json_object_get(r, "mechanism")),
+		       json_string_value(json_object_get(r, "scenario")), pol ? pol : "-",
+		       (int)jnum(r, "src_cpu", NULL), k,
+		       jnum(r, "first_ns", "p50"), jnum(r, "last_ns", "p50"), jnum(r, "last_ns", "p99"),
+		       jnum(r, "sender_ns", "p50"), jnum(r, "ctx_switches_per_trial", NULL), ratio,
+		       jnum(r, "coherence_probe_ns", "before"));
+	}
+	if (oversub)
+		printf("* oversubscribed: some waiters share a CPU with another thread of the row\n");
+	if (!oneway)
+		return;
+	printf("one-way spin, sender > waiter CPU (x1way = last p50 / the largest of these p50 over the row's waiter CPUs):\n");
+	json_array_foreach(results, i, r) {
+		if (json_object_get(r, "waiters"))
+			continue;
+		printf("  %4d>%-4d p50 %6.0f  p99 %6.0f\n", (int)jnum(r, "src_cpu", NULL),
+		       (int)jnum(r, "dst_cpu", NULL), jnum(r, "latency_ns", "p50"),
+		       jnum(r, "latency_ns", "p99"));
+	}
+}
+
 static void print_summary(const char *suite_name, json_t *results)
 {
 	if (strcmp(suite_name, "throughput") == 0) {
 		print_throughput(results);
 		return;
 	}
-	bool bc = strcmp(suite_name, "broadcast") == 0;
+	if (strcmp(suite_name, "broadcast") == 0) {
+		print_broadcast(results);
+		return;
+	}
 	printf("%-20s %-10s %7s %4s %10s %10s %10s %10s %6s %7s\n", "mechanism", "scenario",
-	       "src>dst", bc ? "K" : "", "p50 ns", "p99 ns", "send p50", bc ? "last p50" : "max ns",
-	       "ctx/tr", "probe");
+	       "src>dst", "", "p50 ns", "p99 ns", "send p50", "max ns", "ctx/tr", "probe");
 	size_t i;
 	json_t *r;
 	json_array_foreach(results, i, r) {
 		char pair[16];
 		snprintf(pair, sizeof pair, "%d>%d", (int)jnum(r, "src_cpu", NULL), (int)jnum(r, "dst_cpu", NULL));
-		char k[8] = "";
-		if (bc)
-			snprintf(k, sizeof k, "%d", (int)jnum(r, "waiters", NULL));
 		printf("%-20s %-10s %7s %4s %10.0f %10.0f %10.0f %10.0f %6.2f %7.0f\n",
 		       json_string_value(json_object_get(r, "mechanism")),
-		       json_string_value(json_object_get(r, "scenario")), pair, k,
+		       json_string_value(json_object_get(r, "scenario")), pair, "",
 		       jnum(r, "latency_ns", "p50"), jnum(r, "latency_ns", "p99"),
-		       jnum(r, "sender_ns", "p50"),
-		       bc ? jnum(r, "last_ns", "p50") : jnum(r, "latency_ns", "max"),
+		       jnum(r, "sender_ns", "p50"), jnum(r, "latency_ns", "max"),
 		       jnum(r, "ctx_switches_per_trial", NULL),
 		       jnum(r, "coherence_probe_ns", "before"));
 	}
@@ -550,7 +684,9 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double dur = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 
-	if (!o.quiet)
+	if (!o.quiet && s->print)
+		s->print(results);
+	else if (!o.quiet)
 		print_summary(s->name, results);
 	if (o.json_file) {
 		json_t *doc = json_pack("{s:s,s:s,s:s,s:s,s:f,s:o,s:O,s:O}",

@@ -244,6 +244,8 @@ const uc_mech *const uc_events[] = {
 };
 
 /* ------------------------------------------------- broadcast: nemo-cond */
+/* The waiters wait with c->policy: block (`blocked`) or the polling
+ * policy (`polling`: spin by default). */
 
 static int bncv_setup(bc_ctx *c)
 {
@@ -252,8 +254,7 @@ static int bncv_setup(bc_ctx *c)
 		fatal("out of memory");
 	pthread_mutex_init(&s->mu, NULL);
 	nemo_cond_init(&s->cv, NULL);
-	nemo_wait_policy p = { NEMO_WAIT_BLOCK, 0 };
-	nemo_cond_set_policy(&s->cv, &p);
+	nemo_cond_set_policy(&s->cv, &c->policy);
 	s->value = 0;
 	c->priv = s;
 	return 0;
@@ -290,11 +291,141 @@ static void bncv_broadcast(bc_ctx *c, unsigned gen)
 
 static const bc_mech bc_nemo_cond = {
 	.name = "nemo-cond",
-	.summary = "nemo_cond_broadcast (tree wake-up, fan-out 2) to K waiters in nemo_cond_wait",
+	.summary = "nemo_cond_broadcast (tokens, then one FUTEX_WAKE_BITSET for the sleepers) to K waiters in nemo_cond_wait "
+		   "(polling: --poll-policy, blocked: block); a woken waiter stamps holding the mutex",
+	.scenarios = SC_POLLING | SC_BLOCKED,
+	.nemo_policy = true,
 	.setup = bncv_setup,
 	.teardown = bncv_teardown,
 	.rx_wait = bncv_wait,
 	.tx_broadcast = bncv_broadcast,
 };
 
-const bc_mech *const bc_events[] = { &bc_nemo_cond, NULL };
+/* ------------------------------------------------ broadcast: nemo-event */
+/*
+ * A manual-reset event: one post releases every waiter.  Two events, on
+ * lines of their own, alternate by generation: waiters of gen wait on
+ * ev[gen & 1].  The one for gen + 1 is reset off the clock (tx_prepare)
+ * once every waiter has announced gen, i.e. has passed its wait for
+ * gen - 1 on that same event; nobody waits on it again before the post
+ * of gen has released them.
+ */
+
+struct bev {
+	_Alignas(BENCH_CACHELINE) nemo_event ev;
+};
+
+static int bev_setup(bc_ctx *c)
+{
+	struct bev *s = xaligned(sizeof *s * 2);
+	for (int i = 0; i < 2; i++) {
+		int err = nemo_event_init(&s[i].ev, NEMO_EVENT_MANUAL_RESET, &c->policy);
+		if (err) {
+			snprintf(c->why, sizeof c->why, "nemo_event_init: %s", nemo_strerror(err));
+			if (i)
+				nemo_event_destroy(&s[0].ev);
+			free(s);
+			return err;
+		}
+	}
+	c->priv = s;
+	return 0;
+}
+
+static void bev_teardown(bc_ctx *c)
+{
+	struct bev *s = c->priv;
+	for (int i = 0; i < 2; i++) {
+		int err = nemo_event_destroy(&s[i].ev);
+		if (err)
+			fatal("nemo_event_destroy: %s", nemo_strerror(err));
+	}
+	free(s);
+}
+
+static uint64_t bev_wait(bc_ctx *c, int w, unsigned gen)
+{
+	struct bev *s = c->priv;
+	int err = nemo_event_wait(&s[gen & 1].ev);
+	if (err)
+		fatal("nemo_event_wait (waiter %d): %s", w, nemo_strerror(err));
+	return 0;
+}
+
+static void bev_prepare(bc_ctx *c, unsigned gen)
+{
+	struct bev *s = c->priv;
+	int err = nemo_event_reset(&s[(gen + 1) & 1].ev);
+	if (err)
+		fatal("nemo_event_reset: %s", nemo_strerror(err));
+}
+
+static void bev_broadcast(bc_ctx *c, unsigned gen)
+{
+	struct bev *s = c->priv;
+	nemo_event_post(&s[gen & 1].ev);
+}
+
+static const bc_mech bc_nemo_event = {
+	.name = "nemo-event",
+	.summary = "nemo_event_post of a manual-reset event to K waiters in nemo_event_wait "
+		   "(polling: --poll-policy, blocked: block)",
+	.scenarios = SC_POLLING | SC_BLOCKED,
+	.nemo_policy = true,
+	.setup = bev_setup,
+	.teardown = bev_teardown,
+	.rx_wait = bev_wait,
+	.tx_prepare = bev_prepare,
+	.tx_broadcast = bev_broadcast,
+};
+
+/* ----------------------------------------------------- broadcast: ck-ec */
+/* K waiters on one event count; an increment wakes them all (wake32 is
+ * a FUTEX_WAKE of every sleeper).  Polling: ck_ec's own busy loop. */
+
+static int bckec_setup(bc_ctx *c)
+{
+	struct ckec *s = xaligned(sizeof *s);
+	ck_ec32_init(&s->ec, 0);
+	s->mode = (struct ck_ec_mode){
+		.ops = c->scenario == SC_POLLING ? &ckec_ops_polling : &ckec_ops_blocking,
+		.single_producer = true,
+	};
+	c->priv = s;
+	return 0;
+}
+
+static void bckec_teardown(bc_ctx *c)
+{
+	free(c->priv);
+}
+
+static uint64_t bckec_wait(bc_ctx *c, int w, unsigned gen)
+{
+	struct ckec *s = c->priv;
+	uint32_t v;
+	(void)w;
+	while ((v = ck_ec32_value(&s->ec)) != gen)
+		ck_ec32_wait(&s->ec, &s->mode, v, NULL);
+	return 0;
+}
+
+static void bckec_broadcast(bc_ctx *c, unsigned gen)
+{
+	struct ckec *s = c->priv;
+	(void)gen;
+	ck_ec32_inc(&s->ec, &s->mode);
+}
+
+static const bc_mech bc_ck_ec = {
+	.name = "ck-ec",
+	.summary = "Concurrency Kit ck_ec32_inc to K waiters in ck_ec32_wait "
+		   "(polling: its busy loop; blocked: futex)",
+	.scenarios = SC_POLLING | SC_BLOCKED,
+	.setup = bckec_setup,
+	.teardown = bckec_teardown,
+	.rx_wait = bckec_wait,
+	.tx_broadcast = bckec_broadcast,
+};
+
+const bc_mech *const bc_events[] = { &bc_nemo_cond, &bc_nemo_event, &bc_ck_ec, NULL };

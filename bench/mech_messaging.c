@@ -2,7 +2,7 @@
  * mech_messaging.c - nemo's messaging layers in nemo-bench: an active
  * message (nemo-am) and a notification (nemo-notify) from one place to
  * another, and one active message broadcast to K places (broadcast
- * nemo-am).
+ * nemo-am, with the places polling or asleep).
  *
  * Every row makes its own domain.  The receiver and the sender join it as
  * places on their own threads (rx_init / tx_init) and leave it there
@@ -323,7 +323,9 @@ static void bam_teardown(bc_ctx *c)
 static void bam_rx_init(bc_ctx *c, int w)
 {
 	struct bam_state *s = c->priv;
-	nemo_place_attr a = { .policy = { NEMO_WAIT_BLOCK, 0 } };
+	/* Polling: waiting in nemo_place_wait with the polling policy; blocked:
+	 * policy block, asleep at once. */
+	nemo_place_attr a = { .policy = c->policy };
 	nemo_place_id id;
 	int err = nemo_place_join(s->d, &a, &id);
 	if (err)
@@ -387,8 +389,10 @@ static void bam_broadcast(bc_ctx *c, unsigned gen)
 
 static const bc_mech bc_nemo_am = {
 	.name = "nemo-am",
-	.summary = "nemo_am_broadcast to K places sleeping in nemo_place_wait (policy block); "
-		   "latency to handler entry",
+	.summary = "nemo_am_broadcast to K places waiting in nemo_place_wait (polling: "
+		   "--poll-policy, blocked: block); latency to handler entry",
+	.scenarios = SC_POLLING | SC_BLOCKED,
+	.nemo_policy = true,
 	.setup = bam_setup,
 	.teardown = bam_teardown,
 	.rx_init = bam_rx_init,

@@ -206,7 +206,7 @@ static int pol_run(const bench_opts *o, json_t *results, json_t *config)
 const suite suite_policy = {
 	.name = "policy",
 	.summary = "wait policies (spin, block, hybrid, adaptive) across signal gaps 1 us..10 ms",
-	.options = OPT_SRC_DST | OPT_POLICY,
+	.options = OPT_SRC_DST | OPT_POLICY | OPT_GAPS,
 	.default_trials = 2000,
 	.default_delay_min_us = 0,
 	.default_delay_max_us = 0,

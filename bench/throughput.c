@@ -613,7 +613,7 @@ static int tp_run(const bench_opts *o, json_t *results, json_t *config)
 const suite suite_throughput = {
 	.name = "throughput",
 	.summary = "messages per second, one sender to one polling receiver (nemo-am vs ck-ring)",
-	.options = OPT_MECHS | OPT_SRC_DST | OPT_SECONDS,
+	.options = OPT_MECHS | OPT_SRC_DST | OPT_SECONDS | OPT_BATCH,
 	.default_trials = INTERVALS,
 	.default_delay_min_us = 0,
 	.default_delay_max_us = 0,

@@ -147,21 +147,8 @@ bool unicast_row(const bench_opts *o, const uc_mech *m, unsigned sc, int src, in
 	return unicast_row_policy(o, m, sc, src, dst, NULL, NULL, NULL, results, why, whylen);
 }
 
-/* One row's measurements, gathered over one or more rounds. */
-struct uc_acc {
-	const uc_mech *m;
-	unsigned sc;
-	double *lat, *snd;            /* o->trials each */
-	long n;                       /* filled so far */
-	double ctx, vctx, cpu_ns;     /* sums weighted by trials */
-	double probe_before, probe_after;
-	bool failed;
-};
-
-/* Measure `trials` trials of m in scenario sc into acc (appending);
- * false if the mechanism cannot run here (why set). */
-static bool uc_measure(const bench_opts *o, struct uc_acc *acc, int src, int dst,
-		       const nemo_wait_policy *pol, long trials, char *why, size_t whylen)
+bool uc_measure(const bench_opts *o, uc_acc *acc, int src, int dst,
+		const nemo_wait_policy *pol, long trials, char *why, size_t whylen)
 {
 	const uc_mech *m = acc->m;
 	unsigned sc = acc->sc;
@@ -208,8 +195,8 @@ static bool uc_measure(const bench_opts *o, struct uc_acc *acc, int src, int dst
 	return true;
 }
 
-static void uc_emit(const bench_opts *o, struct uc_acc *acc, int src, int dst,
-		    const nemo_wait_policy *pol, const char *label, const char *tag, json_t *results)
+void uc_emit(const bench_opts *o, uc_acc *acc, int src, int dst,
+	     const nemo_wait_policy *pol, const char *label, const char *tag, json_t *results)
 {
 	row out = { .mechanism = acc->m->name, .scenario = label ? label : scenario_name(acc->sc),
 		    .tag = tag, .src = src, .dst = dst, .trials = acc->n };
@@ -230,14 +217,14 @@ static void uc_emit(const bench_opts *o, struct uc_acc *acc, int src, int dst,
 	}
 }
 
-static void uc_acc_init(struct uc_acc *acc, const uc_mech *m, unsigned sc, long trials)
+void uc_acc_init(uc_acc *acc, const uc_mech *m, unsigned sc, long trials)
 {
-	*acc = (struct uc_acc){ .m = m, .sc = sc,
+	*acc = (uc_acc){ .m = m, .sc = sc,
 				.lat = xcalloc((size_t)trials, sizeof(double)),
 				.snd = xcalloc((size_t)trials, sizeof(double)) };
 }
 
-static void uc_acc_free(struct uc_acc *acc)
+void uc_acc_free(uc_acc *acc)
 {
 	free(acc->lat);
 	free(acc->snd);
@@ -247,7 +234,7 @@ bool unicast_row_policy(const bench_opts *o, const uc_mech *m, unsigned sc, int 
 			const nemo_wait_policy *pol, const char *label, const char *tag,
 			json_t *results, char *why, size_t whylen)
 {
-	struct uc_acc acc;
+	uc_acc acc;
 	uc_acc_init(&acc, m, sc, o->trials);
 	bool ok = uc_measure(o, &acc, src, dst, pol, o->trials, why, whylen);
 	if (ok)
@@ -283,7 +270,7 @@ static int uc_run(const bench_opts *o, json_t *results, json_t *config)
 				sel[n++] = m;
 	}
 	/* The rows, in output order. */
-	struct uc_acc *rows = xcalloc((size_t)n * SC_COUNT, sizeof *rows);
+	uc_acc *rows = xcalloc((size_t)n * SC_COUNT, sizeof *rows);
 	int nrows = 0;
 	for (int i = 0; i < n; i++) {
 		unsigned s = row_scenarios(o, sel[i]);

@@ -77,6 +77,36 @@ bool unicast_row_policy(const bench_opts *o, const uc_mech *m, unsigned sc, int 
 			const nemo_wait_policy *pol, const char *label, const char *tag,
 			json_t *results, char *why, size_t whylen);
 
+/* One row's measurements, gathered over one or more rounds (--rounds):
+ * uc_acc_init, uc_measure once per round, uc_emit, uc_acc_free. */
+typedef struct uc_acc {
+	const uc_mech *m;
+	unsigned sc;
+	double *lat, *snd;            /* room for the row's trials each */
+	long n;                       /* filled so far */
+	double ctx, vctx, cpu_ns;     /* sums weighted by trials */
+	double probe_before, probe_after;   /* first round's, last round's */
+	bool failed;
+} uc_acc;
+
+/** An empty row of m in scenario sc, with room for `trials` trials. */
+void uc_acc_init(uc_acc *acc, const uc_mech *m, unsigned sc, long trials);
+
+/**
+ * Measure `trials` more trials (after o->warmup unmeasured ones) of acc's
+ * mechanism from CPU src to CPU dst, appended to acc; the delay before
+ * each signal is o->delay_*.  Returns false if the mechanism cannot run
+ * here, with the reason in why.
+ */
+bool uc_measure(const bench_opts *o, uc_acc *acc, int src, int dst,
+		const nemo_wait_policy *pol, long trials, char *why, size_t whylen);
+
+/** Append acc's row to results (as unicast_row_policy's label, tag). */
+void uc_emit(const bench_opts *o, uc_acc *acc, int src, int dst,
+	     const nemo_wait_policy *pol, const char *label, const char *tag, json_t *results);
+
+void uc_acc_free(uc_acc *acc);
+
 /** The baseline mechanisms (mech_baseline.c), NULL-terminated. */
 extern const uc_mech *const uc_baselines[];
 /** The events layer's mechanisms and ck-ec (mech_events.c). */

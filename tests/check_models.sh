@@ -43,6 +43,25 @@ must_pass slot.pml -DSHARED -DMAXSPUR=1
 must_pass slot.pml -DSHARED -DMAXSPUR=2
 must_fail slot.pml -DSHARED -DK1EARLY        # kick reads the word before its CAS
 must_fail slot.pml -DSHARED -DBROKEN
+# The condvar's lifetime (cond.c, LIFETIME): destroy right after a tree or
+# flat broadcast, with timed waiters racing it, never lets a waiter touch
+# the freed condvar; without the references (the old code), or dropping
+# one before kicking the child, it does.
+must_pass cond.pml
+must_pass cond.pml -DTIMED
+must_pass cond.pml -DFLAT -DTIMED
+must_fail cond.pml -DTIMED -DBROKEN_NOREF
+must_fail cond.pml -DFLAT -DBROKEN_NOREF
+must_fail cond.pml -DTIMED -DBROKEN_EARLY_PUT
+# The flat broadcast (cond.c, BROADCAST; waiter.c, nemo__waiter_kick_many):
+# no waiter left asleep; no FUTEX_WAKE when every waiter polls.
+must_pass broadcast.pml -DMAXSPUR=1
+must_pass broadcast.pml -DMAXSPUR=2
+must_pass broadcast.pml -DPOLL
+must_pass broadcast.pml -DPOLL -DPOLL1
+must_fail broadcast.pml -DBROKEN_ONE_BIT
+must_fail broadcast.pml -DBROKEN_NO_FENCE
+must_fail broadcast.pml -DPOLL -DPOLL1 -DBROKEN_ALWAYS_WAKE
 # The messaging layer (src/messaging/queue.c, kick.c): no lost wake-up of a
 # place sleeping on the domain's shared word (default), a send racing
 # nemo_place_leave is delivered xor failed with the asymmetric barrier

@@ -319,6 +319,12 @@ static void *b_waiter(void *p)
 	return NULL;
 }
 
+/* Kick mode alternates between the flat broadcast and a tree. */
+static int f_kick(int i)
+{
+	return i % 2 ? 2 : 0;
+}
+
 static void run_broadcast(const nemo_wait_policy *pol, int fanout, bool kick, long rounds)
 {
 	memset(&b, 0, sizeof b);
@@ -387,11 +393,11 @@ int main(void)
 		run_doorbell(&pols[i].pol, tokens);
 		long rounds = scaled((long)(40000 * pols[i].weight), 40);
 		current = "broadcast";
-		int fans[] = { 1, 2, 4, 16 };
+		int fans[] = { 0, 1, 2, 16 };              /* 0: flat, the default */
 		for (int f = 0; f < 4; f++)
 			run_broadcast(&pols[i].pol, fans[f], false, rounds / 4);
 		if (pols[i].pol.kind != NEMO_WAIT_SPIN)   /* kick mode: RT priority, no spinning */
-			run_broadcast(&pols[i].pol, 2, true, rounds / 4);
+			run_broadcast(&pols[i].pol, f_kick(i), true, rounds / 4);
 		long events = 3 * items + tokens + rounds * BW * 2;
 		total += events;
 		nemo_waiter_get_counters(&c1);

@@ -78,7 +78,19 @@ expect_usage_error "--batch" throughput --batch 4097
 expect_usage_error "--rounds" unicast --rounds 0
 expect_usage_error "--rounds" unicast --rounds 1001
 expect_usage_error "--rounds" unicast --rounds x
-expect_usage_error "does not apply" broadcast --rounds 2
+expect_usage_error "--rounds" broadcast --rounds 0
+expect_usage_error "--poll-policy" broadcast --poll-policy block
+expect_usage_error "--poll-policy" broadcast --poll-policy sometimes
+expect_usage_error "--poll-delay-us" broadcast --poll-delay-us 2:1
+expect_usage_error "--poll-policy does not apply" unicast --poll-policy spin
+expect_usage_error "--poll-delay-us does not apply" coherence --poll-delay-us 1
+expect_usage_error "no mechanism supports" broadcast --mechanisms futex,condvar --scenarios polling
+expect_usage_error "no mechanism supports" broadcast --scenarios loaded
+expect_usage_error "--pairs must be all or sample" coherence --pairs some
+expect_usage_error "--pairs does not apply" broadcast --pairs all
+expect_usage_error "runs backwards" coherence --cpus 1-0
+expect_usage_error "--cpus" coherence --cpus 0-x
+expect_usage_error "--cpus 4096" broadcast --cpus 4096
 expect_usage_error "--batch" throughput --batch 8x
 expect_usage_error "needs a value" throughput --seconds
 expect_usage_error "--seconds does not apply" unicast --seconds 1
@@ -87,6 +99,14 @@ expect_usage_error "--trials does not apply" throughput --trials 100
 expect_usage_error "--delay-us does not apply" throughput --delay-us 5
 expect_usage_error "--waiters does not apply" throughput --waiters 2
 expect_usage_error "unknown mechanism 'futex'" throughput --mechanisms futex
+expect_usage_error "unknown mechanism 'futex'" preload --mechanisms futex
+expect_usage_error "unknown policy 'bogus'" preload --policies block,bogus
+expect_usage_error "--batch does not apply" preload --batch 8
+expect_usage_error "--gaps does not apply" preload --gaps 1
+expect_usage_error "--trials does not apply" preload --trials 3
+expect_usage_error "--waiters does not apply" preload --waiters 2
+expect_usage_error "--rounds" preload --rounds 0
+expect_usage_error "--seconds" preload --seconds 0
 if [ "$ncpu" -ge 2 ]; then
 	expect_usage_error "--src and --dst are both CPU 1" unicast --src 1 --dst 1
 	expect_usage_error "--src and --dst are both CPU 0" throughput --src 0 --dst 0
@@ -102,11 +122,31 @@ expect_ok "usage: nemo-bench SUITE" --help
 expect_ok "--mechanisms" unicast --help
 expect_ok "--waiters" broadcast --help
 expect_ok "coherence" coherence --help
+expect_ok "--pairs" coherence --help
+expect_ok "--poll-policy" broadcast --help
+expect_ok "spin                 [polling]" list
 expect_ok "--gaps" policy --help
 expect_ok "--profile" calibrate --help
 expect_ok "--batch" throughput --help
+expect_ok "--policies" preload --help
+expect_ok "default 5, 1..1000" preload --help
+expect_ok "python-handoff" list
 expect_ok "ck-ring" list
 expect_ok "nemo-bench " --version
+
+# The preload suite finds its programs beside nemo-bench; alone, it says
+# what it looked for (a failed run: exit 1), and measures nothing.
+mkdir "$tmp/alone"
+cp "$bench" "$tmp/alone/nemo-bench"
+"$tmp/alone/nemo-bench" preload --seconds 0.1 --rounds 1 --quiet >"$tmp/out" 2>"$tmp/err"; rc=$?
+if [ $rc -eq 1 ] && grep -qF "cannot find libnemo-preload.so beside nemo-bench (looked for $tmp/alone/" "$tmp/err" &&
+	[ ! -s "$tmp/out" ]; then
+	pass=$((pass + 1))
+else
+	fail=$((fail + 1))
+	echo "FAIL: nemo-bench preload without libnemo-preload.so beside it -> exit $rc:"
+	sed 's/^/    /' "$tmp/err"
+fi
 
 echo "test_bench_cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

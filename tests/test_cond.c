@@ -37,7 +37,8 @@ static void test_init_and_errors(void)
 	CHECK_EQ_INT(nemo_cond_signal(NULL), EINVAL);
 	CHECK_EQ_INT(nemo_cond_broadcast(NULL), EINVAL);
 	CHECK_EQ_INT(nemo_cond_init(NULL, NULL), EINVAL);
-	CHECK_EQ_INT(nemo_cond_set_fanout(&zero, 0), EINVAL);
+	CHECK_EQ_INT(nemo_cond_set_fanout(&zero, -1), EINVAL);
+	CHECK_EQ_INT(nemo_cond_set_fanout(&zero, 0), 0);      /* flat again */
 	CHECK_EQ_INT(nemo_cond_set_fanout(&zero, NEMO_COND_MAX_FANOUT + 1), EINVAL);
 	nemo_wait_policy badp = { (nemo_wait_kind)77, 0 };
 	CHECK_EQ_INT(nemo_cond_set_policy(&zero, &badp), EINVAL);
@@ -80,6 +81,7 @@ struct shared {
 	int generation;
 	int awake;
 	int tickets;
+	int entered;                  /* waiters that queued themselves (under m) */
 };
 
 /* Waits for the generation to leave 0.  (Reading the generation at thread
@@ -88,6 +90,7 @@ static void *gen_waiter(void *p)
 {
 	struct shared *s = p;
 	pthread_mutex_lock(&s->m);
+	s->entered++;                 /* queued before m is released */
 	while (s->generation == 0)
 		CHECK_EQ_INT(nemo_cond_wait(&s->c, &s->m), 0);
 	s->awake++;
@@ -113,12 +116,18 @@ static void test_broadcast(int fanout, nemo_wait_kind kind, bool kick, int K)
 	nemo_cond_set_policy(&s.c, &p);
 	nemo_cond_set_fanout(&s.c, fanout);
 	nemo_cond_set_kick(&s.c, kick);
-	pthread_t th[32];
+	pthread_t th[64];
 	for (int i = 0; i < K; i++)
 		pthread_create(&th[i], NULL, gen_waiter, &s);
-	CHECK(queued_waiters(&s, K));
-	usleep(5000);                  /* let them all reach the queue */
+	/* Every waiter queued: each counted itself under m and queued before
+	 * its wait released m. */
 	pthread_mutex_lock(&s.m);
+	while (s.entered < K) {
+		pthread_mutex_unlock(&s.m);
+		usleep(200);
+		pthread_mutex_lock(&s.m);
+	}
+	CHECK_EQ_INT(nemo_cond_destroy(&s.c), EBUSY);
 	s.generation++;
 	CHECK_EQ_INT(nemo_cond_broadcast(&s.c), 0);
 	pthread_mutex_unlock(&s.m);
@@ -258,9 +267,12 @@ int main(int argc, char **argv)
 	test_init_and_errors();
 	test_signal_one_each();
 	nemo_wait_kind kinds[] = { NEMO_WAIT_BLOCK, NEMO_WAIT_SPIN, NEMO_WAIT_HYBRID, NEMO_WAIT_ADAPTIVE };
+	int fans[] = { 0, 1, 4, NEMO_COND_MAX_FANOUT };   /* 0: flat, the default */
 	for (int k = 0; k < 4; k++)
-		for (int f = 1; f <= NEMO_COND_MAX_FANOUT; f *= 4)
-			test_broadcast(f, kinds[k], false, 9);
+		for (int f = 0; f < 4; f++)
+			test_broadcast(fans[f], kinds[k], false, 9);
+	test_broadcast(0, NEMO_WAIT_BLOCK, false, 40);      /* more than one chunk of 32 */
+	test_broadcast(0, NEMO_WAIT_BLOCK, true, 5);
 	test_broadcast(2, NEMO_WAIT_BLOCK, true, 5);
 	test_broadcast(3, NEMO_WAIT_HYBRID, false, 32);
 	/* Sanitizers intercept cancellation and fork poorly: argv[1] skips. */

@@ -2,7 +2,9 @@
 # test_install.sh BUILD_DIR SOURCE_DIR - `cmake --install` into a scratch
 # prefix, then build a consumer against it twice: with pkg-config (shared
 # and static) and with find_package(nemo).  Proves the installed headers,
-# nemo.pc and the CMake package work without the source tree.
+# nemo.pc and the CMake package work without the source tree, and that the
+# installed nemo-bench finds its preload library and programs (preload
+# suite) in the installed tree.
 set -eu
 build=$1 src=$2
 tmp=$(mktemp -d)
@@ -45,4 +47,14 @@ cmake -S "$tmp/proj" -B "$tmp/proj/b" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix"
 cmake --build "$tmp/proj/b" >/dev/null
 "$tmp/proj/b/use-cmake"
 "$tmp/proj/b/use-cmake-static"
+# The preload suite looks beside the installed nemo-bench: PREFIX/bin for
+# nemo-handoff and nemo-pool, PREFIX/LIBDIR for libnemo-preload.so.
+for f in bin/nemo-pool bin/nemo-handoff; do
+	[ -x "$tmp/prefix/$f" ] || { echo "test_install: $f was not installed"; exit 1; }
+done
+"$tmp/prefix/bin/nemo-bench" preload --mechanisms condvar-handoff,pool --seconds 0.1 --rounds 1 \
+	--quiet --json "$tmp/preload.json"
+want=$(readlink -f "$(dirname "$libdir")/libnemo-preload.so")
+grep -qF "\"preload_library\": \"$want\"" "$tmp/preload.json" ||
+	{ echo "test_install: the installed nemo-bench did not use $want:"; grep preload_library "$tmp/preload.json"; exit 1; }
 echo "test_install: ok"

@@ -87,6 +87,7 @@ static void test_calibration_and_profile(void)
 	CHECK(c.block_wake_ns > 0);
 	CHECK(c.budget_ns > 0);
 	CHECK(c.source != NULL);
+	CHECK(!strcmp(c.source, "learned") || !strcmp(c.source, "profile") || !strcmp(c.source, "default"));
 	printf("calibration: block+wake %.0f ns (%s)\n", c.block_wake_ns, c.source);
 
 	double ns = 0, cpu = -1;
@@ -158,8 +159,8 @@ static void release_parked(nemo_wait_kind kind)
 	pthread_create(&th, NULL, parker, &k);
 	while (!atomic_load(&k.armed))
 		;
-	if (kind == NEMO_WAIT_BLOCK) {   /* let it fall asleep */
-		for (int i = 0; i < 1000 && nemo_waiter_get_state(k.w) != NEMO_WAITER_SLEEPING; i++)
+	if (kind == NEMO_WAIT_BLOCK) {   /* let it fall asleep (it will: no budget) */
+		for (int i = 0; i < 100000 && nemo_waiter_get_state(k.w) != NEMO_WAITER_SLEEPING; i++)
 			usleep(100);
 	}
 	k.payload = 777;                 /* written before the release... */

@@ -106,10 +106,11 @@ int nemo_event_reset(nemo_event *e);
  *    a signal it had consumed.
  *  - Each waiter parks on its own slot (nemo_waiter), so a signal wakes
  *    exactly the thread it dequeued, with no syscall if it polls.
- *  - Broadcast wakes in a tree: the broadcaster releases every waiter by
- *    one store each (pollers need nothing more), then kicks the first
- *    `fanout` sleepers; each woken waiter kicks its own children before
- *    its wait returns.
+ *  - Broadcast releases every waiter by one store each (pollers need
+ *    nothing more), then wakes all the sleepers among them with one
+ *    FUTEX_WAKE_BITSET (none if every waiter polls).  A tree over CPU
+ *    groups is available on request (nemo_cond_set_fanout); measured on
+ *    16 cores it lost to the single wake (docs/events.md).
  *  - Kick mode (Nemo's "condvar + IPI"): a thread that waits in kick mode
  *    runs at the lowest real-time priority (SCHED_FIFO 1) from its first
  *    such wait until its next wait that is not in kick mode, so its
@@ -126,7 +127,7 @@ typedef struct nemo_cond {
 	uint64_t opaque__[6];
 } nemo_cond;
 
-/** Static initialiser (all zeroes): default policy, no kick, fan-out 2. */
+/** Static initialiser (all zeroes): default policy, no kick, flat broadcast. */
 #define NEMO_COND_INITIALIZER { { 0, 0, 0, 0, 0, 0 } }
 
 /** Largest broadcast fan-out. */
@@ -141,8 +142,14 @@ typedef struct nemo_cond {
 int nemo_cond_init(nemo_cond *c, const pthread_condattr_t *attr);
 
 /**
- * Destroy a condition variable.
- * @return 0, or EBUSY while threads wait on it (it stays usable).
+ * Destroy a condition variable.  As POSIX allows, this may be called as
+ * soon as no thread is blocked on c - e.g. right after a broadcast, or by
+ * a waiter that was just woken - and c's memory may be freed when it
+ * returns: destroy first waits (briefly) until every woken waiter has
+ * stopped touching c, as glibc's does.  Signals and broadcasts on c must
+ * have returned before (POSIX).
+ * @return 0, EBUSY at once while a thread is still blocked on c (nothing
+ *         changes; c stays usable), EINVAL for NULL c.
  */
 int nemo_cond_destroy(nemo_cond *c);
 
@@ -159,7 +166,12 @@ int nemo_cond_set_policy(nemo_cond *c, const nemo_wait_policy *policy);
 int nemo_cond_set_kick(nemo_cond *c, bool on);
 
 /**
- * Set the broadcast tree's fan-out (1..NEMO_COND_MAX_FANOUT; default 2).
+ * Broadcast in a tree over CPU groups with this fan-out
+ * (1..NEMO_COND_MAX_FANOUT) whenever the waiters sit on more CPUs than
+ * that: the broadcaster wakes `fanout` groups and each group's first
+ * waiter, once awake, wakes its own child groups.  Off by default (one
+ * wake of all sleepers is faster on the machines measured so far);
+ * 0 turns it off again.
  * @return 0, or EINVAL for NULL c or an out-of-range fan-out.
  */
 int nemo_cond_set_fanout(nemo_cond *c, int fanout);
@@ -173,8 +185,12 @@ int nemo_cond_set_fanout(nemo_cond *c, int fanout);
 int nemo_cond_wait(nemo_cond *c, pthread_mutex_t *m);
 
 /**
- * nemo_cond_wait with an absolute deadline on c's clock.
- * @return as nemo_cond_wait, ETIMEDOUT, or EINVAL for a malformed abstime.
+ * nemo_cond_wait with an absolute deadline on c's clock.  A deadline in
+ * the past (a negative tv_sec included) times out at once, with m held
+ * again; one too far away to represent (C++'s time_point::max(),
+ * {LONG_MAX, 0}) waits like no deadline.  errno is never changed.
+ * @return as nemo_cond_wait, ETIMEDOUT, or EINVAL for a tv_nsec outside
+ *         0..999999999 or a NULL abstime.
  */
 int nemo_cond_timedwait(nemo_cond *c, pthread_mutex_t *m, const struct timespec *abstime);
 
@@ -194,7 +210,7 @@ int nemo_cond_clockwait(nemo_cond *c, pthread_mutex_t *m, clockid_t clock,
 int nemo_cond_signal(nemo_cond *c);
 
 /**
- * Wake every waiter (in a tree, see above).
+ * Wake every waiter (see above).
  * @return 0, or EINVAL for NULL c.
  */
 int nemo_cond_broadcast(nemo_cond *c);

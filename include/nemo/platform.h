@@ -116,12 +116,18 @@ static inline double nemo_ticks_to_ns(int64_t ticks)
 	return (double)ticks * nemo_clock_ns_per_tick__;
 }
 
-/** Convert nanoseconds to ticks (rounded down, never negative). */
+/** Convert nanoseconds to ticks (rounded down, never negative; UINT64_MAX
+ *  for spans too long to count, e.g. a deadline centuries away). */
 static inline uint64_t nemo_ns_to_ticks(double ns)
 {
 	if (!(ns > 0))
 		return 0;
-	return (uint64_t)(ns / nemo_clock_ns_per_tick__);
+	double t = ns / nemo_clock_ns_per_tick__;
+	/* 2^64 as a double: converting anything at or above it is undefined
+	 * (x86 yields 0 or 2^63, which made far deadlines expire at once). */
+	if (!(t < 18446744073709551616.0))
+		return UINT64_MAX;
+	return (uint64_t)t;
 }
 
 /** Busy-wait for about ns nanoseconds (calibrated clock; no syscall). */

@@ -16,7 +16,7 @@
  *     publishes SLEEPING, re-checks, and sleeps.
  *
  * The handshake that makes "no wake is ever lost" true is written out at
- * the top of src/waiter/waiter.c and checked by model/waiter.pml (spin).
+ * the top of src/waiter/waiter.c and checked by models/slot.pml (spin).
  *
  * Policies (nemo_wait_policy), per object, per thread, or by environment:
  *
@@ -24,14 +24,19 @@
  *                           so oversubscribed threads still make progress)
  *   NEMO_WAIT=block         sleep at once
  *   NEMO_WAIT=hybrid[:NS]   spin NS nanoseconds (default 20000), then sleep
- *   NEMO_WAIT=adaptive      spin as long as blocking costs on this machine
- *                           (wake latency + the sleeper's CPU), an eighth of
- *                           that while recent waits were longer (the default)
+ *   NEMO_WAIT=adaptive      the default: poll for at most what blocking costs
+ *                           (learned from this process's own sleeps), for the
+ *                           first few microseconds in a tight loop, then
+ *                           yielding the CPU between checks; an eighth of
+ *                           the cost while recent waits outlasted it or the
+ *                           spinner was preempted
  *
- * The adaptive budget comes from a profile file written by
- * `nemo-bench calibrate` ($NEMO_PROFILE, else $XDG_CACHE_HOME/nemo/profile,
- * else ~/.cache/nemo/profile), else from a measurement made once per process
- * (about 5 ms, the first time an adaptive wait needs it).
+ * The adaptive policy needs no set-up: it learns the cost of blocking
+ * from the wake-ups that really happen (the kicker stamps, the woken
+ * sleeper measures), starting from 16 us, or from the profile that
+ * `nemo-bench calibrate` writes ($NEMO_PROFILE, else
+ * $XDG_CACHE_HOME/nemo/profile, else ~/.cache/nemo/profile) if there is
+ * one.  docs/events.md has the rule, its bound and its failure cases.
  */
 #ifndef NEMO_WAITER_H
 #define NEMO_WAITER_H
@@ -98,22 +103,27 @@ int nemo_wait_policy_resolve(const nemo_wait_policy *p, nemo_wait_policy *out);
  */
 int nemo_wait_set_thread_policy(const nemo_wait_policy *p);
 
-/** What the adaptive policy knows about this machine. */
+/** What the adaptive policy knows about the cost of blocking, now. */
 typedef struct nemo_wait_calibration {
-	double block_wake_ns;         /**< median one-way latency of a futex wake-up of a sleeper */
-	double block_cpu_ns;          /**< the sleeper's CPU time per sleep + wake-up */
-	double budget_ns;             /**< adaptive spin budget: their sum */
-	const char *source;           /**< "profile", "measured" or "default" */
+	double block_wake_ns;         /**< wake-up latency of a sleeper (learned moving average) */
+	double block_cpu_ns;          /**< CPU time of a sleep + wake-up (both sides' syscalls) */
+	double budget_ns;             /**< the full adaptive spin budget: their sum */
+	const char *source;           /**< "learned" once a sleep was measured in this process,
+	                                   else where the start value came from: "profile"
+	                                   or "default" */
+	uint32_t samples;             /**< wake-ups measured so far (saturating) */
 } nemo_wait_calibration;
 
 /**
- * The adaptive calibration, loading the profile or measuring if needed.
+ * The adaptive policy's current estimate (reads the profile, if any, on
+ * first use; never measures, never creates threads).
  * @return 0, or EINVAL for NULL.
  */
 int nemo_wait_get_calibration(nemo_wait_calibration *out);
 
 /**
- * Measure what blocking costs now, without installing it: two new threads
+ * Measure what blocking costs now, without installing it (nemo-bench
+ * calibrate uses it to write a profile): two new threads
  * (a waker pinned to cpu_a, a sleeper to cpu_b; either negative: the first
  * two CPUs this process may use), `rounds` futex wake-ups of a sleeper.
  * @param wake_ns receives the median one-way wake latency
@@ -124,7 +134,8 @@ int nemo_wait_get_calibration(nemo_wait_calibration *out);
 int nemo_wait_measure(int rounds, int cpu_a, int cpu_b, double *wake_ns, double *cpu_ns);
 
 /**
- * Write a profile file for later processes' adaptive policy.  path NULL:
+ * Write a profile file: the start value of later processes' adaptive
+ * policy, before they have measured sleeps of their own.  path NULL:
  * the default location (creating its folder).
  * @return 0, EINVAL for a non-positive latency or negative CPU time, or the
  *         error of the write.
@@ -191,9 +202,12 @@ int nemo_waiter_kick(nemo_waiter *w);
  * Wait until w's token is set (by nemo_waiter_release) or the deadline
  * passes, under policy p (NULL: the default policy).
  * @param clock   CLOCK_MONOTONIC or CLOCK_REALTIME, for abstime
- * @param abstime absolute deadline, or NULL for none
- * @return 0 once released, ETIMEDOUT, or EINVAL for a NULL w, a
- *         malformed abstime or another clock.
+ * @param abstime absolute deadline, or NULL for none.  A deadline in the
+ *                past (negative tv_sec included) times out at once; one
+ *                too far away to count in ticks (centuries) is no
+ *                deadline.  Every waiting call of nemo takes deadlines so.
+ * @return 0 once released, ETIMEDOUT, or EINVAL for a NULL w, a tv_nsec
+ *         outside 0..999999999 or another clock.
  */
 int nemo_waiter_wait(nemo_waiter *w, const nemo_wait_policy *p, clockid_t clock,
 		     const struct timespec *abstime);

@@ -5,6 +5,9 @@ numbers of one run; nothing is written by hand.
 """
 
 
+BASELINES_FLOOR = "spin"     # the coherence floor: a store to a polled line
+
+
 def is_nemo(mech):
     return mech.startswith("nemo-")
 
@@ -92,14 +95,100 @@ def broadcast_rows(runs):
     return [r for run in runs if run.suite == "broadcast" for r in run.rows if "waiters" in r]
 
 
+def broadcast_oneway_rows(runs):
+    """The broadcast suite's one-way spin rows: sender to each waiter CPU."""
+    return [r for run in runs if run.suite == "broadcast" for r in run.rows
+            if "waiters" not in r and r.get("scenario") == "one-way"]
+
+
 def best_broadcast(rows):
-    """Lowest last-waiter p50 at the largest K measured."""
-    if not rows:
-        return None
-    kmax = max(r["waiters"] for r in rows)
-    at = [r for r in rows if r["waiters"] == kmax]
-    best = min(at, key=lambda r: r["last_ns"]["p50"])
-    return kmax, best, at
+    """Per scenario: lowest last-waiter p50 at the largest K measured in
+    that scenario, `spin` (the floor, not a notification) aside when
+    anything else was measured.  A list of (scenario, K, best row, rows at
+    K), polling first."""
+    out = []
+    for scen in sorted({r["scenario"] for r in rows}, key=lambda s: (s != "polling", s)):
+        rs = [r for r in rows if r["scenario"] == scen]
+        kmax = max(r["waiters"] for r in rs)
+        at = [r for r in rs if r["waiters"] == kmax]
+        cand = [r for r in at if r["mechanism"] != BASELINES_FLOOR] or at
+        out.append((scen, kmax, min(cand, key=lambda r: r["last_ns"]["p50"]), at))
+    return out
+
+
+def broadcast_floor(row):
+    """The row's one-way spin floor: the slowest median one-way transfer
+    from the sender to any of its waiter CPUs, measured in the same run
+    (None for files that predate it)."""
+    v = row.get("one_way_spin_p50_ns")
+    return v if isinstance(v, (int, float)) and v > 0 else None
+
+
+def broadcast_table(rows):
+    """One line per broadcast row, polling first, by mechanism and K: the
+    first and last waiter's medians, the last's p99, and the last waiter's
+    median over the one-way spin floor ("x one-way"): how many cache-line
+    transfers the slowest waiter's wake-up costs."""
+    out = []
+    for r in sorted(rows, key=lambda r: (r["scenario"] != "polling", r["scenario"],
+                                         r["mechanism"] != "spin", r["mechanism"], r["waiters"])):
+        floor = broadcast_floor(r)
+        out.append({"mechanism": r["mechanism"], "scenario": r["scenario"],
+                    "policy": r.get("policy"), "waiters": r["waiters"],
+                    "oversubscribed": bool(r.get("oversubscribed")),
+                    "first_p50": r["first_ns"]["p50"], "last_p50": r["last_ns"]["p50"],
+                    "last_p99": r["last_ns"]["p99"], "floor": floor,
+                    "x_floor": r["last_ns"]["p50"] / floor if floor else None,
+                    "ctx": r.get("ctx_switches_per_trial")})
+    return out
+
+
+DISTANCE_NAMES = {0: "same CPU", 1: "SMT siblings", 2: "share an L2", 3: "share an L3",
+                  4: "same package", 5: "same NUMA node", 6: "apart", -1: "unknown"}
+
+
+def _topo_distance(topo, a, b):
+    """nemo_topo_distance from the machine's topology table (for files
+    whose rows predate their `distance` field)."""
+    pa, pb = topo.get(a), topo.get(b)
+    if pa is None or pb is None:
+        return -1
+    if a == b:
+        return 0
+    for cls, key in ((1, "core"), (2, "l2"), (3, "l3"), (4, "package"), (5, "numa")):
+        if pa.get(key, -1) >= 0 and pa.get(key) == pb.get(key):
+            return cls
+    return 6
+
+
+def coherence_rows(runs):
+    """The coherence suite's rows, each with its distance class (from the
+    row, else from the run's topology) in `_distance`."""
+    out = []
+    for run in runs:
+        if run.suite != "coherence":
+            continue
+        topo = {t.get("cpu"): t for t in run.machine.get("topology") or [] if isinstance(t, dict)}
+        for r in run.rows:
+            d = r.get("distance")
+            r["_distance"] = d if isinstance(d, int) else _topo_distance(topo, r["src_cpu"], r["dst_cpu"])
+            out.append(r)
+    return out
+
+
+def coherence_classes(rows):
+    """Per distance class: how many pairs, and the median, lowest and
+    highest of their p50s, one-way and half round trip."""
+    out = []
+    for d in sorted({r["_distance"] for r in rows}, key=lambda d: (d < 0, d)):
+        line = {"distance": d, "name": DISTANCE_NAMES.get(d, str(d))}
+        for scen in ("one-way", "round-trip"):
+            v = sorted(p50(r) for r in rows if r["_distance"] == d and r["scenario"] == scen)
+            line[scen] = ({"pairs": len(v), "median": v[len(v) // 2] if len(v) % 2 else
+                           (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2, "min": v[0], "max": v[-1]}
+                          if v else None)
+        out.append(line)
+    return out
 
 
 def breakdown(rows):
@@ -133,6 +222,41 @@ def throughput_rows(runs):
 
 
 THROUGHPUT_BASELINE = "ck-ring"
+
+PRELOAD_BASELINE = "glibc"
+PRELOAD_DEFAULT = "nemo-default"
+
+
+def preload_rows(runs):
+    """Rows of the preload suite read as such (a program's rate per mode)."""
+    return [r for run in runs if run.suite == "preload" for r in run.rows
+            if "rate_per_s_stats" in r and "mode" in r]
+
+
+def preload_summary(rows):
+    """Per preload row: the median rate over rounds, its range, and the ratio
+    of that median to the median of the same program's glibc row of the
+    same run (same file): above 1, the program ran faster preloaded.  The
+    ratio is computed here, from the numbers, not read from the file.
+    Each round's rate over the glibc median is kept for the figure."""
+    base = {}
+    for r in rows:
+        if r["mode"] == PRELOAD_BASELINE:
+            base[(r["_file"], r["mechanism"])] = r
+    out = []
+    for r in rows:
+        st = r["rate_per_s_stats"]
+        b = base.get((r["_file"], r["mechanism"]))
+        bp50 = b["rate_per_s"] if b is not None else None
+        ok = bool(bp50) and bp50 > 0
+        out.append({"program": r["mechanism"], "mode": r["mode"], "file": r["_file"].name,
+                    "unit": r.get("unit", "events"), "p50": r["rate_per_s"],
+                    "min": st["min"], "max": st["max"], "rounds": r["trials"],
+                    "interposed": bool(r["interposed"]), "nemo_wait": r.get("nemo_wait"),
+                    "vs_glibc": r["rate_per_s"] / bp50 if ok else None,
+                    "rounds_vs_glibc": [x / bp50 for x in r.get("rate_per_s_rounds") or []] if ok else [],
+                    "baseline_p50": bp50})
+    return out
 
 
 def throughput_summary(rows):

@@ -3,6 +3,7 @@
 import csv
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -118,28 +119,73 @@ def sender_cost(rows, outdir):
                   "watches costs tens of nanoseconds.")
 
 
+def _scenarios(rows):
+    """The scenarios of broadcast rows, polling first."""
+    return sorted({r["scenario"] for r in rows}, key=lambda s: (s != "polling", s))
+
+
 def broadcast_vs_k(brows, outdir):
     if not brows:
         return None
-    fig, ax = plt.subplots(figsize=(8, 5))
-    mechs = sorted({r["mechanism"] for r in brows})
-    for m in mechs:
-        rs = sorted((r for r in brows if r["mechanism"] == m), key=lambda r: r["waiters"])
-        k = [r["waiters"] for r in rs]
-        for key, ls in (("first_ns", ":"), ("last_ns", "-")):
-            med = [r[key]["p50"] for r in rs]
-            p99 = [r[key]["p99"] for r in rs]
-            line, = ax.plot(k, med, ls, marker="o", label=f"{m} {key[:-3]} waiter (p50)")
-            ax.fill_between(k, med, p99, color=line.get_color(), alpha=0.08)
-    ax.set_xlabel("waiters K")
-    ax.set_ylabel("latency from the broadcast, ns")
-    ax.set_yscale("log")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    scens = _scenarios(brows)
+    fig, axes = plt.subplots(1, len(scens), figsize=(6.5 * len(scens) + 1, 5), squeeze=False)
+    any_over = False
+    several = len({str(r.get("_file")) for r in brows}) > 1
+
+    def line_key(r):       # one line per mechanism (and file, given several runs)
+        return (str(r["_file"].name) if several else "", r["mechanism"])
+
+    keys = sorted({line_key(r) for r in brows})
+    colors = {k: f"C{i % 10}" for i, k in enumerate(keys)}   # one colour per line
+    for ax, scen in zip(axes[0], scens):
+        rows = [r for r in brows if r["scenario"] == scen]
+        for lk in sorted({line_key(r) for r in rows}):
+            rs = sorted((r for r in rows if line_key(r) == lk), key=lambda r: r["waiters"])
+            m = f"{lk[1]} ({lk[0]})" if several else lk[1]
+            k = [r["waiters"] for r in rs]
+            over = [bool(r.get("oversubscribed")) for r in rs]
+            any_over |= any(over)
+            for key, ls in (("first_ns", ":"), ("last_ns", "-")):
+                med = [r[key]["p50"] for r in rs]
+                p99 = [r[key]["p99"] for r in rs]
+                ax.plot(k, med, ls, color=colors[lk], label=f"{m} {key[:-3]} waiter (p50)")
+                if key == "last_ns":
+                    ax.fill_between(k, med, p99, color=colors[lk], alpha=0.08)
+                for x, y, o in zip(k, med, over):
+                    ax.plot([x], [y], "o", color=colors[lk], markersize=4,
+                            markerfacecolor="none" if o else colors[lk])
+        # The floor: one cache-line transfer to the slowest waiter CPU.
+        floor = {}
+        for r in rows:
+            f = analysis.broadcast_floor(r)
+            if f and (not several or line_key(r)[0] == keys[0][0]):   # the first run's
+                floor.setdefault(r["waiters"], []).append(f)
+        if floor:
+            ks = sorted(floor)
+            fl = [float(np.median(floor[k])) for k in ks]
+            ax.plot(ks, fl, "--", color="#555555", lw=1, label="one-way spin, slowest waiter CPU (p50)")
+            if scen == "polling":
+                ax.plot(ks, [3 * f for f in fl], ":", color="#999999", lw=1, label="3x one-way spin")
+        ks_all = sorted({r["waiters"] for r in rows})
+        if len(ks_all) > 1 and ks_all[-1] / ks_all[0] >= 4:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(ks_all)
+        ax.set_xticklabels([str(k) for k in ks_all])
+        ax.minorticks_off()
+        ax.set_xlabel("waiters K")
+        ax.set_ylabel("latency from the broadcast, ns")
+        ax.set_yscale("log")
+        ax.set_title(f"{scen}: waiters {'polling' if scen == 'polling' else 'asleep in the kernel'}",
+                     fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6.5)
     name = _save(fig, outdir, "broadcast_k.png")
-    return name, ("Broadcast: latency from the sender's signal to the first (dotted) and the last "
-                  "(solid) of K waiters to wake, median per K; the band reaches the 99th percentile. "
-                  "Every waiter stamps its own wake-up.")
+    return name, ("Broadcast, per scenario: latency from the sender's signal to the first (dotted) and "
+                  "the last (solid) of K waiters to wake, median per K; the band reaches the last "
+                  "waiter's 99th percentile. Every waiter stamps its own wake-up. Grey dashed: the one-way spin "
+                  "latency from the sender to the slowest of the waiter CPUs, measured in the same run "
+                  "(polling: and 3x that)."
+                  + (" Hollow markers: oversubscribed rows, where waiters share a CPU." if any_over else ""))
 
 
 def spread_cdf(brows, outdir):
@@ -150,50 +196,112 @@ def spread_cdf(brows, outdir):
     if not rows or kmax < 2:
         return None
     fig, ax = plt.subplots(figsize=(8, 5))
-    for r in rows:
-        ax.plot(np.maximum(np.array(r["spread_cdf_ns"]), 1), np.linspace(0, 1, 101), label=r["mechanism"])
+    for r in sorted(rows, key=lambda r: (r["scenario"] != "polling", r["scenario"], r["mechanism"])):
+        ax.plot(np.maximum(np.array(r["spread_cdf_ns"]), 1), np.linspace(0, 1, 101),
+                ls="-" if r["scenario"] == "polling" else "--", label=_label(r))
     ax.set_xscale("log")
     ax.set_xlabel(f"standard deviation of the {kmax} wake-up times of one broadcast, ns (log)")
     ax.set_ylabel("fraction of broadcasts")
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=7)
     name = _save(fig, outdir, "broadcast_spread.png")
     return name, (f"Synchrony of a broadcast to {kmax} waiters: for each broadcast, the standard "
                   "deviation of the waiters' wake-up times; the curve is its distribution over "
-                  "broadcasts. Further left: the waiters wake closer together.")
+                  "broadcasts (polling solid, blocked dashed). Further left: the waiters wake closer "
+                  "together.")
+
+
+HEATMAP_MAX_TICKS = 16        # tick labels per axis at most
+HEATMAP_ANNOTATE_MAX = 16     # CPUs up to which every cell shows its number
+
+
+def heatmap_layout(n, values):
+    """How to draw an n x n CPU heatmap of `values` (the measured cells)
+    legibly at 2 to 64+ CPUs: the panel size grows with n (capped), tick
+    labels are thinned to at most HEATMAP_MAX_TICKS per axis, cells carry
+    numbers only up to HEATMAP_ANNOTATE_MAX CPUs, and the colour scale
+    spans the 1st to 99th percentile beyond 8 CPUs, so that a few outliers
+    (a pair measured while the host moved a vCPU) do not wash out the
+    structure; the colour bar says when it clips."""
+    v = np.asarray([x for x in values if np.isfinite(x)], dtype=float)
+    step = max(1, int(np.ceil(n / HEATMAP_MAX_TICKS)))
+    side = float(min(11.0, max(4.0, 2.5 + 0.13 * n)))
+    if len(v) == 0:
+        lo, hi = 0.0, 1.0
+    elif n > 8 and len(v) >= 20:
+        lo, hi = (float(x) for x in np.percentile(v, [1, 99]))
+    else:
+        lo, hi = float(v.min()), float(v.max())
+    if hi <= lo:
+        hi = lo + 1.0
+    clip_lo = len(v) > 0 and v.min() < lo
+    clip_hi = len(v) > 0 and v.max() > hi
+    extend = {(False, False): "neither", (True, False): "min", (False, True): "max",
+              (True, True): "both"}[(bool(clip_lo), bool(clip_hi))]
+    return {"side": side, "ticks": list(range(0, n, step)), "vmin": lo, "vmax": hi,
+            "extend": extend, "annotate": n <= HEATMAP_ANNOTATE_MAX,
+            "tick_fontsize": 8 if n <= 32 else 7}
 
 
 def coherence_heatmap(runs, outdir):
-    rows = [r for run in runs if run.suite == "coherence" for r in run.rows]
+    rows = analysis.coherence_rows(runs)
     if not rows:
         return None
     cpus = sorted({r["src_cpu"] for r in rows} | {r["dst_cpu"] for r in rows})
+    n = len(cpus)
     idx = {c: i for i, c in enumerate(cpus)}
     panels = [(s, t) for s, t in (("one-way", "one-way (spin)"), ("round-trip", "half round trip (spin-rtt)"))
               if any(r["scenario"] == s for r in rows)]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels) + 1, 4), squeeze=False)
-    for ax, (scen, title) in zip(axes[0], panels):
-        m = np.full((len(cpus), len(cpus)), np.nan)
+    mats = {}
+    for scen, _ in panels:
+        m = np.full((n, n), np.nan)
         for r in rows:
             if r["scenario"] == scen:
                 m[idx[r["src_cpu"]], idx[r["dst_cpu"]]] = analysis.p50(r)
-        im = ax.imshow(m, cmap="viridis")
-        for i in range(len(cpus)):
-            for j in range(len(cpus)):
-                if not np.isnan(m[i, j]) and len(cpus) <= 16:
-                    ax.text(j, i, f"{m[i, j]:.0f}", ha="center", va="center", color="white", fontsize=8)
-        ax.set_xticks(range(len(cpus)))
-        ax.set_xticklabels(cpus)
-        ax.set_yticks(range(len(cpus)))
-        ax.set_yticklabels(cpus)
+        mats[scen] = m
+    lay = heatmap_layout(n, [x for m in mats.values() for x in m.ravel()])
+    side = lay["side"]
+    stacked = n > HEATMAP_ANNOTATE_MAX and len(panels) > 1
+    if stacked:
+        fig, axes = plt.subplots(len(panels), 1, figsize=(side + 1.5, side * len(panels)), squeeze=False)
+        axes = axes[:, 0]
+    else:
+        fig, axes = plt.subplots(1, len(panels), figsize=(side * len(panels) + 1, side), squeeze=False)
+        axes = axes[0]
+    cmap = matplotlib.colormaps["viridis"].copy()
+    cmap.set_bad("#e9ecef")
+    missing = False
+    for ax, (scen, title) in zip(axes, panels):
+        m = mats[scen]
+        missing |= bool(np.isnan(m[~np.eye(n, dtype=bool)]).any())
+        im = ax.imshow(m, cmap=cmap, vmin=lay["vmin"], vmax=lay["vmax"], interpolation="nearest")
+        if lay["annotate"]:
+            for i in range(n):
+                for j in range(n):
+                    if not np.isnan(m[i, j]):
+                        bright = (m[i, j] - lay["vmin"]) / (lay["vmax"] - lay["vmin"]) > 0.6
+                        ax.text(j, i, f"{m[i, j]:.0f}", ha="center", va="center",
+                                color="black" if bright else "white", fontsize=8 if n <= 8 else 6)
+        ax.set_xticks(lay["ticks"])
+        ax.set_xticklabels([cpus[i] for i in lay["ticks"]], fontsize=lay["tick_fontsize"])
+        ax.set_yticks(lay["ticks"])
+        ax.set_yticklabels([cpus[i] for i in lay["ticks"]], fontsize=lay["tick_fontsize"])
         ax.set_xlabel("receiver CPU")
         ax.set_ylabel("sender CPU")
         ax.set_title(f"{title}, p50 ns", fontsize=9)
-        fig.colorbar(im, ax=ax, shrink=0.8)
+        fig.colorbar(im, ax=ax, shrink=0.8, extend=lay["extend"])
     name = _save(fig, outdir, "coherence.png")
-    return name, ("Cache-line latency between every pair of CPUs (median): the floor under every "
-                  "notification. One-way uses synchronised cycle counters; the half round trip needs "
-                  "none. On a VM the host may move vCPUs, so this map can change between runs.")
+    caption = ("Cache-line latency between pairs of CPUs (median): the floor under every "
+               "notification. One-way uses synchronised cycle counters; the half round trip needs "
+               "none. On a VM the host may move vCPUs, so this map can change between runs.")
+    if lay["extend"] != "neither":
+        caption += (f" The colour scale spans the 1st to 99th percentile ({lay['vmin']:.0f}-"
+                    f"{lay['vmax']:.0f} ns); the few cells beyond take its end colours.")
+    if missing:
+        caption += " Grey cells: pairs not measured (a sample of the pairs; see the table below)."
+    if not lay["annotate"]:
+        caption += " The table below summarises the pairs per topology distance class."
+    return name, caption
 
 
 def breakdown_bars(rows, outdir):
@@ -244,6 +352,46 @@ def policy_sweep(runs, outdir):
                   "signal (median of the repeats): latency (left) and the receiver's CPU time per "
                   "event (right). Spinning wins latency and burns the whole gap; blocking costs a "
                   "wake-up; adaptive should stay near the better of the two everywhere.")
+
+
+def preload_ratios(rows, outdir):
+    """Each preloaded row's rate over its program's glibc rate (log scale)."""
+    s = [x for x in analysis.preload_summary(rows)
+         if x["mode"] != analysis.PRELOAD_BASELINE and x["vs_glibc"] is not None]
+    if not s:
+        return None
+    files = {x["file"] for x in s}
+    labels = [f"{x['program']} / {x['mode']}" + (f" ({x['file']})" if len(files) > 1 else "") for x in s]
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(s) + 1.8))
+    y = np.arange(len(s))[::-1]
+    ratios = np.array([x["vs_glibc"] for x in s])
+    colors = ["#e4572e" if x["mode"] == analysis.PRELOAD_DEFAULT else "#f3a712" for x in s]
+    # Bars grow from 1x, to the right when faster, to the left when slower.
+    ax.barh(y, ratios - 1, left=1, color=colors)
+    for yi, x in zip(y, s):
+        pts = np.array(x["rounds_vs_glibc"])
+        pts = pts[pts > 0]
+        if len(pts):
+            ax.scatter(pts, np.full(len(pts), yi) + (np.arange(len(pts)) % 5 - 2) * 0.06,
+                       s=10, color="#333333", alpha=0.7, zorder=3)
+        ax.text(x["vs_glibc"], yi, f" {x['vs_glibc']:.2f}x ", va="center", fontsize=8,
+                ha="left" if x["vs_glibc"] >= 1 else "right")
+    ax.axvline(1, color="black", lw=1)
+    ax.set_xscale("log")
+    lo = min([r for r in ratios] + [p for x in s for p in x["rounds_vs_glibc"] if p > 0])
+    hi = max([r for r in ratios] + [p for x in s for p in x["rounds_vs_glibc"] if p > 0])
+    ax.set_xlim(min(lo, 1) / 2, max(hi, 1) * 2)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.set_xlabel("rate under the interposer / the same program's glibc rate (log; right of 1: faster)")
+    ax.grid(axis="x", alpha=0.3)
+    name = _save(fig, outdir, "preload.png")
+    return name, ("What the interposer does to real programs: each program's median rate preloaded "
+                  "over its median rate with glibc's condvar, in the same run. Red: nemo-default, "
+                  "measured with the default policy (no NEMO_WAIT, no calibration profile), what a "
+                  "user gets; orange: the mode's NEMO_WAIT. Dots: each round's rate over the glibc "
+                  "median.")
 
 
 def _interval_rates(row):

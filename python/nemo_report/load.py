@@ -10,6 +10,7 @@ STATS = ("min", "p50", "p90", "p99", "max", "mean", "stddev")
 ROW_REQUIRED = ("mechanism", "scenario", "src_cpu", "dst_cpu", "trials", "latency_ns", "sender_ns")
 THROUGHPUT_REQUIRED = ("mechanism", "scenario", "src_cpu", "dst_cpu", "trials", "seconds", "batch",
                        "messages", "msgs_per_s", "msgs_per_s_stats", "kicks_per_msg")
+PRELOAD_REQUIRED = ("mechanism", "mode", "trials", "rate_per_s", "rate_per_s_stats", "interposed")
 BASELINES_FLOOR = "spin"
 
 
@@ -57,12 +58,43 @@ def _check_throughput_row(row, where, problems):
     return _check_stats(row["msgs_per_s_stats"], f"{where}.msgs_per_s_stats", problems)
 
 
+def is_preload_row(suite, row):
+    """A row of the preload suite (a program's rate plain or preloaded),
+    read as one; like throughput rows, a row of that suite with latencies
+    is read as a latency row."""
+    return suite == "preload" and isinstance(row, dict) and "latency_ns" not in row
+
+
+def _number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _check_preload_row(row, where, problems):
+    for k in PRELOAD_REQUIRED:
+        if k not in row:
+            problems.append(f"{where}.{k}: missing")
+            return False
+    if not _number(row["rate_per_s"]):
+        problems.append(f"{where}.rate_per_s: not a number")
+        return False
+    if not isinstance(row["mode"], str) or not isinstance(row["mechanism"], str):
+        problems.append(f"{where}.mode: not a string")
+        return False
+    rounds = row.get("rate_per_s_rounds")
+    if rounds is not None and not (isinstance(rounds, list) and all(_number(x) for x in rounds)):
+        problems.append(f"{where}.rate_per_s_rounds: not a list of numbers")
+        return False
+    return _check_stats(row["rate_per_s_stats"], f"{where}.rate_per_s_stats", problems)
+
+
 def _check_row(row, where, problems, suite=None):
     if not isinstance(row, dict):
         problems.append(f"{where}: not an object")
         return False
     if is_throughput_row(suite, row):
         return _check_throughput_row(row, where, problems)
+    if is_preload_row(suite, row):
+        return _check_preload_row(row, where, problems)
     for k in ROW_REQUIRED:
         if k not in row:
             problems.append(f"{where}.{k}: missing")

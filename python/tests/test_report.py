@@ -5,20 +5,25 @@ naming the file and the field while the rest of the report still builds."""
 import json
 import pathlib
 import re
+import struct
 import subprocess
 import sys
 
 import jsonschema
 import pytest
 
-from nemo_report import analysis, cli, load
+from nemo_report import analysis, cli, figures, load
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import synth  # noqa: E402
 
 HERE = pathlib.Path(__file__).parent
 FIX = HERE / "fixtures"
-GOOD = ["unicast.json", "broadcast.json", "coherence.json", "policy.json", "throughput.json"]
+GOOD = ["unicast.json", "broadcast.json", "coherence.json", "policy.json", "throughput.json",
+        "preload.json"]
 ALL_FIGURES = {"latency_boxes.png", "latency_cdfs.png", "sender_cost.png", "broadcast_k.png",
                "broadcast_spread.png", "coherence.png", "breakdown.png", "policy.png",
-               "throughput.png"}
+               "throughput.png", "preload.png"}
 
 
 def build(tmp_path, names, capsys=None):
@@ -153,3 +158,218 @@ def test_throughput_row_missing_a_field(tmp_path, capsys):
     assert "bad_throughput.json: results[1].msgs_per_s_stats: missing" in capsys.readouterr().err
     page = (tmp_path / "out" / "index.html").read_text()
     assert "<h2>Throughput</h2>" in page        # the valid row still reported
+
+
+def test_preload_table_and_figure(tmp_path):
+    """The preload suite gets its table (ratios to glibc of the same run,
+    computed from the numbers), the note on the policy, and its figure;
+    its rows are not "other"."""
+    runs, problems = load.load_all([FIX / "preload.json"])
+    assert not problems
+    rows = analysis.preload_rows(runs)
+    by = {(r["mechanism"], r["mode"]): r for r in rows}
+    assert {m for _, m in by} == {"glibc", "nemo-default", "nemo-hybrid"}
+    s = {(x["program"], x["mode"]): x for x in analysis.preload_summary(rows)}
+    for (prog, mode), x in s.items():
+        want = by[(prog, mode)]["rate_per_s"] / by[(prog, "glibc")]["rate_per_s"]
+        assert x["vs_glibc"] == pytest.approx(want)
+        assert x["vs_glibc"] == pytest.approx(by[(prog, mode)]["ratio_vs_glibc"])
+        assert len(x["rounds_vs_glibc"]) == by[(prog, mode)]["trials"]
+        assert x["interposed"] == (mode != "glibc")
+    rc, out = build(tmp_path, ["preload.json"])
+    assert rc == 0
+    page = (out / "index.html").read_text()
+    assert "<h2>What the interposer does to real programs</h2>" in page
+    assert "Measured with the default policy (no <code>NEMO_WAIT</code>, no calibration profile)" in page
+    for x in s.values():
+        assert f"{x['vs_glibc']:.2f}x" in page
+    # The advice names each program's default-policy ratio.
+    assert "<b>interposer, default policy</b>: <b>condvar-handoff</b>" in page
+    assert "Other results" not in page
+    assert {p.name for p in out.glob("*.png")} == {"preload.png"}
+    assert page.count('<img src="data:image/png;base64,') == 1
+    assert "default policy (no NEMO_WAIT, no calibration profile)" in page   # the caption
+
+
+def test_preload_slower_row_is_marked(tmp_path):
+    """A program slower under the interposer is marked, in the table and
+    in the advice."""
+    doc = json.loads((FIX / "preload.json").read_text())
+    for row in doc["results"]:
+        if row["mechanism"] == "pool" and row["mode"] == "nemo-default":
+            row["rate_per_s"] = row["rate_per_s_stats"]["p50"] = 1.0
+            row["rate_per_s_stats"]["min"] = 1.0
+            row["rate_per_s_rounds"] = [1.0] * row["trials"]
+    (tmp_path / "slow.json").write_text(json.dumps(doc))
+    rc = cli.main(["build", str(tmp_path / "slow.json"), "-o", str(tmp_path / "out")])
+    assert rc == 0
+    page = (tmp_path / "out" / "index.html").read_text()
+    glibc = next(r for r in doc["results"] if r["mechanism"] == "pool" and r["mode"] == "glibc")
+    ratio = 1.0 / glibc["rate_per_s"]
+    assert f"<span class=warn>{ratio:.2f}x</span>" in page
+    assert "<b>pool</b> runs" in page and "<span class=warn>slower</span>" in page
+
+
+def test_preload_row_missing_a_field(tmp_path, capsys):
+    doc = json.loads((FIX / "preload.json").read_text())
+    del doc["results"][1]["rate_per_s_stats"]
+    doc["results"][2]["rate_per_s"] = "fast"
+    bad = tmp_path / "bad_preload.json"
+    bad.write_text(json.dumps(doc))
+    rc = cli.main(["build", str(bad), "-o", str(tmp_path / "out")])
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "bad_preload.json: results[1].rate_per_s_stats: missing" in err
+    assert "bad_preload.json: results[2].rate_per_s: not a number" in err
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "<h2>What the interposer does to real programs</h2>" in page   # the valid rows still reported
+    assert "Other results" not in page
+
+
+def test_preload_without_its_glibc_row(tmp_path):
+    """A program whose glibc row is missing has no ratio, not a wrong one."""
+    doc = json.loads((FIX / "preload.json").read_text())
+    doc["results"] = [r for r in doc["results"] if not (r["mechanism"] == "pool" and r["mode"] == "glibc")]
+    (tmp_path / "p.json").write_text(json.dumps(doc))
+    runs, problems = load.load_all([tmp_path / "p.json"])
+    assert not problems
+    s = analysis.preload_summary(analysis.preload_rows(runs))
+    assert all(x["vs_glibc"] is None for x in s if x["program"] == "pool")
+    assert all(x["vs_glibc"] is not None for x in s if x["program"] != "pool")
+    rc = cli.main(["build", str(tmp_path / "p.json"), "-o", str(tmp_path / "out")])
+    assert rc == 0
+
+
+# ---------------------------------------------------------------- broadcast
+
+def test_old_files_still_follow_the_schema():
+    doc = (HERE.parents[1] / "docs" / "bench-json.md").read_text()
+    schema = json.loads(re.search(r"```json schema\n(.*?)\n```", doc, re.S).group(1))
+    jsonschema.validate(json.loads((FIX / "broadcast_old.json").read_text()), schema)
+
+
+def test_broadcast_scenarios_and_the_one_way_floor(tmp_path):
+    """The broadcast table has both scenarios, says which policy nemo's
+    waiters used, marks oversubscribed rows, and divides the last waiter's
+    median by the one-way spin floor of the same run."""
+    runs, problems = load.load_all([FIX / "broadcast.json"])
+    assert not problems
+    rows = analysis.broadcast_rows(runs)
+    oneway = analysis.broadcast_oneway_rows(runs)
+    assert {r["scenario"] for r in rows} == {"polling", "blocked"}
+    assert oneway and all(r["mechanism"] == "spin" for r in oneway)
+    table = analysis.broadcast_table(rows)
+    assert [x["scenario"] for x in table] == sorted((x["scenario"] for x in table),
+                                                    key=lambda s: s != "polling")
+    by = {(x["mechanism"], x["scenario"], x["waiters"]): x for x in table}
+    floor = max(r["latency_ns"]["p50"] for r in oneway)
+    for r in rows:
+        x = by[(r["mechanism"], r["scenario"], r["waiters"])]
+        assert x["floor"] == pytest.approx(floor)
+        assert x["x_floor"] == pytest.approx(r["last_ns"]["p50"] / floor)
+        assert x["oversubscribed"] == r["oversubscribed"]
+    assert by[("nemo-am", "polling", 1)]["policy"] == "spin"
+    assert by[("nemo-am", "blocked", 1)]["policy"] == "block"
+    rc, out = build(tmp_path, ["broadcast.json"])
+    assert rc == 0
+    page = (out / "index.html").read_text()
+    assert "<h2>Broadcast</h2>" in page
+    x = by[("nemo-am", "polling", 1)]
+    assert f"<td>{x['x_floor']:.1f}x</td>" in page
+    assert "K*: oversubscribed" in page
+    assert "broadcast to 3, polling" in page and "broadcast to 3, blocked" in page
+    assert {p.name for p in out.glob("*.png")} == {"broadcast_k.png", "broadcast_spread.png"}
+
+
+def test_broadcast_file_without_scenarios_or_floor(tmp_path):
+    """A file from before the polling scenario still makes its table and figures."""
+    rc, out = build(tmp_path, ["broadcast_old.json"])
+    assert rc == 0
+    page = (out / "index.html").read_text()
+    assert "<h2>Broadcast</h2>" in page and "K*" not in page
+    runs, _ = load.load_all([FIX / "broadcast_old.json"])
+    assert all(x["x_floor"] is None for x in analysis.broadcast_table(analysis.broadcast_rows(runs)))
+    assert (out / "broadcast_k.png").exists()
+
+
+def test_broadcast_at_k15_is_judged_against_one_way_spin(tmp_path):
+    """16 CPUs, K up to 15: the advice names the best notification at K=15
+    (not the spin floor) with its multiple of the one-way spin latency."""
+    d = synth.broadcast(synth.topology(cores=8, smt=2, l3_cores=8, pkg_cores=8))
+    path = synth.write(tmp_path / "bc16.json", d)
+    runs, problems = load.load_all([path])
+    assert not problems
+    best = {scen: (k, b["mechanism"]) for scen, k, b, _ in
+            analysis.best_broadcast(analysis.broadcast_rows(runs))}
+    assert best == {"polling": (15, "nemo-am"), "blocked": (15, "nemo-am")}
+    rc = cli.main(["build", str(path), "-o", str(tmp_path / "out")])
+    assert rc == 0
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "broadcast to 15, polling</b>: <b>nemo-am</b>" in page
+    assert "2.5x one-way spin" in page and "spin (the floor)" in page
+
+
+# ---------------------------------------------------------------- coherence
+
+def test_heatmap_layout_scales_to_64_cpus():
+    small = figures.heatmap_layout(2, [80.0, 82.0, float("nan")])
+    assert small["annotate"] and small["ticks"] == [0, 1]
+    assert (small["vmin"], small["vmax"], small["extend"]) == (80.0, 82.0, "neither")
+    vals = [50.0 + (i % 7) for i in range(4032)] + [5000.0, 6000.0]
+    big = figures.heatmap_layout(64, vals)
+    assert not big["annotate"]
+    assert 4 <= len(big["ticks"]) <= figures.HEATMAP_MAX_TICKS and big["ticks"][0] == 0
+    assert big["side"] <= 11
+    assert big["vmax"] < 100 and big["extend"] in ("max", "both")   # outliers clipped
+    assert figures.heatmap_layout(16, vals)["side"] < big["side"]
+
+
+def test_coherence_64_cpus(tmp_path):
+    """A synthetic 64-CPU machine (2 packages x 16 cores x 2 threads, an L3
+    per 8 cores): a bounded, legible map and the per-class table."""
+    topo = synth.topology()
+    d = synth.coherence(topo)
+    doc = (HERE.parents[1] / "docs" / "bench-json.md").read_text()
+    schema = json.loads(re.search(r"```json schema\n(.*?)\n```", doc, re.S).group(1))
+    jsonschema.validate({**d, "results": d["results"][:40]}, schema)
+    path = synth.write(tmp_path / "coh64.json", d)
+    rc = cli.main(["build", str(path), "-o", str(tmp_path / "out")])
+    assert rc == 0
+    png = tmp_path / "out" / "coherence.png"
+    w, h = struct.unpack(">II", png.read_bytes()[16:24])
+    assert w <= 1700 and h <= 2 * 1400                  # two stacked panels, capped
+    runs, _ = load.load_all([path])
+    cls = {c["name"]: c for c in analysis.coherence_classes(analysis.coherence_rows(runs))}
+    assert set(cls) == {"SMT siblings", "share an L3", "same package", "apart"}
+    assert {k: c["one-way"]["pairs"] for k, c in cls.items()} == {
+        "SMT siblings": 64, "share an L3": 896, "same package": 1024, "apart": 2048}
+    for name, want in (("SMT siblings", 30), ("share an L3", 55), ("same package", 95), ("apart", 190)):
+        assert cls[name]["one-way"]["median"] == pytest.approx(want, rel=0.06)
+    assert cls["apart"]["one-way"]["max"] > 40 * 180        # the outlier is in the table
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "<td>share an L3</td><td>896</td>" in page
+    assert "1st to 99th percentile" in page
+    assert "Grey cells" not in page
+
+
+def test_coherence_sampled_pairs(tmp_path):
+    topo = synth.topology()
+    d = synth.coherence(topo, keep=lambda a, b: (a * 7 + b) % 5 == 0)
+    path = synth.write(tmp_path / "sampled.json", d)
+    rc = cli.main(["build", str(path), "-o", str(tmp_path / "out")])
+    assert rc == 0
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "Grey cells: pairs not measured" in page
+    assert f"A sample of {d['config']['pairs_measured']} of the 4032 ordered pairs" in page
+
+
+def test_coherence_classes_from_topology_for_old_files():
+    """Rows without a distance field get their class from the machine's topology."""
+    runs, _ = load.load_all([FIX / "coherence.json"])
+    rows = analysis.coherence_rows(runs)
+    assert rows and all("distance" not in r for r in rows)
+    topo = {t["cpu"]: t for t in runs[0].machine["topology"]}
+    for r in rows:
+        a, b = topo[r["src_cpu"]], topo[r["dst_cpu"]]
+        want = 1 if a["core"] == b["core"] else 2 if a["l2"] == b["l2"] else 3 if a["l3"] == b["l3"] else 4
+        assert r["_distance"] == want

@@ -13,17 +13,56 @@
  *  36  flags     bit 0: process-shared - glibc's bit at glibc's offset; nemo
  *                never sets it, so the interposer can tell a condvar that
  *                glibc initialised as process-shared; bit 1: CLOCK_MONOTONIC
- *                (glibc's bit, too); bit 2: kick mode; bits 8-12: fan-out
- *                (0 = 2)
+ *                (glibc's bit, too); bit 2: kick mode; bits 8-12: the
+ *                broadcast tree's fan-out (0: no tree, flat)
  *  40  bseq      the word queued waiters sleep on (each with its own bit):
  *                a kick bumps it and wakes one bit; a flat broadcast bumps
  *                it and wakes every sleeper with one FUTEX_WAKE
- *  44  reserved
+ *  44  wrefs     waiter references: (count << 1) | DESTROY.  count is the
+ *                number of waits that may still touch the condvar (from
+ *                their enqueue to their last access, before they re-lock
+ *                the mutex); DESTROY is set by a destroy that waits for
+ *                count to reach 0.  Also a futex word (destroy sleeps on it).
  *
  * The lock protects head, tail, nwaiting, gen and each queued slot's
  * `next` and `queued`.  It is held for a few instructions and never across
- * a syscall; releasing it is a single store, so a thread that has released
- * it touches the condvar no more (destroy right after broadcast is safe).
+ * a syscall.
+ *
+ * LIFETIME (destroy after broadcast)
+ *
+ * POSIX lets a thread destroy a condvar as soon as no thread is blocked
+ * on it, e.g. right after a broadcast returned, or after being woken by
+ * one; C++'s ~condition_variable does exactly that.  But a woken waiter
+ * still touches the condvar after the broadcast returned: a timed-out
+ * waiter takes the lock to leave the queue, a sleeping one reads `bseq`
+ * (B1 of waiter.c) or is woken on it, and a tree leader wakes its child
+ * groups through `bseq` (below) - the broadcast returns before the deeper
+ * waiters have even been released.  So each wait holds a reference:
+ *   V1  under the lock, with its enqueue: wrefs += 2 (relaxed: the lock
+ *       orders it with destroy's read);
+ *   V2  after its last access (queue left or released, children kicked):
+ *       old := fetch_sub(wrefs, 2, release); if old == 2|DESTROY,
+ *       futex_wake(wrefs, all).
+ * and destroy:
+ *   X1  lock; if nwaiting != 0: unlock, EBUSY (blocked waiters: nothing
+ *       to wait for that is bounded);
+ *   X2  v := fetch_or(wrefs, DESTROY, acquire); unlock;
+ *   X3  while v >> 1 != 0: futex_wait(wrefs, v); v := load(wrefs, acquire).
+ * Why destroy cannot return while a waiter may still touch the condvar:
+ * every reference is taken (V1) before destroy's X1 under the same lock,
+ * or belongs to a wait that started after destroy (undefined use, as in
+ * POSIX).  X3 returns only after reading count 0, i.e. after every V2's
+ * fetch_sub in modification order; each V2 follows its wait's last access
+ * in program order and is a release, read by X3's acquire.  No wake-up
+ * of destroy is lost: the V2 that makes the count 0 sees DESTROY (X2
+ * precedes it in wrefs' modification order, or X3 reads 0 at once) and
+ * wakes; futex_wait compares the word under the kernel's lock.  The wake
+ * in V2 may reach memory that destroy's caller has already freed: a
+ * FUTEX_WAKE on a private word never reads or writes it (glibc does the
+ * same).  Signal and broadcast themselves hold no reference: POSIX
+ * requires them to have returned before destroy, and they touch the
+ * condvar only before they return.  models/cond.pml checks V1-V2 and
+ * X1-X3 with a tree broadcast, timed waiters and a broken variant.
  *
  * WAIT
  *   arm own slot (token := 0); lock; enqueue; unlock; unlock the mutex;
@@ -42,7 +81,19 @@
  *   lock of that mutex).  Else lock; dequeue the head; unlock; release it
  *   (token := 1, then kick only if it sleeps).
  *
- * BROADCAST  lock; detach the whole queue; unlock.  Then:
+ * BROADCAST  lock; detach the whole queue; unlock.  Then, by default
+ *   (flat): store every waiter's token - reading each link before the
+ *   store that lets its owner return and queue itself again - then one
+ *   nemo__waiter_kick_many over them (waiter.c): each sleeping slot is
+ *   claimed by its own CAS, and all of them are woken with one bump of
+ *   `bseq` and one FUTEX_WAKE_BITSET; polling waiters are released by
+ *   their token store alone, and when every waiter polls there is no
+ *   syscall at all.  Queued slots sleep on `bseq`, each with its own bit,
+ *   so a signal wakes just its waiter (waiter.c, SHARED WORD).  Waiters
+ *   are released 32 at a time (one wake per 32).
+ *
+ *   With a fan-out set (nemo_cond_set_fanout), a tree over CPU groups
+ *   instead, when the waiters sit on more CPUs than the fan-out:
  *   1. Group the waiters by the CPU each was on when it queued itself.
  *   2. Build a tree over the groups, breadth-first in order of first
  *      appearance: the broadcaster has `fanout` child groups, and so does
@@ -55,22 +106,21 @@
  *      itself again at once, and a newer broadcast rewrites its links
  *      (ThreadSanitizer caught an earlier version that stored every token
  *      up front, so that a leader could follow a rewritten chain and skip
- *      members: a lost wake-up).  The cost: in a tree, a polling waiter
- *      waits for its parent group's leader to wake.
- *   Whoever issues a FUTEX_WAKE thus wakes threads on other CPUs: the wake
- *   syscalls overlap with the target CPU's context switches instead of
- *   queueing behind them.  With one waiter per CPU (the Nemo paper's
- *   setting) this is a tree over the waiters, in parallel across CPUs.
- *   In the flat case below every token is set up front, reading each link
- *   before the store that frees its owner.
- *   When the waiters sit on no more CPUs than the fan-out, there is
- *   nothing to parallelise: then the broadcast is flat - tokens, then one
- *   FUTEX_WAKE of every sleeper on the word `bseq`, on which queued slots
- *   sleep, each with its own bit so a signal wakes just its waiter (the
- *   handshake is in waiter.c, SHARED WORD).  Measured here, 8 waiters on
- *   one CPU, last waiter p50: a tree over threads 34 us, a loop of 8
- *   FUTEX_WAKEs 38 us, glibc's one wake-all 31 us.  Polling waiters are
- *   released by their token store alone.
+ *      members: a lost wake-up).  The broadcast returns before the deeper
+ *      waiters are released: LIFETIME above keeps destroy safe.
+ *   Why flat is the default: the tree was the Nemo paper's idea of waking
+ *   in parallel, each FUTEX_WAKE issued to another CPU.  Measured on a
+ *   16-core KVM guest (Sapphire Rapids), last waiter p50 at K = 15: tree
+ *   47-57 us, glibc's condvar 32-33 us, one futex wake-all 16-20 us,
+ *   nemo-am's one FUTEX_WAKE_BITSET 25-31 us; the tree's waiters switched
+ *   context 1.7-1.8 times per wake (woken, then asleep again on the
+ *   mutex).  The kernel already wakes a whole futex queue in one call, and
+ *   a tree only adds a wake-up latency per level.  On 2 vCPUs, 8 waiters
+ *   on one CPU: tree 34 us, a loop of 8 FUTEX_WAKEs 38 us, glibc 31 us,
+ *   one wake of the shared word 28-31 us.  The woken waiters then take
+ *   the mutex one after another; relock() polls it (tight, then yielding)
+ *   instead of sleeping on it, which is what removes the second context
+ *   switch.
  *
  * CANCELLATION  the sleep runs with asynchronous cancellation enabled (the
  *   futex syscall only), and the poll calls pthread_testcancel.  The
@@ -97,7 +147,8 @@
 #define CF_KICK 4u
 #define CF_FANOUT_SHIFT 8
 #define CF_FANOUT_MASK (0x1fu << CF_FANOUT_SHIFT)
-#define DEFAULT_FANOUT 2
+#define WREF_DESTROY 1u
+#define WREF_ONE 2u
 
 struct cond_impl {
 	_Atomic uint32_t lock;
@@ -109,7 +160,7 @@ struct cond_impl {
 	uint32_t nwaiting;
 	uint32_t flags;
 	_Atomic uint32_t bseq;
-	uint32_t reserved;
+	_Atomic uint32_t wrefs;
 };
 
 _Static_assert(sizeof(struct cond_impl) == sizeof(nemo_cond), "nemo_cond layout");
@@ -155,6 +206,8 @@ static void cond_lock(struct cond_impl *c)
 		atomic_store_explicit(&c->head, NULL, memory_order_relaxed);
 		c->tail = NULL;
 		c->nwaiting = 0;
+		/* References of threads that do not exist in this process. */
+		atomic_store_explicit(&c->wrefs, 0, memory_order_relaxed);
 		c->gen = gen;
 	}
 }
@@ -192,10 +245,30 @@ int nemo_cond_destroy(nemo_cond *cv)
 	struct cond_impl *c = checked(cv);
 	if (!c)
 		return EINVAL;
-	cond_lock(c);
-	int busy = c->nwaiting != 0;
+	cond_lock(c);                                                         /* X1 */
+	if (c->nwaiting != 0) {
+		cond_unlock(c);
+		return EBUSY;
+	}
+	uint32_t v = atomic_fetch_or_explicit(&c->wrefs, WREF_DESTROY, memory_order_acquire) |
+		     WREF_DESTROY;                                         /* X2 */
 	cond_unlock(c);
-	return busy ? EBUSY : 0;
+	while (v >> 1) {                                                      /* X3 */
+		nemo_futex_wait((uint32_t *)&c->wrefs, v, NULL, NEMO_FUTEX_PRIVATE);
+		v = atomic_load_explicit(&c->wrefs, memory_order_acquire);
+	}
+	/* Leave the object as a zeroed reference count: re-initialising it
+	 * (or reusing it as all-zero) starts clean. */
+	atomic_store_explicit(&c->wrefs, 0, memory_order_relaxed);
+	return 0;
+}
+
+/* V2: this wait is done with the condvar. */
+static void wref_put(struct cond_impl *c)
+{
+	uint32_t old = atomic_fetch_sub_explicit(&c->wrefs, WREF_ONE, memory_order_release);
+	if (old == (WREF_ONE | WREF_DESTROY))
+		nemo_futex_wake((uint32_t *)&c->wrefs, INT_MAX, NEMO_FUTEX_PRIVATE, NULL);
 }
 
 int nemo_cond_set_policy(nemo_cond *cv, const nemo_wait_policy *p)
@@ -220,17 +293,17 @@ int nemo_cond_set_kick(nemo_cond *cv, bool on)
 
 int nemo_cond_set_fanout(nemo_cond *cv, int fanout)
 {
-	if (!cv || fanout < 1 || fanout > NEMO_COND_MAX_FANOUT)
+	if (!cv || fanout < 0 || fanout > NEMO_COND_MAX_FANOUT)
 		return EINVAL;
 	struct cond_impl *c = impl(cv);
 	c->flags = (c->flags & ~CF_FANOUT_MASK) | ((uint32_t)fanout << CF_FANOUT_SHIFT);
 	return 0;
 }
 
+/* The tree's fan-out, or 0: flat (the default). */
 static int fanout_of(const struct cond_impl *c)
 {
-	int f = (int)((c->flags & CF_FANOUT_MASK) >> CF_FANOUT_SHIFT);
-	return f ? f : DEFAULT_FANOUT;
+	return (int)((c->flags & CF_FANOUT_MASK) >> CF_FANOUT_SHIFT);
 }
 
 /* ------------------------------------------------------------ the queue */
@@ -321,22 +394,33 @@ static void policy_of(const struct cond_impl *c, nemo_wait_policy *out)
 		*out = (nemo_wait_policy){ NEMO_WAIT_ADAPTIVE, 0 };
 }
 
-/* Re-acquire the mutex.  Under a polling policy, poll it briefly: the
- * signaller typically unlocks it a few hundred ns after our release, and
- * sleeping on it would cost a full block+wake. */
+/* Re-acquire the mutex.  Under a polling policy, poll it first, as the
+ * wait itself polls (wait.c, THE PLANS: tight, then yielding; at most
+ * 50 us): the signaller typically unlocks it a few hundred ns after our
+ * release, and sleeping on it would cost a full block+wake. */
 static int relock(pthread_mutex_t *m, const nemo_wait_policy *p, nemo_waiter *self)
 {
-	if (p->kind != NEMO_WAIT_BLOCK) {
-		uint64_t budget = nemo__spin_budget_ticks(p, self);
-		uint64_t cap = nemo_ns_to_ticks(50000);
-		uint64_t end = nemo_ticks() + (budget < cap ? budget : cap);
-		do {
+	nemo__spin_plan plan = nemo__spin_plan_for(p, self);
+	uint64_t cap = nemo_ns_to_ticks(50000);
+	if (plan.total) {
+		uint64_t start = nemo_ticks();
+		uint64_t end = start + (plan.total < cap ? plan.total : cap);
+		uint64_t win_end = start + plan.pure;
+		for (;;) {
 			int err = pthread_mutex_trylock(m);
 			if (err != EBUSY)
 				return err;
-			for (int i = 0; i < 16; i++)
-				nemo_cpu_relax();
-		} while (nemo_ticks() < end);
+			uint64_t now = nemo_ticks();
+			if (now >= end)
+				break;
+			if (now >= win_end) {
+				sched_yield();
+				win_end = nemo_ticks() + plan.window;
+			} else {
+				for (int i = 0; i < 16; i++)
+					nemo_cpu_relax();
+			}
+		}
 	}
 	return pthread_mutex_lock(m);
 }
@@ -348,18 +432,30 @@ struct cancel_ctx {
 	bool kick;
 };
 
+/* A wait that ends before its sleep (the mutex would not unlock) or
+ * during it (cancelled): leave the queue, or - if a signal or broadcast
+ * already took us out of it - do what the releaser expects of a woken
+ * waiter: kick our broadcast children and pass on a consumed signal.
+ * Then drop the reference (V2).  The slot stops naming the condvar. */
+static void abandon(struct cond_impl *c, nemo_waiter *w)
+{
+	atomic_store_explicit(&w->bword, NULL, memory_order_relaxed);
+	if (!leave_queue(c, w)) {
+		wake_kids(w);
+		/* We consumed a signal meant for a waiter: pass it on. */
+		if (!atomic_load_explicit(&w->by_broadcast, memory_order_relaxed))
+			nemo_cond_signal((nemo_cond *)(void *)c);
+	}
+	wref_put(c);
+}
+
 static void on_cancel(void *arg)
 {
 	struct cancel_ctx *x = arg;
 	if (x->kick)
 		nemo__boost_leave();   /* cleanup handlers run at normal priority */
 	atomic_store_explicit(&x->w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
-	if (!leave_queue(x->c, x->w)) {
-		wake_kids(x->w);
-		/* We consumed a signal meant for a waiter: pass it on. */
-		if (!atomic_load_explicit(&x->w->by_broadcast, memory_order_relaxed))
-			nemo_cond_signal((nemo_cond *)(void *)x->c);
-	}
+	abandon(x->c, x->w);
 	pthread_mutex_lock(x->m);
 }
 
@@ -384,14 +480,11 @@ int nemo_cond_clockwait(nemo_cond *cv, pthread_mutex_t *m, clockid_t clock,
 	w->nkids = 0;
 	cond_lock(c);
 	enqueue(c, w);
+	atomic_fetch_add_explicit(&c->wrefs, WREF_ONE, memory_order_relaxed);  /* V1 */
 	cond_unlock(c);
 	err = pthread_mutex_unlock(m);
 	if (err) {
-		if (!leave_queue(c, w)) {
-			wake_kids(w);
-			if (!atomic_load_explicit(&w->by_broadcast, memory_order_relaxed))
-				nemo_cond_signal(cv);
-		}
+		abandon(c, w);
 		return err;
 	}
 
@@ -406,6 +499,7 @@ int nemo_cond_clockwait(nemo_cond *cv, pthread_mutex_t *m, clockid_t clock,
 	if (rc == ETIMEDOUT && !leave_queue(c, w))
 		rc = 0;          /* released while timing out: the wake-up counts */
 	wake_kids(w);
+	wref_put(c);     /* V2: the condvar may be destroyed from here on */
 	err = relock(m, &pol, w);
 	return err ? err : rc;
 }
@@ -444,6 +538,35 @@ int nemo_cond_signal(nemo_cond *cv)
 	return 0;
 }
 
+/* The flat broadcast over groups (linked by `next`) of members (linked
+ * by `gnext`): tokens, then one nemo__waiter_kick_many per 32 waiters. */
+static void broadcast_flat(nemo_waiter *groups)
+{
+	enum { CHUNK = 32 };
+	nemo_waiter *ws[CHUNK];
+	nemo_waiter *g = groups, *m = groups;
+	while (m) {
+		size_t n = 0;
+		/* Collect (reading every link) before releasing any of them. */
+		while (m && n < CHUNK) {
+			ws[n++] = m;
+			if (m->gnext) {
+				m = m->gnext;
+			} else {
+				g = g->next;
+				m = g;
+			}
+		}
+		int cpu = sched_getcpu();
+		for (size_t i = 0; i < n; i++) {
+			atomic_store_explicit(&ws[i]->by_broadcast, 1, memory_order_relaxed);
+			nemo__release_mark(ws[i], cpu);
+			atomic_store_explicit(&ws[i]->token, 1, memory_order_seq_cst);     /* R1 */
+		}
+		nemo__waiter_kick_many(ws, n);                               /* R2, R3, K1-K3 */
+	}
+}
+
 int nemo_cond_broadcast(nemo_cond *cv)
 {
 	struct cond_impl *c = checked(cv);
@@ -459,6 +582,20 @@ int nemo_cond_broadcast(nemo_cond *cv)
 	for (nemo_waiter *w = list; w; w = w->next)
 		w->queued = false;
 	cond_unlock(c);
+	if (!list)
+		return 0;
+
+	int fan = fanout_of(c);
+	if (!fan) {
+		/* Flat: one group of everyone, in queue order. */
+		for (nemo_waiter *w = list; w; w = w->next) {
+			w->nkids = 0;
+			w->gnext = w->next;
+		}
+		list->next = NULL;
+		broadcast_flat(list);
+		return 0;
+	}
 
 	/* 1. Groups by CPU, in order of first appearance (heads linked by
 	 * `next` reused as the group list once detached; members by gnext). */
@@ -484,23 +621,11 @@ int nemo_cond_broadcast(nemo_cond *cv)
 			gtail = w;
 		}
 	}
-	int fan = fanout_of(c);
 	int ngroups = 0;
 	for (nemo_waiter *g = groups; g; g = g->next)
 		ngroups++;
 	if (ngroups <= fan) {
-		/* Flat: every detached slot sleeps on bseq (enqueue set bword).
-		 * Tokens first, then bump and wake everyone (K2, K3 for all). */
-		for (nemo_waiter *g = groups, *gnx; g; g = gnx) {
-			gnx = g->next;
-			for (nemo_waiter *m = g, *mnx; m; m = mnx) {
-				mnx = m->gnext;
-				atomic_store_explicit(&m->by_broadcast, 1, memory_order_relaxed);
-				atomic_store_explicit(&m->token, 1, memory_order_seq_cst);
-			}
-		}
-		atomic_fetch_add_explicit(&c->bseq, 1, memory_order_seq_cst);
-		nemo_futex_wake((uint32_t *)&c->bseq, INT_MAX, NEMO_FUTEX_PRIVATE, NULL);
+		broadcast_flat(groups);   /* nothing to parallelise */
 		return 0;
 	}
 	/* 2. The tree over groups, breadth-first: `parent` trails behind. */

@@ -6,16 +6,23 @@
  *   word   bit 0     SET: the event is set;
  *          bits 1-31 SLEEPERS: the number of waiters in (or entering) the
  *                    kernel, in units of 2.
- *   flags  manual-reset bit and a magic number (an uninitialised or
- *          destroyed event is refused with EINVAL, not misused).
- *   policy the waiters' wait policy.
+ *   flags  manual-reset bit, the waiters' policy kind (bits 1-3) and a
+ *          magic number (an uninitialised or destroyed event is refused
+ *          with EINVAL, not misused).
+ *   policy_ns  the HYBRID budget.
+ *   kick_lo    the low 32 bits of the tick count at the last post that
+ *          issued a FUTEX_WAKE (relaxed; not part of the protocol): a
+ *          woken sleeper learns the wake-up latency from it (policy.c,
+ *          THE COST OF BLOCKING).  32 bits of ticks span over a second;
+ *          a sample that old is clamped anyway.
  *
  * Every change to `word` is an atomic RMW, so all of them fall into one
  * modification order; that order is the whole argument below.
  *
  * POST
  *   P1  old := fetch_or(word, SET, seq_cst)
- *   P2  if SLEEPERS(old) > 0: futex_wake(word, auto ? 1 : all)  [kick issued]
+ *   P2  if SLEEPERS(old) > 0: stamp kick_lo; futex_wake(word, auto ? 1 : all)
+ *                                                                [kick issued]
  *       else nothing                                             [kick avoided]
  *
  * WAIT (through nemo__wait_loop, waiter layer)
@@ -63,12 +70,14 @@
 #define EV_MAGIC 0x6e657600u          /* "nev\0" */
 #define EV_MAGIC_MASK 0xffffff00u
 #define EV_MANUAL 1u
+#define EV_KIND_SHIFT 1
+#define EV_KIND_MASK (7u << EV_KIND_SHIFT)
 
 struct event_impl {
 	_Atomic uint32_t word;
 	uint32_t flags;
-	uint32_t policy_kind;
 	uint32_t policy_ns;
+	_Atomic uint32_t kick_lo;
 };
 
 _Static_assert(sizeof(struct event_impl) <= sizeof(nemo_event), "nemo_event too small");
@@ -95,8 +104,9 @@ int nemo_event_init(nemo_event *e, unsigned flags, const nemo_wait_policy *polic
 	struct event_impl *x = (struct event_impl *)(void *)e;
 	memset(e, 0, sizeof *e);
 	atomic_init(&x->word, (flags & NEMO_EVENT_INITIALLY_SET) ? EV_SET : 0);
-	x->flags = EV_MAGIC | ((flags & NEMO_EVENT_MANUAL_RESET) ? EV_MANUAL : 0);
-	x->policy_kind = policy ? (uint32_t)policy->kind : NEMO_WAIT_DEFAULT;
+	uint32_t kind = policy ? (uint32_t)policy->kind : NEMO_WAIT_DEFAULT;
+	x->flags = EV_MAGIC | ((flags & NEMO_EVENT_MANUAL_RESET) ? EV_MANUAL : 0) |
+		   (kind << EV_KIND_SHIFT);
 	x->policy_ns = policy ? policy->spin_ns : 0;
 	return 0;
 }
@@ -120,7 +130,10 @@ int nemo_event_post(nemo_event *e)
 	uint32_t old = atomic_fetch_or_explicit(&x->word, EV_SET, memory_order_seq_cst);  /* P1 */
 	nemo_waiter *me = nemo_waiter_self();
 	if (old >= EV_SLEEPER) {                                                         /* P2 */
+		uint64_t t = nemo_ticks();
+		atomic_store_explicit(&x->kick_lo, (uint32_t)t, memory_order_relaxed);
 		nemo_futex_wake((uint32_t *)&x->word, manual(x) ? INT_MAX : 1, NEMO_FUTEX_PRIVATE, NULL);
+		nemo__kick_done(t);
 		if (me)
 			NEMO__COUNT(me, kicks_issued);
 	} else if (me) {
@@ -169,10 +182,22 @@ static void ev_sleep_end(void *arg)
 	atomic_fetch_sub_explicit(&x->word, EV_SLEEPER, memory_order_relaxed);                        /* S4 */
 }
 
+/* The full stamp of the last kick, rebuilt from its low 32 bits: the
+ * newest tick count at or before now with those bits. */
+static uint64_t ev_kicked_at(void *arg)
+{
+	struct event_impl *x = arg;
+	uint64_t now = nemo_ticks();
+	uint32_t lo = atomic_load_explicit(&x->kick_lo, memory_order_relaxed);
+	uint64_t t = (now & ~(uint64_t)UINT32_MAX) | lo;
+	return t > now ? t - ((uint64_t)1 << 32) : t;
+}
+
 static const nemo__wait_ops event_ops = {
 	.try_take = ev_try_take,
 	.sleep_begin = ev_sleep_begin,
 	.sleep_end = ev_sleep_end,
+	.kicked_at = ev_kicked_at,
 	.futex_flags = NEMO_FUTEX_PRIVATE,
 };
 
@@ -184,7 +209,7 @@ int nemo_event_timedwait(nemo_event *e, clockid_t clock, const struct timespec *
 	int err = nemo__check_deadline(clock, abstime);
 	if (err)
 		return err;
-	nemo_wait_policy p = { (nemo_wait_kind)x->policy_kind, x->policy_ns };
+	nemo_wait_policy p = { (nemo_wait_kind)((x->flags & EV_KIND_MASK) >> EV_KIND_SHIFT), x->policy_ns };
 	return nemo__wait_loop(&event_ops, x, &p, clock, abstime, 0);
 }
 

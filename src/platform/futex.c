@@ -4,7 +4,9 @@
  * The raw syscall reports through errno and accepts anything; these
  * wrappers validate their arguments first (a NULL or misaligned word makes
  * the kernel return EFAULT/EINVAL only sometimes) and return the error
- * code instead of setting errno.
+ * code instead of setting errno.  errno itself is left as the caller had
+ * it: these run inside interposed pthread_cond_* calls, which glibc
+ * implements without touching errno, and programs rely on that.
  */
 #define _GNU_SOURCE
 #include <nemo/platform.h>
@@ -36,18 +38,16 @@ static bool bad_timespec(const struct timespec *ts)
 	return ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000L);
 }
 
-static int wait_result(long rc)
+/* The futex syscall, with errno kept as it was: returns the result and
+ * puts the syscall's error code (0 on success) in *err. */
+static long futex_call(uint32_t *word, int op, uint32_t val, const struct timespec *ts,
+		       uint32_t val3, int *err)
 {
-	if (rc == 0)
-		return 0;
-	switch (errno) {
-	case EAGAIN:
-	case ETIMEDOUT:
-	case EINTR:
-		return errno;
-	default:
-		return errno ? errno : EINVAL;
-	}
+	int saved = errno;
+	long rc = syscall(SYS_futex, word, op, val, ts, NULL, val3);
+	*err = rc < 0 ? (errno ? errno : EINVAL) : 0;
+	errno = saved;
+	return rc;
 }
 
 int nemo_futex_wait(uint32_t *word, uint32_t expected,
@@ -56,8 +56,9 @@ int nemo_futex_wait(uint32_t *word, uint32_t expected,
 	int pf;
 	if (bad_word(word) || bad_timespec(timeout) || op_flags(flags, &pf))
 		return EINVAL;
-	long rc = syscall(SYS_futex, word, FUTEX_WAIT | pf, expected, timeout, NULL, 0);
-	return wait_result(rc);
+	int err;
+	futex_call(word, FUTEX_WAIT | pf, expected, timeout, 0, &err);
+	return err;
 }
 
 int nemo_futex_wait_bitset(uint32_t *word, uint32_t expected, uint32_t bits, clockid_t clock,
@@ -70,8 +71,9 @@ int nemo_futex_wait_bitset(uint32_t *word, uint32_t expected, uint32_t bits, clo
 		pf |= FUTEX_CLOCK_REALTIME;
 	else if (clock != CLOCK_MONOTONIC)
 		return EINVAL;
-	long rc = syscall(SYS_futex, word, FUTEX_WAIT_BITSET | pf, expected, deadline, NULL, bits);
-	return wait_result(rc);
+	int err;
+	futex_call(word, FUTEX_WAIT_BITSET | pf, expected, deadline, bits, &err);
+	return err;
 }
 
 int nemo_futex_wait_until(uint32_t *word, uint32_t expected, clockid_t clock,
@@ -85,9 +87,10 @@ int nemo_futex_wake_bitset(uint32_t *word, int n, uint32_t bits, int flags, int 
 	int pf;
 	if (bad_word(word) || n < 1 || op_flags(flags, &pf) || bits == 0)
 		return EINVAL;
-	long rc = syscall(SYS_futex, word, FUTEX_WAKE_BITSET | pf, n, NULL, NULL, bits);
-	if (rc < 0)
-		return errno ? errno : EINVAL;
+	int err;
+	long rc = futex_call(word, FUTEX_WAKE_BITSET | pf, (uint32_t)n, NULL, bits, &err);
+	if (err)
+		return err;
 	if (woken)
 		*woken = (int)rc;
 	return 0;
@@ -98,9 +101,10 @@ int nemo_futex_wake(uint32_t *word, int n, int flags, int *woken)
 	int pf;
 	if (bad_word(word) || n < 1 || op_flags(flags, &pf))
 		return EINVAL;
-	long rc = syscall(SYS_futex, word, FUTEX_WAKE | pf, n, NULL, NULL, 0);
-	if (rc < 0)
-		return errno ? errno : EINVAL;
+	int err;
+	long rc = futex_call(word, FUTEX_WAKE | pf, (uint32_t)n, NULL, 0, &err);
+	if (err)
+		return err;
 	if (woken)
 		*woken = (int)rc;
 	return 0;

@@ -15,6 +15,8 @@
  *    (GLIBC_2.30 for clockwait): a plain dlsym can return the pre-2003
  *    compatibility versions, which have another layout.
  *  - Fork and cancellation are handled inside nemo_cond (cond.c).
+ *  - errno is left as the program had it, as glibc's condvar leaves it
+ *    (nemo's own futex wrappers keep it too; this is the last guard).
  * Only the pthread_cond_* symbols are exported (preload.map), so the
  * library's own nemo_* functions cannot clash with a program's.
  * Not covered: binaries linked against the pre-2.3.2 condvar ABI.
@@ -89,6 +91,36 @@ __attribute__((noinline, noipa)) static int is_null(const volatile void *p)
 	return p == NULL;
 }
 
+/* NEMO_STATS=1: at exit, one line on stderr with what the waits did
+ * (how many polled, slept, and kicks issued or avoided) and the adaptive
+ * policy's cost of blocking - to see what nemo did to a program without
+ * changing it. */
+__attribute__((destructor)) static void stats_at_exit(void)
+{
+	const char *s = getenv("NEMO_STATS");
+	if (!s || !*s || !strcmp(s, "0"))
+		return;
+	nemo_waiter_counters c;
+	nemo_wait_calibration cal;
+	if (nemo_waiter_get_counters(&c) != 0 || nemo_wait_get_calibration(&cal) != 0)
+		return;
+	fprintf(stderr,
+		"nemo-preload: %llu waits: %llu polled, %llu sleeps; kicks %llu issued, %llu avoided; "
+		"cost of blocking %.0f ns (%s, %u samples)\n",
+		(unsigned long long)c.waits, (unsigned long long)c.waits_polled,
+		(unsigned long long)c.sleeps, (unsigned long long)c.kicks_issued,
+		(unsigned long long)c.kicks_avoided, cal.budget_ns, cal.source, cal.samples);
+}
+
+/* Run a nemo_cond call with the caller's errno kept. */
+#define KEEP_ERRNO(call)                  \
+	do {                              \
+		int saved_ = errno;       \
+		int rc_ = (call);         \
+		errno = saved_;           \
+		return rc_;               \
+	} while (0)
+
 int pthread_cond_init(pthread_cond_t *c, const pthread_condattr_t *a)
 {
 	int pshared = PTHREAD_PROCESS_PRIVATE;
@@ -96,42 +128,52 @@ int pthread_cond_init(pthread_cond_t *c, const pthread_condattr_t *a)
 		pthread_once(&glibc_once, glibc_load);
 		return glibc.init(c, a);
 	}
-	return nemo_cond_init(NC(c), a);
+	KEEP_ERRNO(nemo_cond_init(NC(c), a));
 }
 
 int pthread_cond_destroy(pthread_cond_t *c)
 {
 	if (is_null(c))
 		return EINVAL;
-	return is_glibc(c) ? glibc.destroy(c) : nemo_cond_destroy(NC(c));
+	if (is_glibc(c))
+		return glibc.destroy(c);
+	KEEP_ERRNO(nemo_cond_destroy(NC(c)));
 }
 
 int pthread_cond_signal(pthread_cond_t *c)
 {
 	if (is_null(c))
 		return EINVAL;
-	return is_glibc(c) ? glibc.signal(c) : nemo_cond_signal(NC(c));
+	if (is_glibc(c))
+		return glibc.signal(c);
+	KEEP_ERRNO(nemo_cond_signal(NC(c)));
 }
 
 int pthread_cond_broadcast(pthread_cond_t *c)
 {
 	if (is_null(c))
 		return EINVAL;
-	return is_glibc(c) ? glibc.broadcast(c) : nemo_cond_broadcast(NC(c));
+	if (is_glibc(c))
+		return glibc.broadcast(c);
+	KEEP_ERRNO(nemo_cond_broadcast(NC(c)));
 }
 
 int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 {
 	if (is_null(c))
 		return EINVAL;
-	return is_glibc(c) ? glibc.wait(c, m) : nemo_cond_wait(NC(c), m);
+	if (is_glibc(c))
+		return glibc.wait(c, m);
+	KEEP_ERRNO(nemo_cond_wait(NC(c), m));
 }
 
 int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *t)
 {
 	if (is_null(c))
 		return EINVAL;
-	return is_glibc(c) ? glibc.timedwait(c, m, t) : nemo_cond_timedwait(NC(c), m, t);
+	if (is_glibc(c))
+		return glibc.timedwait(c, m, t);
+	KEEP_ERRNO(nemo_cond_timedwait(NC(c), m, t));
 }
 
 int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clk,
@@ -139,5 +181,7 @@ int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clk,
 {
 	if (is_null(c))
 		return EINVAL;
-	return is_glibc(c) ? glibc.clockwait(c, m, clk, t) : nemo_cond_clockwait(NC(c), m, clk, t);
+	if (is_glibc(c))
+		return glibc.clockwait(c, m, clk, t);
+	KEEP_ERRNO(nemo_cond_clockwait(NC(c), m, clk, t));
 }

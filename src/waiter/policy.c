@@ -1,16 +1,35 @@
 /*
  * policy.c - wait policies: parsing, per-thread and environment defaults,
- * and the calibration behind the adaptive policy.
+ * and what the adaptive policy knows about the cost of blocking.
  *
- * The adaptive budget is what blocking costs a waiter on this machine:
- * the one-way latency from FUTEX_WAKE to the sleeper running, plus the
- * sleeper's own CPU time for the sleep and wake-up.  If the wait ends
- * within the budget, spinning was cheaper; if not, the waiter has wasted
- * at most one blocking cost before paying the second one: never more than
- * twice the better choice in hindsight (the ski-rental bound).  The
- * numbers come from, in order: a profile file (`nemo-bench calibrate`), a
- * measurement made once per process (100 wakes between two new pinned
- * threads, ~5 ms), or 20 us + 5 us if neither works (one CPU).
+ * THE COST OF BLOCKING (what the adaptive budget is; wait.c spends it)
+ *
+ * Blocking costs a waiter the latency from the waker's FUTEX_WAKE to
+ * the sleeper running again, plus the CPU time of the two syscalls and
+ * context switches.  The adaptive policy learns both on the job, from
+ * the sleeps that really happen in this process, with no set-up:
+ *   lat   each kick that issues a FUTEX_WAKE stamps the slot (or event)
+ *         first (waiter.c, kick(); event.c, P2); a sleeper that was woken
+ *         by it measures now - stamp: the wake-up latency it really got;
+ *   wake  the kicker times its own FUTEX_WAKE syscall (a lower bound on
+ *         each side's CPU cost, which we count twice: the sleeper pays a
+ *         syscall and a switch too).
+ * cost = lat + 2 * wake.  Both are process-wide moving averages (1/8 per
+ * sample), kept in relaxed atomics: a lost update only skips a sample.
+ * Samples are clamped to 0.2 us .. 1 ms, so neither a stamp from the
+ * wrong kick nor a sleeper that waited for a busy CPU can push the budget
+ * out of that range.  Until the first sample the cost is a start value:
+ * the profile written by `nemo-bench calibrate` if there is one (an
+ * optional refinement, read once), else 12 us + 2 * 2 us = 16 us - low
+ * enough that a wrong guess wastes little before the first real sleep
+ * replaces it, high enough that a hand-off of a few microseconds spins.
+ *
+ * Rejected: measuring the cost at the first adaptive wait with two probe
+ * threads (the earlier design).  It stalled that wait ~5 ms, created
+ * threads inside the user's process, and measured the wrong thing when
+ * the caller was pinned (the probes inherited its one-CPU affinity: 850
+ * ns instead of 22-41 us on a 16-core VM), which made the default the
+ * worst policy for hand-offs.
  */
 #define _GNU_SOURCE
 #include "waiter_internal.h"
@@ -125,14 +144,18 @@ int nemo_wait_set_thread_policy(const nemo_wait_policy *p)
 
 /* ---------------------------------------------------------- calibration */
 
-static struct {
-	double block_wake_ns, block_cpu_ns;
-	const char *source;
-} calib;
-static pthread_once_t calib_once = PTHREAD_ONCE_INIT;
+#define START_LAT_NS 12000.0
+#define START_WAKE_NS 2000.0
+#define SAMPLE_MIN_NS 200.0
+#define SAMPLE_MAX_NS 1000000.0
 
-#define CALIB_DEFAULT_NS 20000.0
-#define CALIB_DEFAULT_CPU_NS 5000.0
+static struct {
+	_Atomic uint32_t lat_ns;      /* wake-up latency, moving average */
+	_Atomic uint32_t wake_ns;     /* a kicker's FUTEX_WAKE, moving average */
+	_Atomic uint32_t samples;     /* latency samples taken (saturating) */
+	const char *start;            /* "profile" or "default" */
+} learned;
+static pthread_once_t learned_once = PTHREAD_ONCE_INIT;
 
 int nemo_wait_profile_path(char *buf, size_t len)
 {
@@ -338,36 +361,65 @@ int nemo_wait_measure(int rounds, int cpu_a, int cpu_b, double *wake_ns, double 
 	return err;
 }
 
-static void calib_load(void)
+static void learned_init(void)
 {
-	double ns = 0, cpu = CALIB_DEFAULT_CPU_NS;
-	if (profile_read(&ns, &cpu)) {
-		calib.source = "profile";
-	} else if (nemo_cpu_count() >= 2 && nemo_wait_measure(100, -1, -1, &ns, &cpu) == 0 && ns > 0) {
-		calib.source = "measured";
+	double lat = 0, cpu = 2 * START_WAKE_NS;
+	if (profile_read(&lat, &cpu)) {
+		learned.start = "profile";
 	} else {
-		ns = CALIB_DEFAULT_NS;
-		cpu = CALIB_DEFAULT_CPU_NS;
-		calib.source = "default";
+		lat = START_LAT_NS;
+		cpu = 2 * START_WAKE_NS;
+		learned.start = "default";
 	}
-	calib.block_wake_ns = ns;
-	calib.block_cpu_ns = cpu;
+	atomic_store_explicit(&learned.lat_ns, (uint32_t)lat, memory_order_relaxed);
+	atomic_store_explicit(&learned.wake_ns, (uint32_t)(cpu / 2), memory_order_relaxed);
+}
+
+static double clamp_sample(double ns)
+{
+	return ns < SAMPLE_MIN_NS ? SAMPLE_MIN_NS : ns > SAMPLE_MAX_NS ? SAMPLE_MAX_NS : ns;
+}
+
+/* avg += (sample - avg) / 8, on a relaxed word (racing updates may lose
+ * one sample, never corrupt the average). */
+static void ewma(_Atomic uint32_t *avg, double sample)
+{
+	double a = (double)atomic_load_explicit(avg, memory_order_relaxed);
+	a += (clamp_sample(sample) - a) / 8;
+	atomic_store_explicit(avg, (uint32_t)a, memory_order_relaxed);
+}
+
+void nemo__learn_wake_latency(double ns)
+{
+	pthread_once(&learned_once, learned_init);
+	ewma(&learned.lat_ns, ns);
+	uint32_t n = atomic_load_explicit(&learned.samples, memory_order_relaxed);
+	if (n < UINT32_MAX)
+		atomic_store_explicit(&learned.samples, n + 1, memory_order_relaxed);
+}
+
+void nemo__learn_kick_cost(double ns)
+{
+	pthread_once(&learned_once, learned_init);
+	ewma(&learned.wake_ns, ns);
 }
 
 double nemo__block_cost_ns(void)
 {
-	pthread_once(&calib_once, calib_load);
-	return calib.block_wake_ns + calib.block_cpu_ns;
+	pthread_once(&learned_once, learned_init);
+	return (double)atomic_load_explicit(&learned.lat_ns, memory_order_relaxed) +
+	       2.0 * (double)atomic_load_explicit(&learned.wake_ns, memory_order_relaxed);
 }
 
 int nemo_wait_get_calibration(nemo_wait_calibration *out)
 {
 	if (!out)
 		return EINVAL;
-	pthread_once(&calib_once, calib_load);
-	out->block_wake_ns = calib.block_wake_ns;
-	out->block_cpu_ns = calib.block_cpu_ns;
-	out->budget_ns = calib.block_wake_ns + calib.block_cpu_ns;
-	out->source = calib.source;
+	pthread_once(&learned_once, learned_init);
+	out->block_wake_ns = (double)atomic_load_explicit(&learned.lat_ns, memory_order_relaxed);
+	out->block_cpu_ns = 2.0 * (double)atomic_load_explicit(&learned.wake_ns, memory_order_relaxed);
+	out->budget_ns = out->block_wake_ns + out->block_cpu_ns;
+	out->samples = atomic_load_explicit(&learned.samples, memory_order_relaxed);
+	out->source = out->samples ? "learned" : learned.start;
 	return 0;
 }

@@ -2,24 +2,77 @@
  * wait.c - the one wait loop: poll for a budget, then sleep.
  *
  * Every blocking wait in nemo comes through nemo__wait_loop, so this is
- * the one place that decides whether to sleep:
+ * the one place that decides whether to sleep, and how long to poll:
  *
  *   1. try once (the condition may already hold);
- *   2. poll for the policy's budget (SPIN: forever, yielding the CPU after
- *      1 ms so oversubscribed threads still progress; BLOCK: zero; HYBRID:
- *      its spin_ns; ADAPTIVE: the calibrated cost of blocking - wake
- *      latency + the sleeper's CPU time - or an eighth of it while most
- *      recent waits outlasted it, so that long gaps do not pay a full
- *      budget of spinning every time);
+ *   2. poll, as nemo__spin_plan_for() says: a tight loop (pause, clock
+ *      read every 4th) for `pure` ticks, then - SPIN only - a yield
+ *      before every poll, until `total` ticks;
  *   3. sleep: ops->sleep_begin publishes the sleep and re-checks (the
  *      handshake of waiter.c or event.c), futex_wait, ops->sleep_end, and
  *      try again; until taken or the deadline passes.
  *
+ * THE PLANS
+ *
+ *   SPIN      tight for 1 ms, then a yield before every poll, forever.
+ *   BLOCK     none: sleep at once.
+ *   HYBRID    tight for spin_ns (the user's explicit budget).
+ *   ADAPTIVE  (the default) tight for the cost of blocking, C, learned
+ *             from this process's own sleeps (policy.c, THE COST OF
+ *             BLOCKING); C / 8 while this thread's recent waits outlasted
+ *             C or its polls were preempted; nothing at all while its
+ *             recent releasers ran on its own CPU (THE HISTORY below).
+ *
  * Why a budget in time, not in iterations: an iteration's cost varies
  * tenfold between machines (pause is ~10 cycles on some cores and ~140 on
- * others); the cost of blocking is a time.  Spinning for as long as a
- * block+wake costs bounds the waste at twice the better choice made in
- * hindsight (the classic ski-rental argument), whatever the gap.
+ * others); the cost of blocking is a time.  Polling for at most as long
+ * as a block+wake costs bounds the waste at twice the better choice made
+ * in hindsight (the classic ski-rental argument), whatever the gap; the
+ * adaptive total never exceeds C.
+ *
+ * THE HISTORY (per thread, in its slot)
+ *
+ * Polling pays only if the thread we wait for runs elsewhere meanwhile.
+ * Two scores, 0..8 each, decide when it cannot:
+ *   long_waits  a wait that ends while polling subtracts 2; one that
+ *               lasted longer than C (it would have slept anyway) adds 1;
+ *               one whose poll saw the clock jump by more than PREEMPT_NS
+ *               between two reads (it was preempted: its CPU is wanted)
+ *               adds 2.  From 4 on, the budget is C / 8: long gaps do not
+ *               pay a full budget each time, a short wait that comes back
+ *               is still caught, two polled waits restore the budget.
+ *   same_cpu    every release records the releaser's CPU in the slot
+ *               (waiter.c); a released slot wait whose releaser ran on the
+ *               CPU the waiter started on adds 2, one released from
+ *               another CPU subtracts 1.  From 4 on, no polling: the
+ *               releaser needs our CPU to release us, so every polled
+ *               microsecond only delays it - the case of CPython's GIL
+ *               hand-off, whose woken thread the scheduler places next to
+ *               its waker, and of any oversubscribed pool.  Releases keep
+ *               being observed while the thread sleeps, so polling
+ *               resumes once releasers run elsewhere.
+ * A process confined to one CPU stops polling after two waits (its
+ * releasers all share that CPU).  (Reading the affinity mask instead was
+ * rejected: it is per thread, and a pinned thread waiting for a thread
+ * pinned elsewhere is exactly the case where polling wins.)
+ * Measured on the 2-vCPU VM with CPython (threading.Lock hand-off, the
+ * process pinned to one CPU): polling 2 us tight cost 0.55x glibc; not
+ * polling, 1.0x.
+ *
+ * Rejected: yielding (sched_yield) between windows of polling instead.
+ * It hands the CPU to a releaser on our CPU, but on a machine where any
+ * other task is runnable, each yield gives that task a time slice: the
+ * condvar hand-off of nemo-handoff fell from 1.3M to 0.28M per second
+ * beside a light background load (2 runnable tasks).
+ *
+ * Failure cases (docs/events.md): a gap distribution just above C pays
+ * up to C / 8 of polling per wait plus the sleep (the bound holds, the
+ * win is lost); a releaser runnable behind another thread on *another*
+ * CPU's run queue (oversubscription) is not seen by either score, and the
+ * waiter polls its budget; the first waits of a process use the start
+ * value of C, which can be off by a few times on machines unlike this
+ * one until the first sleep is measured; events (nemo_event) do not
+ * record their releaser's CPU, so only long_waits guides them.
  *
  * Kick mode (NEMO__WAIT_BOOST): the thread runs at the lowest real-time
  * priority, so that when it is woken it preempts a busy normal thread on
@@ -27,6 +80,10 @@
  * IPI" for threads that act as a runtime's logical processors).  Where
  * real-time priority is not permitted (no CAP_SYS_NICE, RLIMIT_RTPRIO 0)
  * kick mode is a plain wait: the first EPERM is remembered per thread.
+ * While it holds that priority, an adaptive poll lasts 4 us at most: at
+ * real-time priority a poll keeps every normal thread of its
+ * CPU off it, and its yields do not help them (found when concurrent
+ * test processes stalled for seconds beside a kick-mode stress run).
  */
 #define _GNU_SOURCE
 #include "waiter_internal.h"
@@ -36,59 +93,102 @@
 #include <sched.h>
 #include <stdint.h>
 
+/* A deadline with a negative tv_sec is in the past, not malformed: the
+ * wait times out (glibc's pthread_cond_timedwait and sem_timedwait do the
+ * same; a loop that waits for ETIMEDOUT must get it).  Only tv_nsec out
+ * of range, or another clock, is EINVAL. */
 int nemo__check_deadline(clockid_t clock, const struct timespec *abstime)
 {
 	if (clock != CLOCK_MONOTONIC && clock != CLOCK_REALTIME)
 		return EINVAL;
-	if (abstime && (abstime->tv_nsec < 0 || abstime->tv_nsec >= 1000000000L || abstime->tv_sec < 0))
+	if (abstime && (abstime->tv_nsec < 0 || abstime->tv_nsec >= 1000000000L))
 		return EINVAL;
 	return 0;
 }
 
-/* Ticks left until abstime on clock (0 if passed); UINT64_MAX if none. */
+/* Ticks left until abstime on clock (0 if passed); UINT64_MAX if none,
+ * or if it is too far away to count in ticks (centuries: as good as
+ * none, and the kernel still gets the real deadline). */
 static uint64_t ticks_until(clockid_t clock, const struct timespec *abstime)
 {
 	if (!abstime)
 		return UINT64_MAX;
+	if (abstime->tv_sec < 0)
+		return 0;
 	struct timespec now;
 	clock_gettime(clock, &now);
-	double ns = (double)(abstime->tv_sec - now.tv_sec) * 1e9 +
+	/* In double: exact enough, and no overflow for any time_t. */
+	double ns = ((double)abstime->tv_sec - (double)now.tv_sec) * 1e9 +
 		    (double)(abstime->tv_nsec - now.tv_nsec);
 	return ns > 0 ? nemo_ns_to_ticks(ns) : 0;
 }
 
-uint64_t nemo__spin_budget_ticks(const nemo_wait_policy *p, nemo_waiter *self)
+/* a + b, saturating at UINT64_MAX ("never"). */
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return b > UINT64_MAX - a ? UINT64_MAX : a + b;
+}
+
+#define SPIN_PURE_NS 1e6          /* SPIN: tight for 1 ms, then yielding */
+#define PREEMPT_NS 50000.0        /* a clock jump this long while polling: preempted */
+#define SHORTEN_AT 4              /* long_waits from which the budget is C / 8 */
+#define SAME_CPU_AT 4             /* same_cpu from which the thread does not poll */
+
+nemo__spin_plan nemo__spin_plan_for(const nemo_wait_policy *p, nemo_waiter *self)
 {
 	switch (p->kind) {
 	case NEMO_WAIT_SPIN:
-		return UINT64_MAX;
+		return (nemo__spin_plan){ nemo_ns_to_ticks(SPIN_PURE_NS), 0, UINT64_MAX };
 	case NEMO_WAIT_BLOCK:
-		return 0;
-	case NEMO_WAIT_HYBRID:
-		return nemo_ns_to_ticks(p->spin_ns ? p->spin_ns : NEMO_WAIT_HYBRID_DEFAULT_NS);
+		return (nemo__spin_plan){ 0, 0, 0 };
+	case NEMO_WAIT_HYBRID: {
+		uint64_t t = nemo_ns_to_ticks(p->spin_ns ? p->spin_ns : NEMO_WAIT_HYBRID_DEFAULT_NS);
+		return (nemo__spin_plan){ t, t, t };
+	}
 	case NEMO_WAIT_ADAPTIVE:
 	default: {
-		double b = nemo__block_cost_ns();
-		if (self && self->long_waits >= 4)
-			b /= 8;
-		return nemo_ns_to_ticks(b);
+		if (self && self->same_cpu >= SAME_CPU_AT)
+			return (nemo__spin_plan){ 0, 0, 0 };
+		double c = nemo__block_cost_ns();
+		if (self && self->long_waits >= SHORTEN_AT)
+			c /= 8;
+		/* A thread holding kick mode's real-time priority polls a few
+		 * microseconds at most: at that priority a poll keeps every
+		 * normal thread of its CPU off it. */
+		if (self && self->boosted && c > 4000)
+			c = 4000;
+		uint64_t t = nemo_ns_to_ticks(c);
+		return (nemo__spin_plan){ t, t, t };
 	}
 	}
 }
 
-/* Adaptive history: a saturating count of recent waits that outlasted the
- * full budget (they would have slept anyway). */
-static void adapt_update(nemo_waiter *self, uint64_t waited_ticks)
+void nemo__learn_releaser(nemo_waiter *w, int cpu)
+{
+	int rel = atomic_load_explicit(&w->rel_cpu, memory_order_relaxed);
+	if (rel < 0 || cpu < 0)
+		return;
+	uint32_t h = w->same_cpu;
+	if (rel == cpu)
+		h = h + 2 > 8 ? 8 : h + 2;
+	else
+		h = h ? h - 1 : 0;
+	w->same_cpu = h;
+}
+
+/* The history (see THE HISTORY above). */
+static void adapt_update(nemo_waiter *self, uint64_t waited_ticks, bool polled, bool preempted)
 {
 	if (!self)
 		return;
-	bool long_wait = nemo_ticks_to_ns((int64_t)waited_ticks) > nemo__block_cost_ns();
-	if (long_wait) {
-		if (self->long_waits < 8)
-			self->long_waits++;
-	} else {
-		self->long_waits = self->long_waits >= 2 ? self->long_waits - 2 : 0;
-	}
+	uint32_t h = self->long_waits;
+	if (preempted)
+		h += 2;
+	else if (!polled && nemo_ticks_to_ns((int64_t)waited_ticks) > nemo__block_cost_ns())
+		h += 1;
+	else if (polled)
+		h = h >= 2 ? h - 2 : 0;
+	self->long_waits = h > 8 ? 8 : h;
 }
 
 /* Kick mode: SCHED_FIFO 1 from the first kick-mode sleep on, kept while
@@ -148,6 +248,57 @@ static int futex_sleep(const nemo__wait_ops *ops, uint32_t *word, uint32_t val, 
 	return rc;
 }
 
+/* The poll phase: 0 once taken, ETIMEDOUT at the deadline, EAGAIN when
+ * the plan's time is up, or (adaptive only) when the CPU was lost for
+ * long across a yield: sleep now.  *preempted: the CPU was lost for long
+ * while polling. */
+static int poll_phase(const nemo__wait_ops *ops, void *arg, nemo__spin_plan plan, uint64_t start,
+		      uint64_t deadline, unsigned flags, bool adaptive, bool *preempted)
+{
+	uint64_t end = add_sat(start, plan.total), win_end = add_sat(start, plan.pure);
+	uint64_t gap = nemo_ns_to_ticks(PREEMPT_NS), last = start;
+	for (unsigned n = 1;; n++) {
+		if (ops->try_take(arg))
+			return 0;
+		nemo_cpu_relax();
+		/* A pause costs tens of cycles on some x86 cores: check the
+		 * clock every 4th, or a 1 us budget overshoots by a
+		 * microsecond or more (measured). */
+		if (n % 4 && last < win_end)
+			continue;
+		uint64_t now = nemo_ticks();
+		bool yielded = false;
+		if (now >= win_end && now < end && now < deadline) {
+			/* Window over: let a thread that wants this CPU run. */
+			sched_yield();
+			now = nemo_ticks();
+			win_end = add_sat(now, plan.window);
+			yielded = true;
+			if ((flags & NEMO__WAIT_CANCELLABLE))
+				pthread_testcancel();
+		}
+		if (now - last > gap) {
+			/* We lost the CPU: preempted while polling tight, or a
+			 * yield that let other threads run for long.  The CPU is
+			 * wanted; a yield there costs a time slice, a sleep's
+			 * wake-up would preempt instead. */
+			*preempted = true;
+			if (yielded && adaptive) {   /* SPIN never sleeps */
+				if (ops->try_take(arg))
+					return 0;
+				return EAGAIN;      /* sleep now */
+			}
+		}
+		last = now;
+		if (now >= deadline)
+			return ETIMEDOUT;
+		if (now >= end)
+			return EAGAIN;
+		if ((flags & NEMO__WAIT_CANCELLABLE) && n % 1024 == 0)
+			pthread_testcancel();
+	}
+}
+
 int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy *p,
 		    clockid_t clock, const struct timespec *abstime, unsigned flags)
 {
@@ -163,38 +314,24 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 	nemo_wait_policy pol;
 	if (nemo_wait_policy_resolve(p, &pol) != 0)
 		return EINVAL;
+	bool adaptive = pol.kind == NEMO_WAIT_ADAPTIVE;
 	uint64_t start = nemo_ticks();
-	uint64_t budget = nemo__spin_budget_ticks(&pol, self);
 	uint64_t left = ticks_until(clock, abstime);
-	uint64_t deadline = left == UINT64_MAX ? UINT64_MAX : start + left;
-	uint64_t spin_end = budget == UINT64_MAX ? UINT64_MAX : start + budget;
-	uint64_t yield_after = start + nemo_ns_to_ticks(1e6);
+	if (left == 0)
+		return ETIMEDOUT;      /* already past: never sleep on it */
+	uint64_t deadline = add_sat(start, left);
 
 	/* Poll. */
-	if (budget) {
-		for (unsigned n = 1;; n++) {
-			if (ops->try_take(arg)) {
-				if (self)
-					NEMO__COUNT(self, waits_polled);
-				if (pol.kind == NEMO_WAIT_ADAPTIVE)
-					adapt_update(self, nemo_ticks() - start);
-				return 0;
-			}
-			nemo_cpu_relax();
-			/* A pause costs tens of cycles on some x86 cores: check the
-			 * clock every 4th, or a 1 us budget overshoots by a
-			 * microsecond or more (measured). */
-			if (n % 4)
-				continue;
-			uint64_t now = nemo_ticks();
-			if (now >= deadline)
-				return ETIMEDOUT;
-			if (now >= spin_end)
-				break;
-			if (budget == UINT64_MAX && now >= yield_after)
-				sched_yield();
-			if ((flags & NEMO__WAIT_CANCELLABLE) && n % 1024 == 0)
-				pthread_testcancel();
+	bool preempted = false;
+	nemo__spin_plan plan = nemo__spin_plan_for(&pol, self);
+	if (plan.total) {
+		int rc = poll_phase(ops, arg, plan, start, deadline, flags, adaptive, &preempted);
+		if (rc != EAGAIN) {
+			if (rc == 0 && self)
+				NEMO__COUNT(self, waits_polled);
+			if (adaptive)
+				adapt_update(self, nemo_ticks() - start, rc == 0, preempted);
+			return rc;
 		}
 	}
 
@@ -206,6 +343,7 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 	int result;
 	for (;;) {
 		uint32_t *word, val, bits = 0;
+		uint64_t slept_at = nemo_ticks();
 		if (ops->sleep_begin(arg, &word, &val, &bits)) {
 			result = 0;
 			break;
@@ -215,15 +353,22 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 		int rc = futex_sleep(ops, word, val, bits, clock, abstime, flags);
 		ops->sleep_end(arg);
 		if (ops->try_take(arg)) {
+			/* Woken by a kick made after we published the sleep: what
+			 * that wake-up cost is a sample of the cost of blocking. */
+			uint64_t kicked = ops->kicked_at ? ops->kicked_at(arg) : 0;
+			if (kicked > slept_at)
+				nemo__learn_wake_latency(nemo_ticks_to_ns((int64_t)(nemo_ticks() - kicked)));
 			result = 0;
 			break;
 		}
+		/* A deadline in the past must not reach the kernel (it refuses
+		 * negative times with EINVAL): check before sleeping again. */
 		if (rc == ETIMEDOUT || (abstime && ticks_until(clock, abstime) == 0)) {
 			result = ETIMEDOUT;
 			break;
 		}
 	}
-	if (pol.kind == NEMO_WAIT_ADAPTIVE)
-		adapt_update(self, nemo_ticks() - start);
+	if (adaptive)
+		adapt_update(self, nemo_ticks() - start, false, preempted);
 	return result;
 }

@@ -115,6 +115,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -180,6 +181,8 @@ static nemo_waiter *slot_new(void)
 		w->boost = 0;
 		w->boosted = false;
 		w->long_waits = 0;
+		w->same_cpu = 0;
+		atomic_store_explicit(&w->bword, NULL, memory_order_relaxed);
 		atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&pool_lock);
@@ -210,6 +213,7 @@ int nemo_waiter_arm(nemo_waiter *w)
 		return EINVAL;
 	atomic_store_explicit(&w->token, 0, memory_order_relaxed);
 	atomic_store_explicit(&w->by_broadcast, 0, memory_order_relaxed);
+	atomic_store_explicit(&w->rel_cpu, -1, memory_order_relaxed);
 	return 0;
 }
 
@@ -243,17 +247,27 @@ static void wake_shared(_Atomic uint32_t *bw, uint32_t bits)
 	nemo_futex_wake_bitset((uint32_t *)bw, INT_MAX, bits, NEMO_FUTEX_PRIVATE, NULL); /* K3 */
 }
 
-/* R2, R3 and the wake (K1-K3 for a slot on a shared word).
+void nemo__kick_done(uint64_t stamp)
+{
+	nemo__learn_kick_cost(nemo_ticks_to_ns((int64_t)(nemo_ticks() - stamp)));
+}
+
+/* R2, R3 and the wake (K1-K3 for a slot on a shared word).  The slot is
+ * stamped before the wake, so that its owner learns the wake-up latency
+ * (policy.c, THE COST OF BLOCKING); the stamp is not part of the
+ * handshake (relaxed, and read only after the owner was woken).
  * Returns true if it made a FUTEX_WAKE. */
 static bool kick(nemo_waiter *w)
 {
 	if (!claim(w))
 		return false;
+	uint64_t t = nemo__kick_stamp(&w->kicked_at);
 	_Atomic uint32_t *bw = atomic_load_explicit(&w->bword, memory_order_relaxed); /* K1 */
 	if (bw)
 		wake_shared(bw, w->bbit);
 	else
 		nemo_futex_wake((uint32_t *)&w->state, 1, NEMO_FUTEX_PRIVATE, NULL);
+	nemo__kick_done(t);
 	return true;
 }
 
@@ -287,6 +301,7 @@ size_t nemo__waiter_kick_many(nemo_waiter *const *ws, size_t n)
 		if (!claim(w))
 			continue;
 		woken++;
+		nemo__kick_stamp(&w->kicked_at);
 		_Atomic uint32_t *bw = atomic_load_explicit(&w->bword, memory_order_relaxed); /* K1 */
 		int k = 0;
 		while (k < nw && words[k] != bw)
@@ -315,6 +330,7 @@ int nemo_waiter_release(nemo_waiter *w)
 {
 	if (!w)
 		return EINVAL;
+	nemo__release_mark(w, sched_getcpu());
 	atomic_store_explicit(&w->token, 1, memory_order_seq_cst);   /* R1 */
 	kick(w);                                                     /* R2, R3 */
 	return 0;
@@ -356,19 +372,29 @@ static void slot_sleep_end(void *arg)
 	atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);   /* W5 */
 }
 
+static uint64_t slot_kicked_at(void *arg)
+{
+	nemo_waiter *w = arg;
+	return atomic_load_explicit(&w->kicked_at, memory_order_relaxed);
+}
+
 static const nemo__wait_ops slot_ops = {
 	.try_take = slot_try_take,
 	.sleep_begin = slot_sleep_begin,
 	.sleep_end = slot_sleep_end,
+	.kicked_at = slot_kicked_at,
 	.futex_flags = NEMO_FUTEX_PRIVATE,
 };
 
 int nemo__waiter_wait_flags(nemo_waiter *w, const nemo_wait_policy *p, clockid_t clock,
 			    const struct timespec *abstime, unsigned flags)
 {
+	int cpu = sched_getcpu();
 	atomic_store_explicit(&w->state, NEMO_WAITER_POLLING, memory_order_relaxed);     /* W1 */
 	int rc = nemo__wait_loop(&slot_ops, w, p, clock, abstime, flags);
 	atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
+	if (rc == 0)
+		nemo__learn_releaser(w, cpu);
 	return rc;
 }
 

@@ -23,6 +23,15 @@ struct nemo_waiter {
 	_Alignas(NEMO__CACHELINE) _Atomic uint32_t state;  /* nemo_waiter_state; the futex word */
 	_Atomic uint32_t token;       /* 0 armed, 1 released */
 	_Atomic uint32_t by_broadcast; /* release came from a broadcast (cond) */
+	/* Ticks when a kicker last issued a FUTEX_WAKE for this slot (written
+	 * just before the wake; the woken owner learns the wake-up latency
+	 * from it: policy.c, THE COST OF BLOCKING). */
+	_Atomic uint64_t kicked_at;
+	/* The CPU the releaser ran on (written before the token, read by the
+	 * owner after it saw the token): a releaser that had to run on the
+	 * waiter's own CPU means polling there only delayed it (wait.c,
+	 * THE HISTORY). */
+	_Atomic int32_t rel_cpu;
 
 	/* Queue fields of the layer that queues the slot (nemo_cond):
 	 * written under that layer's lock, or by the releaser before the
@@ -42,7 +51,8 @@ struct nemo_waiter {
 	/* Owner-only; read by nemo_waiter_get_counters with relaxed loads. */
 	_Alignas(NEMO__CACHELINE) _Atomic uint64_t kicks_issued, kicks_avoided;
 	_Atomic uint64_t waits, waits_polled, sleeps;
-	uint32_t long_waits;          /* adaptive history: 0..8 */
+	uint32_t long_waits;          /* adaptive history: 0..8 (wait.c) */
+	uint32_t same_cpu;            /* adaptive history: releasers on our CPU, 0..8 */
 	int boost;                    /* kick mode: 0 untried, 1 works, -1 not permitted */
 	bool boosted;                 /* running at the kick-mode priority now */
 
@@ -85,6 +95,10 @@ typedef struct nemo__wait_ops {
 	bool (*sleep_begin)(void *arg, uint32_t **word, uint32_t *val, uint32_t *bits);
 	/* Undo the publication once futex_wait has returned. */
 	void (*sleep_end)(void *arg);
+	/* Optional: the tick stamp of the last kick that issued a FUTEX_WAKE
+	 * for this waiter (0 if unknown), so that the adaptive policy learns
+	 * what a wake-up costs (policy.c, THE COST OF BLOCKING). */
+	uint64_t (*kicked_at)(void *arg);
 	int futex_flags;              /* NEMO_FUTEX_PRIVATE / _SHARED */
 } nemo__wait_ops;
 
@@ -106,9 +120,16 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 int nemo__waiter_wait_flags(nemo_waiter *w, const nemo_wait_policy *p, clockid_t clock,
 			    const struct timespec *abstime, unsigned flags);
 
-/* Spin budget of a resolved policy for the calling thread, in ticks
- * (UINT64_MAX: forever). */
-uint64_t nemo__spin_budget_ticks(const nemo_wait_policy *resolved, nemo_waiter *self);
+/* How a waiter spends its poll phase (wait.c, THE PLANS), in ticks: poll
+ * in a tight loop for `pure`, then in tight windows of `window` with one
+ * sched_yield() before each (window 0: a yield before every poll), until
+ * `total` (UINT64_MAX: forever) has passed since the start. */
+typedef struct nemo__spin_plan {
+	uint64_t pure, window, total;
+} nemo__spin_plan;
+
+/* The poll phase of a resolved policy for the calling thread. */
+nemo__spin_plan nemo__spin_plan_for(const nemo_wait_policy *resolved, nemo_waiter *self);
 
 /* nemo_waiter_kick for layers above: returns true if it had to make a
  * FUTEX_WAKE (the target slept), false if the target was awake. */
@@ -123,9 +144,35 @@ size_t nemo__waiter_kick_many(nemo_waiter *const *ws, size_t n);
 /* Drop the kick-mode boost, if this thread holds it (back to SCHED_OTHER). */
 void nemo__boost_leave(void);
 
-/* What blocking costs a waiter, ns: wake latency + sleeper CPU (loads or
- * measures once).  The adaptive budget. */
+/* What blocking costs a waiter, ns (policy.c, THE COST OF BLOCKING): the
+ * adaptive budget. */
 double nemo__block_cost_ns(void);
+
+/* Samples for it: a woken sleeper's measured wake-up latency, and a
+ * kicker's FUTEX_WAKE syscall time. */
+void nemo__learn_wake_latency(double ns);
+void nemo__learn_kick_cost(double ns);
+
+/* Stamp "a FUTEX_WAKE is issued now" into *at and return the stamp;
+ * nemo__kick_done(stamp) then learns the kicker's syscall cost. */
+static inline uint64_t nemo__kick_stamp(_Atomic uint64_t *at)
+{
+	uint64_t t = nemo_ticks();
+	atomic_store_explicit(at, t, memory_order_relaxed);
+	return t;
+}
+void nemo__kick_done(uint64_t stamp);
+
+/* Releaser side of the same-CPU history: record the calling thread's CPU
+ * in w before the token store that releases it. */
+static inline void nemo__release_mark(nemo_waiter *w, int cpu)
+{
+	atomic_store_explicit(&w->rel_cpu, cpu, memory_order_relaxed);
+}
+
+/* Waiter side: the wait of w that started on CPU `cpu` was released; learn
+ * whether its releaser ran there too (wait.c). */
+void nemo__learn_releaser(nemo_waiter *w, int cpu);
 
 /* Validate an absolute deadline: NULL ok; EINVAL if malformed or the
  * clock is neither CLOCK_MONOTONIC nor CLOCK_REALTIME. */

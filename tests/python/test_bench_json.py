@@ -88,34 +88,130 @@ def test_unicast(tmp_path, schema):
             assert row["voluntary_ctx_switches_per_trial"] < 0.5, row["mechanism"]
 
 
-def test_broadcast(tmp_path, schema):
-    doc, path = run(tmp_path, "broadcast", "--trials", "40", "--waiters", "1,3",
-                    "--delay-us", "20:30")
-    jsonschema.validate(doc, schema)
-    rows = doc["results"]
-    assert {(r["mechanism"], r["waiters"]) for r in rows} == {
-        (m, k) for m in ("condvar", "futex", "nemo-cond", "nemo-am") for k in (1, 3)}
+def check_broadcast_rows(doc, path, trials):
+    """Rows with waiters are broadcasts; the others, the one-way spin rows
+    from the sender to every waiter CPU, which each broadcast row points at."""
+    rows = [r for r in doc["results"] if "waiters" in r]
+    oneway = {r["dst_cpu"]: r for r in doc["results"] if "waiters" not in r}
+    src = doc["config"]["src_cpu"]
     for row in rows:
-        check_row(row, path, 40)
+        check_row(row, path, trials)
+        assert row["src_cpu"] == src
         assert len(row["waiter_cpus"]) == row["waiters"]
+        assert row["dst_cpu"] == row["waiter_cpus"][0]
         for key in ("first_ns", "last_ns", "spread_ns"):
             check_stats(row[key])
         assert row["first_ns"]["p50"] <= row["last_ns"]["p50"]
         if row["waiters"] == 1:
             assert row["spread_ns"]["max"] == 0
             assert row["first_ns"] == row["last_ns"]
+        threads = row["waiter_cpus"] + [src]
+        assert row["oversubscribed"] == (len(set(threads)) < len(threads))
+        # nemo's mechanisms say how their waiters waited.
+        if row["mechanism"].startswith("nemo-"):
+            assert row["policy"] == ("block" if row["scenario"] == "blocked"
+                                     else doc["config"]["poll_policy"])
+        else:
+            assert "policy" not in row
+        others = [c for c in row["waiter_cpus"] if c != src]
+        if others:
+            assert row["one_way_spin_p50_ns"] == pytest.approx(
+                max(oneway[c]["latency_ns"]["p50"] for c in others))
+        else:
+            assert row["one_way_spin_p50_ns"] is None
+    assert set(oneway) == {c for r in rows for c in r["waiter_cpus"] if c != src}
+    for row in oneway.values():
+        check_row(row, path, trials)
+        assert (row["mechanism"], row["scenario"]) == ("spin", "one-way")
+        assert row["src_cpu"] == src
+        assert isinstance(row["distance"], int)
+    return rows
+
+
+def test_broadcast_blocked(tmp_path, schema):
+    doc, path = run(tmp_path, "broadcast", "--trials", "40", "--waiters", "1,3",
+                    "--scenarios", "blocked", "--delay-us", "20:30", "--rounds", "3")
+    jsonschema.validate(doc, schema)
+    assert doc["config"]["rounds"] == 3
+    assert doc["config"]["scenarios"] == ["blocked"]
+    rows = check_broadcast_rows(doc, path, 40)
+    assert {(r["mechanism"], r["waiters"]) for r in rows} == {
+        (m, k) for m in ("condvar", "futex", "nemo-cond", "nemo-event", "ck-ec", "nemo-am")
+        for k in (1, 3)}
+    for row in rows:
+        assert row["scenario"] == "blocked"
+        # The waiters really slept (context switches, not times).
+        assert row["voluntary_ctx_switches_per_trial"] > 0.5, row["mechanism"]
+
+
+def test_broadcast_polling_default_k(tmp_path, schema):
+    """Default K: polling rows only where every waiter has a CPU of its own;
+    the others are listed as not run.  The waiters never sleep."""
+    doc, path = run(tmp_path, "broadcast", "--trials", "40", "--scenarios", "polling",
+                    "--rounds", "2")
+    jsonschema.validate(doc, schema)
+    cfg = doc["config"]
+    assert cfg["poll_policy"] == "spin" and cfg["poll_delay_us"] == [0.3, 2.0]
+    rows = check_broadcast_rows(doc, path, 40)
+    waiter_cpus = len(set(cfg["waiter_cpu_order"]) - {cfg["src_cpu"]})
+    ks = [k for k in cfg["waiters"] if k <= waiter_cpus]
+    assert ks and {k for k in cfg["waiters"] if k > waiter_cpus} == {
+        x["waiters"] for x in cfg["not_run"]}
+    assert {(r["mechanism"], r["waiters"]) for r in rows} == {
+        (m, k) for m in ("spin", "nemo-cond", "nemo-event", "ck-ec", "nemo-am") for k in ks}
+    for row in rows:
+        assert row["scenario"] == "polling"
+        assert not row["oversubscribed"]
+        assert row["voluntary_ctx_switches_per_trial"] < 0.5, row["mechanism"]
+
+
+def test_broadcast_default_k_covers_the_machine(tmp_path):
+    """More than 8 CPUs: K reaches every CPU but the sender's."""
+    doc, _ = run(tmp_path, "broadcast", "--trials", "1", "--warmup", "0",
+                 "--mechanisms", "spin", "--rounds", "1")
+    cfg = doc["config"]
+    p = len(set(cfg["waiter_cpu_order"]) - {cfg["src_cpu"]})
+    if p < 8:
+        assert cfg["waiters"] == [1, 2, 4, 8]
+    else:
+        assert cfg["waiters"][-1] == p
+        assert cfg["waiters"][:-1] == [2 ** i for i in range(len(cfg["waiters"]) - 1)]
 
 
 def test_coherence(tmp_path, schema):
     doc, path = run(tmp_path, "coherence", "--trials", "100")
     jsonschema.validate(doc, schema)
     n = doc["machine"]["cpus"]
-    pairs = {(r["src_cpu"], r["dst_cpu"], r["scenario"]) for r in doc["results"]}
-    expected = {(a, b, s) for a in range(n) for b in range(n) if a != b
-                for s in ("one-way", "round-trip")}
-    assert pairs == expected
+    cfg = doc["config"]
+    if n <= 64:
+        assert cfg["pairs"] == "all"
+        pairs = {(r["src_cpu"], r["dst_cpu"], r["scenario"]) for r in doc["results"]}
+        expected = {(a, b, s) for a in range(n) for b in range(n) if a != b
+                    for s in ("one-way", "round-trip")}
+        assert pairs == expected
+    assert cfg["pairs_measured"] == len(doc["results"]) // 2
+    assert cfg["pairs_total"] == n * (n - 1)
+    assert cfg["trials"] == 100 and cfg["trials_scaled"] is False
+    assert sum(c["pairs"] for c in cfg["distance_classes"]) == cfg["pairs_measured"]
     for row in doc["results"]:
         check_row(row, path, 100)
+        assert isinstance(row["distance"], int) and row["distance"] != 0
+
+
+def test_coherence_sample(tmp_path, schema):
+    """--pairs sample: from every CPU, some CPUs of each distance class.
+    (Which pairs, and the trials per pair on many CPUs, are checked for
+    16- to 128-CPU machines by test_plan.)"""
+    doc, path = run(tmp_path, "coherence", "--pairs", "sample", "--mechanisms", "spin",
+                    "--trials", "40")
+    jsonschema.validate(doc, schema)
+    cfg = doc["config"]
+    assert cfg["pairs"] == "sample"
+    assert cfg["trials"] == 40 and cfg["trials_scaled"] is False
+    assert {r["src_cpu"] for r in doc["results"]} == set(cfg["cpus"])
+    assert len(doc["results"]) == cfg["pairs_measured"]
+    for row in doc["results"]:
+        check_row(row, path, 40)
 
 
 def test_policy(tmp_path, schema):
@@ -173,6 +269,21 @@ def test_schema_rejects_renamed_field(tmp_path, schema):
         jsonschema.validate(doc, schema)
 
 
+def test_schema_checks_the_broadcast_fields(tmp_path, schema):
+    doc, _ = run(tmp_path, "broadcast", "--mechanisms", "spin", "--waiters", "1",
+                 "--trials", "10", "--rounds", "1")
+    jsonschema.validate(doc, schema)
+    for key, bad in (("oversubscribed", "no"), ("one_way_spin_p50_ns", -1), ("waiters", 0)):
+        d = json.loads(json.dumps(doc))
+        d["results"][0][key] = bad
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(d, schema)
+    d = json.loads(json.dumps(doc))
+    d["results"][-1]["distance"] = 9           # the one-way row's class
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(d, schema)
+
+
 def test_schema_rejects_a_throughput_row_without_its_fields(tmp_path, schema):
     """A throughput row is checked as one; a latency suite cannot pass one off."""
     doc, _ = run(tmp_path, "throughput", "--mechanisms", "ck-ring", "--seconds", "0.1")
@@ -184,3 +295,101 @@ def test_schema_rejects_a_throughput_row_without_its_fields(tmp_path, schema):
     doc["suite"] = "unicast"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, schema)
+
+
+PRELOAD_PROGRAMS = ("condvar-handoff", "python-handoff", "pool")
+
+
+def check_preload_rows(doc, path, programs, modes, rounds):
+    rows = {(r["mechanism"], r["mode"]): r for r in doc["results"]}
+    assert set(rows) == {(p, m) for p in programs for m in modes}
+    assert [r["mechanism"] for r in doc["results"]] == [p for p in programs for _ in modes]
+    for (prog, mode), row in rows.items():
+        base = rows[(prog, "glibc")]
+        assert row["trials"] == rounds == len(row["rate_per_s_rounds"])
+        check_stats(row["rate_per_s_stats"])
+        rates = sorted(row["rate_per_s_rounds"])
+        assert row["rate_per_s"] == pytest.approx(row["rate_per_s_stats"]["p50"])
+        assert rates[0] == pytest.approx(row["rate_per_s_stats"]["min"])
+        assert rates[-1] == pytest.approx(row["rate_per_s_stats"]["max"])
+        # The ratio is computed within the run, from the medians.
+        if base["rate_per_s"] > 0:
+            assert row["ratio_vs_glibc"] == pytest.approx(row["rate_per_s"] / base["rate_per_s"])
+        # nemo-bench checked every child's own report against its mode.
+        assert row["preloaded"] == row["interposed"] == (mode != "glibc")
+        assert row["report"]["interposed"] == row["interposed"]
+        assert row["nemo_wait"] == (None if mode in ("glibc", "nemo-default") else mode[5:])
+        assert row["report"]["nemo_wait"] == (row["nemo_wait"] or "")
+        with open(path.parent / row["samples_file"]) as f:
+            lines = list(csv.DictReader(f))
+        assert [int(x["round"]) for x in lines] == list(range(rounds))
+        assert [float(x["rate_per_s"]) for x in lines] == pytest.approx(row["rate_per_s_rounds"], rel=1e-6, abs=1e-3)
+    assert rows[(programs[0], "glibc")]["ratio_vs_glibc"] in (1.0, None)
+
+
+def test_preload(tmp_path, schema):
+    doc, path = run(tmp_path, "preload", "--seconds", "0.2", "--rounds", "2", "--policies", "block")
+    jsonschema.validate(doc, schema)
+    assert doc["suite"] == "preload"
+    cfg = doc["config"]
+    assert cfg["trials"] == cfg["rounds"] == 2
+    assert cfg["modes"] == ["glibc", "nemo-default", "nemo-block"]
+    assert cfg["skipped"] == [] and cfg["python"]
+    assert cfg["preload_library"].endswith("/libnemo-preload.so")
+    assert cfg["pool_workers"] >= 2
+    for key in ("warmup", "delay_us", "seed", "scenarios"):
+        assert key not in cfg
+    check_preload_rows(doc, path, PRELOAD_PROGRAMS, cfg["modes"], 2)
+    units = {r["mechanism"]: r["unit"] for r in doc["results"]}
+    assert units == {"condvar-handoff": "hand-offs", "python-handoff": "round trips", "pool": "tasks"}
+
+
+def test_preload_without_python(tmp_path, schema):
+    """With no python3 on PATH, python-handoff is skipped with its reason,
+    and is an error when named."""
+    empty = tmp_path / "nopath"
+    empty.mkdir()
+    env = dict(os.environ, PATH=str(empty))
+    out = tmp_path / "p.json"
+    subprocess.run([BENCH, "preload", "--quiet", "--seconds", "0.1", "--rounds", "1",
+                    "--json", str(out)], check=True, timeout=300, env=env)
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, schema)
+    assert [s["mechanism"] for s in doc["config"]["skipped"]] == ["python-handoff"]
+    assert "python3" in doc["config"]["skipped"][0]["reason"]
+    assert doc["config"]["python"] is None
+    assert {r["mechanism"] for r in doc["results"]} == {"condvar-handoff", "pool"}
+    named = subprocess.run([BENCH, "preload", "--mechanisms", "python-handoff", "--seconds", "0.1"],
+                           capture_output=True, text=True, timeout=300, env=env)
+    assert named.returncode == 1
+    assert "python-handoff is not available here" in named.stderr
+
+
+def test_preload_environment(tmp_path):
+    """The children get neither the caller's LD_PRELOAD, NEMO_WAIT nor
+    NEMO_PROFILE: nemo-default is the default policy whatever the caller
+    has set, and glibc is not preloaded."""
+    out = tmp_path / "p.json"
+    env = dict(os.environ, NEMO_WAIT="spin", NEMO_PROFILE=str(tmp_path / "nope"),
+               XDG_CACHE_HOME=str(tmp_path))
+    subprocess.run([BENCH, "preload", "--quiet", "--mechanisms", "pool,condvar-handoff",
+                    "--seconds", "0.1", "--rounds", "1", "--json", str(out)],
+                   check=True, timeout=300, env=env)
+    doc = json.loads(out.read_text())
+    assert [r["mechanism"] for r in doc["results"]] == ["pool", "pool", "condvar-handoff", "condvar-handoff"]
+    for r in doc["results"]:
+        assert r["report"]["nemo_wait"] == ""
+        assert r["interposed"] == (r["mode"] == "nemo-default")
+
+
+def test_schema_rejects_a_preload_row_without_its_ratio(tmp_path, schema):
+    doc, _ = run(tmp_path, "preload", "--mechanisms", "pool", "--seconds", "0.1", "--rounds", "1")
+    jsonschema.validate(doc, schema)
+    bad = json.loads(json.dumps(doc))
+    del bad["results"][1]["ratio_vs_glibc"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+    bad = json.loads(json.dumps(doc))
+    bad["results"][1]["mode"] = "preloaded"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
