@@ -1,15 +1,20 @@
 /*
- * place.pml - the two protocols of the messaging layer that decide whether
- * a place sleeps and whether a message is delivered, checked with spin:
+ * place.pml - the protocols of the messaging layer that decide whether a
+ * place sleeps, whether a message is delivered, and who sent it, checked
+ * with spin:
  *   P1  no lost wake-up: the receiver never ends blocked in futex_wait
  *       while a message that was (or will be) sent with result OK is
  *       still unconsumed;
  *   P2  delivered xor failed on leave: every message is either handled
  *       by the receiver once and its send returned 0, or never handled
  *       and its send returned ESRCH - never handled-and-ESRCH, never
- *       0-and-unhandled, never handled twice.
+ *       0-and-unhandled, never handled twice;
+ *   P3  who sent it (-DGEN): the handler of every message names the
+ *       occupant of the sender index that wrote it, although the index
+ *       changes hands between two messages of one queue.
  * The protocol is written out at the top of src/messaging/queue.c (send
- * S0-S5, receive D1-D2, wait W1-W5, leave L1-L3); the labels here are its.
+ * S0-S5 and G1-G2, receive D1-D5, wait W1-W6 and B1, leave L1-L3); the
+ * labels here are its.
  *
  * THE MODEL
  *
@@ -21,52 +26,76 @@
  * reads queue s at its position rd[s] (in->head / in->nf_head).  R's hot
  * set (me->hot[]) starts as {S1} (-DHOT0=0: empty, a fresh place) and
  * gains a sender when D2 finds messages from it (hot_add); NEMO__HOT = 4
- * means nothing is ever evicted here.  Sequentially consistent memory: the
- * C code uses seq_cst for S2 (fence), S3, S4, S5, W2, W3's hint load, D2,
- * L1 and L3, and the argument below needs nothing weaker; the relaxed
- * stores of W1/W5 and the acquire loads of hot queues only save or add
- * work.  Each numbered step is one atomic step; where C makes two atomic
- * accesses in one step the model splits them (S3: the status load, then
- * the CAS; S4: the hint load, then fetch_or; pending(): the hint, then
- * each hot queue), except S5's load + CAS, merged as in slot.pml (a load
- * of SLEEPING followed by a failing CAS acts as a load of anything else).
- * The kernel's futex is `queued` (R is on the futex queue) under one
- * atomic step per futex operation; futex_wait may return spuriously at
- * most MAXSPUR times in total.  Not modelled: NEMO_MORE / NEMO_PUSH,
- * interrupt mode (W6, signals), deadlines, full queues and drain budgets,
- * later occupants of the index (generation tags; S0/S3 compare the whole
- * status word, which is FREE/ACTIVE/LEAVING of one generation here).
+ * means nothing is ever evicted here.  Memory is sequentially consistent
+ * except for one thing that the asymmetric barrier is about: with -DLEAVE
+ * a sender's entry store S1 either reaches memory at once or stays in the
+ * sender's store buffer (x86-TSO; at most one store is ever pending:
+ * pend[s]) past S3's status load, until the sender's next fence or locked
+ * instruction (P, the retract's CAS) or the leaver's membarrier, which
+ * makes every running thread pass a barrier.  So S3's load may overtake
+ * S1, as it may in C now that S2 is no fence (-DFENCED: S2 is the
+ * fallback's fence, and S1 reaches memory before S3).  The C
+ * code uses seq_cst for S3, S4, S5, W2, W3's hint load, B1, D2, L1 and
+ * L3; the relaxed stores of W1/W5 and the acquire loads of hot queues
+ * only save or add work.  Each numbered step is one atomic step; where C
+ * makes two atomic accesses in one step the model splits them (S3: the
+ * status load, then the CAS; S4: the hint load, then fetch_or; pending():
+ * the hint, then each hot queue), except S5's load + CAS, merged as in
+ * slot.pml (a load of SLEEPING followed by a failing CAS acts as a load of
+ * anything else).  Places sleep on the domain's shared word bseq, each
+ * with its own bit (waiter.c, SHARED WORD; slot.pml -DSHARED): B1 reads
+ * bseq before W2, W4 is futex_wait(bseq, seen), and a kick bumps bseq
+ * after its CAS and then wakes.  The kernel's futex is `queued` (R is on
+ * the futex queue of bseq with its bit) under one atomic step per futex
+ * operation; futex_wait may return spuriously at most MAXSPUR times in
+ * total.  Not modelled: NEMO_MORE / NEMO_PUSH, interrupt mode (W6,
+ * signals), deadlines, full queues and drain budgets, the receiver tag
+ * (S0/S3 compare the whole status word, which is FREE/ACTIVE/LEAVING of
+ * one generation of R here).
  *
  * Ghost state, never read by the protocol: res[m] (NONE / PEND = written,
  * not decided / OK / FAIL), cons[m] (times R handled message m), consumed
- * (their sum).  Asserted as it happens: never handled twice, never
- * handled after its send returned FAIL, never retracted (FAIL) after it
- * was handled.  Asserted by the watcher once nothing can move: R is not
- * asleep in futex_wait (P1) and every message is settled - OK and handled
- * once, or FAIL and never handled (P2; in the default configuration,
- * where every send is OK, also: all handled).  R blocked in W4 is
- * moreover an invalid end state on its own.
+ * (their sum), wr[m] (-DGEN: the generation that wrote m).  Asserted as
+ * it happens: never handled twice, never handled after its send returned
+ * FAIL, never retracted (FAIL) after it was handled, the handler's sender
+ * is the writer (P3).  Asserted by the watcher once nothing can move: R is
+ * not asleep in futex_wait (P1) and every message is settled - OK and
+ * handled once, or FAIL and never handled (P2; in the default
+ * configuration, where every send is OK, also: all handled).  R blocked
+ * in W4 is moreover an invalid end state on its own.
  *
  * MAPPING TO THE C CODE
  *
  * Sender (nemo__msg_send for the ring, notify_send for the FIFO, both in
  * src/messaging/queue.c):
  *   S0  nemo__dest(): load(status) != ACTIVE of the id's generation -> ESRCH
+ *   G1  (-DGEN, claim(): the second occupant's first entry) wait until
+ *       the first occupant's entry is given back: FIFO load(entry at
+ *       nf_tail - 1) == 0; ring load(link->ack) == tail
+ *   G2  store(link's sender-generation word, own generation)
  *   S1  ring: payload, then the head slot's seq (store, release);
- *       FIFO: the entry word.  From here on R can see it.
- *   S2  atomic_thread_fence(seq_cst): nothing under SC; in C it orders
- *       S1 before S3's load (store-buffering with L1;L2)
- *   S3  load(status, seq_cst) != st -> retract(): CAS(seq / FIFO word:
- *       entry -> 0); success: rewind the tail, ESRCH; failure: return 0
- *   S4  nemo__publish(): load(hint word, seq_cst) has bit s -> stop
- *       (kicks_skipped); else fetch_or(hint word, bit s, seq_cst)
+ *       FIFO: the entry word.  Into the store buffer (-DLEAVE), else
+ *       straight to memory.  From then on R can see it.
+ *   S2  no fence (THE ASYMMETRIC BARRIER); -DFENCED: the fallback's
+ *       seq_cst fence, which empties the store buffer
+ *   S3  load(status, seq_cst) != st -> retract(): (ring: load(ack) past
+ *       the entry -> 0) CAS(seq / FIFO word: entry -> 0), a locked
+ *       instruction; success: rewind the tail, ESRCH; failure: return 0
+ *   P   nemo__publish(): atomic_thread_fence(seq_cst)
+ *   S4  load(hint word, seq_cst) has bit s -> stop (kicks_skipped); else
+ *       fetch_or(hint word, bit s, seq_cst)
  *   S5  nemo__kick() (src/messaging/kick.c) -> nemo__waiter_kick_issued():
- *       load(state) == SLEEPING and CAS(SLEEPING -> RUNNING): FUTEX_WAKE
+ *       load(state) == SLEEPING and CAS(SLEEPING -> RUNNING); then bump
+ *       bseq and FUTEX_WAKE_BITSET with R's bit (K1-K3 of waiter.c)
  * Receiver R:
  *   take(s)        drain_link(final = false): consume while the entry at
  *                  R's position is valid.  FIFO (default): load, store 0.
  *                  Ring (-DRING): load only, advance in->head, and
- *                  publish_ack() (link->ack := head) at the end.
+ *                  publish_ack() (link->ack := head) at the end.  -DGEN
+ *                  splits the consumption into D3 (the load), D4 (the
+ *                  load of the sender-generation word: the handler's
+ *                  src) and D5 (the give-back: the FIFO's store of 0, the
+ *                  ring's ack).
  *   final_take(s)  drain_link(final = true): consume by CAS(entry -> 0);
  *                  stop at an empty entry or a failed CAS
  *   drain()        nemo__drain(final = false): D1 take() of every hot
@@ -77,15 +106,17 @@
  *   place_wait()   nemo_place_wait() through nemo__wait_loop() (wait.c):
  *     W1  state := POLLING; one poll = place_try_take(): pending() ->
  *         drain(); return if it handled something (more polls repeat it)
- *     W2  place_sleep_begin(): exchange(state, SLEEPING, seq_cst)
+ *     B1  place_sleep_begin(): seen := load(bseq, seq_cst)
+ *     W2  exchange(state, SLEEPING, seq_cst)
  *     W3  ... if pending(): state := RUNNING (undo); in C futex_wait then
  *         returns at once, the model skips it; then place_try_take()
- *     W4  futex_sleep(): futex_wait(&state, SLEEPING)
+ *     W4  futex_sleep(): futex_wait_bitset(bseq, seen, R's bit)
  *     W5  place_sleep_end(): state := RUNNING; place_try_take() (pending()
- *         -> drain()); handled -> return, else W2
+ *         -> drain()); handled -> return, else B1
  *   nemo_place_leave() (src/messaging/domain.c): L1 store(status,
- *     LEAVING); L2 nemo__drain(final = true): final_take() of every queue,
- *     passes until one handles nothing; L3 store(status, FREE)
+ *     LEAVING, seq_cst); membarrier (nemo__asym_heavy); L2 nemo__drain
+ *     (final = true): final_take() of every queue, passes until one
+ *     handles nothing; L3 store(status, FREE)
  *
  * CONFIGURATIONS (tests/check_models.sh)
  *
@@ -94,29 +125,44 @@
  *   -DLEAVE          R waits 0, 1 or 2 times (only while a message is
  *                    still to come: with none, a wait rightly blocks for
  *                    ever) and then leaves while the senders still send:
- *                    P1 for the waits, P2 for the leave.
+ *                    P1 for the waits, P2 for the leave, with buffered
+ *                    entry stores and the leaver's barrier.
+ *   -DLEAVE -DFENCED the fallback without membarrier: senders fence at S2,
+ *                    the leaver does not call membarrier.
  *   -DRING           the ring's read-only consumption instead of the
  *                    FIFO's load-and-clear (matters for P2 only).
  *                    It includes queue.c's ack check (ACK_RECHECK): at
  *                    S3, after the status load found a change, the sender
  *                    first loads link->ack; if R's published position is
  *                    past its entry, R handled it: return 0, no CAS.
- *   -DRING -DBROKEN_NO_ACK  the ring without that check: must fail.
+ *   -DGEN            P3: sender 0's index changes hands: occupant 1
+ *                    writes its first message, leaves, and occupant 2
+ *                    writes the second (after G1 and G2); sender 1 does
+ *                    not run.  With -DRING: the ring's G1 (ack == tail)
+ *                    and D5 (the ack at the end of take()).
  *
  * WHY IT WORKS
  *
  * Sleep: S4;S5 and W2;W3 are the store-buffering pattern of waiter.c
  * (hint store, state load against state store, hint load): either W3
- * sees the hint bit, or S5 sees SLEEPING and kicks.  A sender that finds
- * its bit already set skips the kick: only it sets that bit, its earlier
+ * sees the hint bit, or S5 sees SLEEPING and kicks; its bump of bseq
+ * follows its CAS, which follows W2, which follows B1, so W4 either finds
+ * bseq changed or is queued before the wake.  A sender that finds its
+ * bit already set skips the kick: only it sets that bit, its earlier
  * send set it and then kicked (S5), and R has not yet exchanged it away -
  * so R's next exchange (D2) comes after this send's S1, and drains it;
  * until then pending() is true and R does not sleep.  Hot queues only
  * add early finds.
  * Leave: S1;S3 and L1;L2 are the same pattern (entry store, status load
- * against status store, entry load): either S3 sees ACTIVE, and then L2
- * (after L1, after S3) sees the entry and takes it; or S3 sees the change
- * and its CAS races L2's CAS on the same word, and exactly one wins.
+ * against status store, entry load).  The leaver's membarrier after L1
+ * puts every sender's pending entry store into memory: a sender whose S3
+ * read ACTIVE read it before L1, so its S1 was in its store buffer or
+ * memory before the barrier, and L2 (after the barrier) sees the entry
+ * and takes it; a sender whose S3 sees the change races L2 with its CAS
+ * on the same word, and exactly one wins.
+ * Who sent it: G2 comes before S1 and D4 after D3, so D4 reads the word
+ * of the entry's writer or a later one; the later occupant stores only
+ * after G1 saw the entry given back (D5), which follows D4.
  *
  * RING: A REAL BUG THIS MODEL FOUND (now -DRING -DBROKEN_NO_ACK)
  *
@@ -148,6 +194,9 @@
  *   -DBROKEN_CHECK_FIRST  W3 before W2: R finds nothing pending; S2 sets
  *                         the hint and reads state != SLEEPING (no kick);
  *                         R then sleeps: the same lost wake-up.
+ *   -DBROKEN_B1_LATE      B1 after W3: S2's kick (CAS, bump, wake of
+ *                         nobody) falls between W3 and B1, and R sleeps
+ *                         on a bseq that has already moved past it.
  *   -DLEAVE -DBROKEN_NO_RECHECK   no S3: a sender that passed S0 before
  *                         L1 writes its entry after L2 last looked at its
  *                         queue and returns 0; nobody ever handles the
@@ -156,10 +205,23 @@
  *                         instead of a CAS: the sender's retract CAS wins
  *                         in between, and the message is handled AND its
  *                         send returns ESRCH (assertion at the handling).
+ *   -DLEAVE -DBROKEN_NO_BARRIER   neither S2's fence nor the leaver's
+ *                         membarrier: S3 reads ACTIVE while S1 is still
+ *                         buffered, L2 finds nothing, the send returns 0
+ *                         and its entry reaches memory after R has gone.
+ *   -DGEN -DBROKEN_NO_GEN_WAIT    no G1: the second occupant's G2
+ *                         overwrites the word before R's D4 of the first
+ *                         occupant's message, which then names the wrong
+ *                         sender (P3).
+ *   -DGEN -DRING -DBROKEN_LATE_D4 D4 after D5 (the word read after the
+ *                         ack): G1 passes, G2 overwrites, D4 reads it.
  */
 
 #if defined(RING) && !defined(BROKEN_NO_ACK)
 #define ACK_RECHECK
+#endif
+#if defined(LEAVE) && !defined(FENCED) && !defined(BROKEN_NO_BARRIER)
+#define BARRIER          /* the leaver's membarrier after L1 */
 #endif
 
 #ifndef MAXSPUR
@@ -190,15 +252,23 @@
 #define BIT(s)   (1 << (s))             /* sender s's hint / hot bit */
 
 byte status = ACTIVE;
-byte state = RUNNING;    /* R's waiter slot state, the futex word */
+byte state = RUNNING;    /* R's waiter slot state */
+bit bmoved = 0;          /* the domain's shared word bseq moved since R's B1 read it */
 byte hint = 0;           /* R's hint word */
 bit ent[6];              /* queue s: ent[3s], ent[3s+1]; ent[3s+2] stays EMPTY */
 byte rd[2];              /* R's read position in each queue (in->head) */
 #ifdef RING
 byte ack[2];             /* link->ack: the read position R published */
 #endif
+#ifdef LEAVE
+byte pend[2];            /* sender s's store buffer: entry i + 1 pending, or 0 */
+#endif
+#ifdef GEN
+byte sgen;               /* queue 0's sender-generation word */
+byte wr[2];              /* ghost: the generation that wrote message i of queue 0 */
+#endif
 byte hot = HOT0;         /* R's hot set (me->hot[]), R-private */
-byte nmsg[2];            /* messages sender s sends (1 or 2) */
+byte nmsg[2];            /* messages sender s sends (0, 1 or 2) */
 byte res[6];             /* ghost: result of each send */
 byte cons[6];            /* ghost: times R handled each message */
 byte consumed = 0;       /* ghost: sum of cons[] */
@@ -208,6 +278,13 @@ byte spur = 0;
 inline futex_wake() {
 	atomic { if :: queued -> queued = 0 :: else -> skip fi }
 }
+
+/* ------------------------------------------------------ store buffer */
+
+#ifdef LEAVE
+/* Sender s's pending store reaches memory (inside an atomic step). */
+#define COMMIT(s) if :: pend[s] > 0 -> E(s, pend[s] - 1) = VALID; pend[s] = 0 :: else -> skip fi
+#endif
 
 /* ------------------------------------------------------------ sender */
 
@@ -220,6 +297,9 @@ inline retract(s, i) {
 	:: else ->
 #endif
 	atomic {
+#ifdef LEAVE
+		COMMIT(s);                               /* the CAS is a locked instruction */
+#endif
 		if
 		:: E(s, i) == VALID ->                    /* CAS succeeded: ESRCH */
 			E(s, i) = EMPTY; res[M(s, i)] = FAIL;
@@ -247,7 +327,31 @@ proctype sender(byte s) {
 		if
 		:: stop -> skip
 		:: else ->
-			atomic { E(s, i) = VALID; res[M(s, i)] = PEND };   /* S1 (S2: fence) */
+#ifdef GEN
+			/* Sender 0's index: occupant 1 sends message 0, leaves;
+			 * occupant 2 sends message 1, its first on the queue. */
+			if
+			:: i == 0 -> sgen = 1                         /* G2 (G1: a new domain) */
+			:: else ->
+#ifndef BROKEN_NO_GEN_WAIT
+#ifdef RING
+				ack[0] == 1;                          /* G1: ack == tail */
+#else
+				E(0, 0) == EMPTY;                     /* G1: entry nf_tail - 1 is 0 */
+#endif
+#endif
+				sgen = 2                              /* G2 */
+			fi;
+			wr[i] = i + 1;
+#endif
+#if defined(LEAVE) && !defined(FENCED)
+			if                                            /* S1 ... */
+			:: atomic { E(s, i) = VALID; res[M(s, i)] = PEND }  /* ... in memory before S3 */
+			:: atomic { pend[s] = i + 1; res[M(s, i)] = PEND }  /* ... still in the store buffer */
+			fi;
+#else
+			atomic { E(s, i) = VALID; res[M(s, i)] = PEND };   /* S1 (-DFENCED: and S2) */
+#endif
 #ifndef BROKEN_NO_RECHECK
 			if                                            /* S3: load status */
 			:: status != ACTIVE -> retract(s, i); stop = true
@@ -258,6 +362,9 @@ proctype sender(byte s) {
 		if
 		:: stop -> skip
 		:: else ->
+#ifdef LEAVE
+			atomic { COMMIT(s) };                       /* P: fence */
+#endif
 #ifdef BROKEN_KICK_FIRST
 			sl = (state == SLEEPING);                   /* S5's load, too early */
 #endif
@@ -267,10 +374,12 @@ proctype sender(byte s) {
 				hint = hint | BIT(s);               /* ... fetch_or */
 				if                                  /* S5 */
 #ifdef BROKEN_KICK_FIRST
-				:: atomic { sl && state == SLEEPING -> state = RUNNING }; futex_wake()
+				:: atomic { sl && state == SLEEPING -> state = RUNNING };
 #else
-				:: atomic { state == SLEEPING -> state = RUNNING }; futex_wake()
+				:: atomic { state == SLEEPING -> state = RUNNING };
 #endif
+				   bmoved = 1;                      /* bump the shared word ... */
+				   futex_wake()                     /* ... and wake R's bit */
 				:: else -> skip
 				fi
 			fi;
@@ -296,6 +405,39 @@ inline consume(s) {      /* R handles the entry at its position in queue s */
 	rd[s]++
 }
 
+#ifdef GEN
+inline consume_gen(s) {
+#ifndef BROKEN_LATE_D4
+	assert(who == wr[rd[s]]);                  /* P3: the writer */
+#endif
+	consume(s)
+}
+
+/* D3, D4, D5 as separate steps: the handler's src is the word D4 read. */
+inline take(s) {
+	do
+	:: E(s, rd[s]) == VALID ->                                  /* D3 */
+#ifndef BROKEN_LATE_D4
+		who = sgen;                                         /* D4 */
+#endif
+#ifdef RING
+		consume_gen(s)                                      /* head++ */
+#else
+		atomic { E(s, rd[s]) = EMPTY; consume_gen(s) }     /* D5: store 0 */
+#endif
+	:: else -> break
+	od;
+#ifdef RING
+	ack[s] = rd[s];                                             /* D5: publish_ack */
+#endif
+#ifdef BROKEN_LATE_D4
+	who = sgen;                                                 /* D4, too late */
+	assert(rd[s] == 0 || who == wr[rd[s] - 1]);
+#endif
+	who = 0
+}
+
+#else
 inline take(s) {         /* drain_link(final = false) */
 	do
 #ifdef RING
@@ -309,6 +451,7 @@ inline take(s) {         /* drain_link(final = false) */
 	ack[s] = rd[s];                                     /* publish_ack */
 #endif
 }
+#endif
 
 inline final_take(s) {   /* drain_link(final = true): L2 of one queue */
 	do
@@ -368,6 +511,9 @@ inline place_wait() {    /* nemo_place_wait, no deadline */
 		pending();
 		if :: p -> p = false; drain() :: else -> skip fi;
 		if :: handled > 0 -> break :: else -> skip fi;
+#ifndef BROKEN_B1_LATE
+		bmoved = 0;                                       /* B1: seen := bseq */
+#endif
 #ifdef BROKEN_CHECK_FIRST
 		pending();                                        /* W3 too early */
 		if :: !p -> state = SLEEPING :: else -> skip fi;  /* W2 */
@@ -378,8 +524,11 @@ inline place_wait() {    /* nemo_place_wait, no deadline */
 		if
 		:: p -> p = false; state = RUNNING                /* W3: undo */
 		:: else ->
-			/* W4: futex_wait(&state, SLEEPING), atomic check-and-queue */
-			atomic { if :: state == SLEEPING -> queued = 1 :: else -> skip fi };
+#ifdef BROKEN_B1_LATE
+			bmoved = 0;                               /* B1, too late */
+#endif
+			/* W4: futex_wait_bitset(bseq, seen), atomic check-and-queue */
+			atomic { if :: !bmoved -> queued = 1 :: else -> skip fi };
 			if
 			:: queued == 0 -> skip                              /* woken (or EAGAIN) */
 			:: atomic { queued == 1 && spur < MAXSPUR -> queued = 0; spur++ }  /* spurious */
@@ -392,6 +541,9 @@ inline place_wait() {    /* nemo_place_wait, no deadline */
 proctype receiver() {
 	byte handled, x, n, q;
 	bool p;
+#ifdef GEN
+	byte who;
+#endif
 #ifdef LEAVE
 	bool got;
 	byte w = 0;
@@ -400,6 +552,9 @@ proctype receiver() {
 	:: break
 	od;
 	status = LEAVING;                                         /* L1 */
+#ifdef BARRIER
+	atomic { COMMIT(0); COMMIT(1) };   /* membarrier: every running thread passes a barrier */
+#endif
 	do                                                        /* L2 */
 	:: got = false;
 	   do
@@ -442,8 +597,13 @@ proctype watcher() {
 
 init {
 	atomic {
+#ifdef GEN
+		nmsg[0] = 2;         /* one message of each occupant of sender 0's index */
+		run receiver(); run sender(0); run watcher()
+#else
 		if :: nmsg[0] = 1 :: nmsg[0] = 2 fi;
 		if :: nmsg[1] = 1 :: nmsg[1] = 2 fi;
 		run receiver(); run sender(0); run sender(1); run watcher()
+#endif
 	}
 }

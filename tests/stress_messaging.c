@@ -247,7 +247,7 @@ struct thr {
 	_Atomic bool irq;             /* interrupt mode may be on */
 	_Atomic bool ready;           /* the id map knows the current place */
 	_Atomic int phase;            /* 0 sending, 1 quota done, 2 quiet, 3 left */
-	uint64_t cache[TMAX];         /* main: epoch << 32 | id of each destination */
+	uint64_t cache[TMAX];         /* main: pack(epoch, id) of each destination */
 	uint32_t gate_main[NSTREAM][TMAX];  /* epoch of the last send per stream (main) */
 	uint32_t gate_reply[NSTREAM][TMAX]; /* the same, for handlers */
 	uint32_t deferred_mask;       /* destinations with NEMO_MORE sends unpublished */
@@ -264,15 +264,15 @@ static struct run {
 	int T;
 	long quota;                   /* main active messages per thread */
 	struct thr th[TMAX];
-	_Atomic uint64_t table[TMAX];            /* epoch << 32 | id; the id may be stale */
-	_Atomic uint32_t live[TMAX];             /* id while surely a place, else NONE */
+	_Atomic uint64_t table[TMAX];            /* pack(epoch, id); the id may be stale */
+	_Atomic uint64_t live[TMAX];             /* id while surely a place, else NONE */
 	_Atomic uint64_t sent[NSTREAM][TMAX][TMAX];
 	_Atomic uint64_t recv[NSTREAM][TMAX][TMAX];   /* next sequence number expected */
 	_Atomic uint64_t count[NSTREAM][TMAX][TMAX];  /* handlers run */
 	uint64_t data[NSTREAM][TMAX][TMAX][WIN];  /* plain: the visibility words */
 	_Atomic int quota_done, quiet, exited;
 	_Atomic bool stop;
-	_Atomic uint64_t idmap[PMAX][GENS];      /* (thread + 1) << 32 | id */
+	_Atomic uint64_t idmap[PMAX][GENS];      /* generation << 4 | (thread + 1) */
 	pthread_barrier_t start;
 } R;
 
@@ -293,11 +293,35 @@ static int thread_of(nemo_place_id id)
 {
 	if (id == NEMO_PLACE_NONE || nemo_place_index(id) >= PMAX)
 		return -1;
-	uint64_t v = atomic_load_explicit(&R.idmap[nemo_place_index(id)][(id >> 12) % GENS],
-					  memory_order_relaxed);
-	if ((uint32_t)v != id || (v >> 32) == 0)
+	uint64_t gen = id >> 16;            /* nemo/domain.h: the high 48 bits */
+	uint64_t v = atomic_load_explicit(&R.idmap[nemo_place_index(id)][gen % GENS], memory_order_relaxed);
+	if ((v >> 4) != gen || (v & 15) == 0)
 		return -1;
-	return (int)(v >> 32) - 1;
+	return (int)(v & 15) - 1;
+}
+
+/* A thread's place as the others see it, in one word that a handler
+ * reads at once (signal context: no locks): the epoch mod 2^16 (a
+ * multiple of the 1024 and NACT that it is used modulo), the id's
+ * generation (below 2^44: join checks it; about 10^5 joins per index
+ * happen here) and its index (below PMAX = 16). */
+#define PACK_NONE UINT64_MAX
+
+static uint64_t pack(uint32_t epoch, nemo_place_id id)
+{
+	return (uint64_t)(epoch & 0xFFFFu) << 48 | (id >> 16) << 4 | nemo_place_index(id);
+}
+
+static nemo_place_id pack_id(uint64_t te)
+{
+	if (te == PACK_NONE)
+		return NEMO_PLACE_NONE;
+	return ((te & 0xFFFFFFFFFFFFull) >> 4) << 16 | (te & 15);
+}
+
+static uint32_t pack_epoch(uint64_t te)
+{
+	return (uint32_t)(te >> 48);
 }
 
 /* ------------------------------------------------------------- watchdog */
@@ -308,9 +332,10 @@ static void dump(void)
 	for (int t = 0; t < R.T; t++) {
 		struct thr *x = &R.th[t];
 		uint64_t te = atomic_load(&R.table[t]);
-		fprintf(stderr, "  thread %d: phase %d, where %s, epoch %u, place 0x%x (live 0x%x), irq %d, main sent %ld\n",
+		fprintf(stderr, "  thread %d: phase %d, where %s, epoch %u, place %#llx (live %#llx), irq %d, main sent %ld\n",
 			t, atomic_load(&x->phase), where_name[atomic_load(&x->where)],
-			atomic_load(&x->epoch), (unsigned)te, atomic_load(&R.live[t]),
+			atomic_load(&x->epoch), (unsigned long long)pack_id(te),
+			(unsigned long long)atomic_load(&R.live[t]),
 			atomic_load(&x->irq), atomic_load(&x->main_sent));
 	}
 	for (int k = 0; k < NSTREAM; k++)
@@ -520,8 +545,8 @@ static void reply(struct thr *me, int s, bool notify)
 	if (!atomic_load_explicit(&me->ready, memory_order_relaxed))
 		return;
 	uint64_t te = atomic_load_explicit(&R.table[s], memory_order_acquire);
-	nemo_place_id id = (nemo_place_id)te;
-	uint32_t dep = (uint32_t)(te >> 32);
+	nemo_place_id id = pack_id(te);
+	uint32_t dep = pack_epoch(te);
 	int k = notify ? S_NFREPLY : S_AMREPLY;
 	uint64_t seq = atomic_load_explicit(&R.sent[k][me->t][s], memory_order_relaxed);
 	if (id == NEMO_PLACE_NONE || !gate(me, &me->gate_reply[k][s], k, s, seq))
@@ -633,12 +658,12 @@ static void refresh(struct thr *me, int r)
 }
 
 /* An ESRCH from id of thread r: r must not have been live at id all along. */
-static void check_esrch(struct thr *me, int r, nemo_place_id id, uint32_t live_before)
+static void check_esrch(struct thr *me, int r, nemo_place_id id, nemo_place_id live_before)
 {
-	uint32_t live_after = atomic_load(&R.live[r]);
+	nemo_place_id live_after = atomic_load(&R.live[r]);
 	if (live_before == id && live_after == id) {
-		fprintf(stderr, "stress_messaging: ESRCH from thread %d for place 0x%x of thread %d, live all along\n",
-			me->t, id, r);
+		fprintf(stderr, "stress_messaging: ESRCH from thread %d for place %#llx of thread %d, live all along\n",
+			me->t, (unsigned long long)id, r);
 		CHECK(!"ESRCH for a live place");
 	}
 	ST(me, ST_ESRCH);
@@ -656,8 +681,8 @@ static unsigned pick_flags(struct thr *me)
 /* One active message from the main code: true if it was sent. */
 static bool send_am(struct thr *me, int r)
 {
-	nemo_place_id id = (nemo_place_id)me->cache[r];
-	uint32_t dep = (uint32_t)(me->cache[r] >> 32);
+	nemo_place_id id = pack_id(me->cache[r]);
+	uint32_t dep = pack_epoch(me->cache[r]);
 	uint64_t seq = atomic_load_explicit(&R.sent[S_AM][me->t][r], memory_order_relaxed);
 	if (!gate(me, &me->gate_main[S_AM][r], S_AM, r, seq))
 		return false;
@@ -674,7 +699,7 @@ static bool send_am(struct thr *me, int r)
 	uint32_t aid = by_event ? NEMO_AM_EVENT(ev_id[e]) : act_id[a];
 	R.data[S_AM][me->t][r][seq % WIN] = w;
 	for (int attempt = 0;; attempt++) {
-		uint32_t live_before = atomic_load(&R.live[r]);
+		nemo_place_id live_before = atomic_load(&R.live[r]);
 		set_where(me, flags & NEMO_NONBLOCK ? W_SENDNB : W_SEND);
 		int rc = len || x >> 40 & 1 ? nemo_am_sendv(id, aid, arg, len ? buf : NULL, len, flags)
 					    : nemo_am_send(id, aid, arg, flags);
@@ -711,8 +736,8 @@ static bool send_am(struct thr *me, int r)
 			check_esrch(me, r, id, live_before);
 			return false;
 		}
-		fprintf(stderr, "stress_messaging: nemo_am_send from thread %d to thread %d (0x%x, %s), "
-				"flags 0x%x, action 0x%x: %d (%s)\n", me->t, r, id,
+		fprintf(stderr, "stress_messaging: nemo_am_send from thread %d to thread %d (%#llx, %s), "
+				"flags 0x%x, action 0x%x: %d (%s)\n", me->t, r, (unsigned long long)id,
 			live_before == id && atomic_load(&R.live[r]) == id ? "live" : "leaving: ESRCH expected",
 			flags, aid, rc, strerror(rc));
 		CHECK(!"nemo_am_send failed");
@@ -722,14 +747,14 @@ static bool send_am(struct thr *me, int r)
 
 static bool send_notify(struct thr *me, int r)
 {
-	nemo_place_id id = (nemo_place_id)me->cache[r];
+	nemo_place_id id = pack_id(me->cache[r]);
 	uint64_t seq = atomic_load_explicit(&R.sent[S_NF][me->t][r], memory_order_relaxed);
 	if (!gate(me, &me->gate_main[S_NF][r], S_NF, r, seq))
 		return false;
 	unsigned flags = pick_flags(me);
 	R.data[S_NF][me->t][r][seq % WIN] = word_of(S_NF, me->t, r, seq);
 	for (int attempt = 0;; attempt++) {
-		uint32_t live_before = atomic_load(&R.live[r]);
+		nemo_place_id live_before = atomic_load(&R.live[r]);
 		set_where(me, flags & NEMO_NONBLOCK ? W_SENDNB : W_SEND);
 		int rc = nemo_notify(id, (uint32_t)(seq & SEQNF) | (uint32_t)me->t << 11, flags);
 		set_where(me, W_NONE);
@@ -753,8 +778,8 @@ static bool send_notify(struct thr *me, int r)
 			check_esrch(me, r, id, live_before);
 			return false;
 		}
-		fprintf(stderr, "stress_messaging: nemo_notify from thread %d to thread %d (0x%x, %s), flags 0x%x: %d (%s)\n",
-			me->t, r, id,
+		fprintf(stderr, "stress_messaging: nemo_notify from thread %d to thread %d (%#llx, %s), flags 0x%x: %d (%s)\n",
+			me->t, r, (unsigned long long)id,
 			live_before == id && atomic_load(&R.live[r]) == id ? "live" : "leaving: ESRCH expected",
 			flags, rc, strerror(rc));
 		CHECK(!"nemo_notify failed");
@@ -826,7 +851,8 @@ static void join(struct thr *me)
 	uint32_t a = 0;
 	CHECK_EQ_INT(nemo_am_event_lookup(id, ev_id[1], &a), 0);
 	CHECK_EQ_INT(a, act_id[mapping(me->t, epoch, 1)]);
-	atomic_store(&R.idmap[nemo_place_index(id)][(id >> 12) % GENS], (uint64_t)(me->t + 1) << 32 | id);
+	CHECK((id >> 16) < (1ull << 44));     /* pack() */
+	atomic_store(&R.idmap[nemo_place_index(id)][(id >> 16) % GENS], (id >> 16) << 4 | (uint64_t)(me->t + 1));
 	atomic_store(&me->ready, true);
 	if (me->irq_thread && !irq_at_join) {
 		atomic_store(&me->irq, true);
@@ -834,8 +860,8 @@ static void join(struct thr *me)
 		CHECK_EQ_INT(nemo_place_set_interrupts(true), 0);
 	}
 	set_where(me, W_NONE);
-	me->cache[me->t] = (uint64_t)epoch << 32 | id;
-	atomic_store(&R.table[me->t], (uint64_t)epoch << 32 | id);
+	me->cache[me->t] = pack(epoch, id);
+	atomic_store(&R.table[me->t], pack(epoch, id));
 	atomic_store(&R.live[me->t], id);
 }
 
@@ -867,7 +893,7 @@ static void rejoin(struct thr *me)
 		sched_setaffinity(0, sizeof me->affinity, &me->affinity);
 	}
 	CHECK_EQ_INT(nemo_poll(NULL), ENOTCONN);
-	CHECK_EQ_INT(nemo_am_send((nemo_place_id)me->cache[me->t], act_id[0], 0, 0), ENOTCONN);
+	CHECK_EQ_INT(nemo_am_send(pack_id(me->cache[me->t]), act_id[0], 0, 0), ENOTCONN);
 	/* Out for a moment: senders meet the stale id. */
 	if (rnd(&me->rng) % 2)
 		sched_yield();
@@ -970,12 +996,13 @@ static void monitor(void)
 		CHECK_EQ_INT(nemo_domain_places(R.d, ids, PMAX, &n), 0);
 		CHECK(n <= (size_t)R.T);
 		for (int t = 0; t < R.T; t++) {
-			uint32_t id = atomic_load(&R.live[t]);
+			nemo_place_id id = atomic_load(&R.live[t]);
 			if (id == NEMO_PLACE_NONE)
 				continue;
 			int rc = nemo_place_check(R.d, id);
 			if (rc != 0 && atomic_load(&R.live[t]) == id) {
-				fprintf(stderr, "stress_messaging: nemo_place_check(0x%x) of live thread %d: %d\n", id, t, rc);
+				fprintf(stderr, "stress_messaging: nemo_place_check(%#llx) of live thread %d: %d\n",
+					(unsigned long long)id, t, rc);
 				CHECK(!"nemo_place_check of a live place");
 			}
 		}
@@ -1017,7 +1044,7 @@ static void run(const struct cfg *cf)
 	R.T = T;
 	R.quota = quota;
 	for (int t = 0; t < TMAX; t++) {
-		atomic_store(&R.table[t], NEMO_PLACE_NONE);
+		atomic_store(&R.table[t], PACK_NONE);
 		atomic_store(&R.live[t], NEMO_PLACE_NONE);
 	}
 	nemo_domain_attr da;
@@ -1098,7 +1125,8 @@ static void run(const struct cfg *cf)
 	CHECK_EQ_INT(nemo_domain_places(R.d, left, PMAX, &n), 0);
 	CHECK_EQ_INT(n, 0);
 	for (size_t i = 0; i < n && i < PMAX; i++)
-		fprintf(stderr, "stress_messaging %s: place 0x%x still listed after every thread left\n", name, left[i]);
+		fprintf(stderr, "stress_messaging %s: place %#llx still listed after every thread left\n", name,
+			(unsigned long long)left[i]);
 	CHECK_EQ_INT(nemo_domain_destroy(R.d), 0);
 	CHECK_EQ_INT(nemo_domain_destroy(R.d), EIDRM);
 	if (ndead < (int)(sizeof dead / sizeof dead[0]))

@@ -71,7 +71,8 @@ typedef enum nemo_am_context {
 
 /** One message, as its handler sees it (valid during the call only). */
 typedef struct nemo_am_msg {
-	nemo_place_id src;            /**< the sender */
+	nemo_place_id src;            /**< the sender's exact id (it may have left
+	                                   since: a reply then fails with ESRCH) */
 	nemo_place_id dest;           /**< this place */
 	uint32_t action;              /**< the action being run */
 	uint32_t event;               /**< the event it was sent as, or NEMO_AM_NO_EVENT */

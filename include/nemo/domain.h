@@ -30,9 +30,17 @@
  * running without -> nothing (it sees the message at its next poll point).
  *
  * Identity.  A place is named by a nemo_place_id: its index in the domain
- * plus a generation, so an id of a place that has left never reaches a
- * later occupant of the same index (sends to it fail with ESRCH).  A
- * thread is a place of at most one domain at a time.
+ * plus a 48-bit generation, so an id of a place that has left never
+ * reaches a later occupant of the same index (sends to it fail with
+ * ESRCH).  A handler learns the exact id of the place that sent its
+ * message or notification, even if that place has left since and its
+ * index has a new occupant (a reply then fails with ESRCH).  For that, a
+ * new occupant's first send to a place, on each of the two queues
+ * (active messages, notifications), waits until everything the index's
+ * previous occupant sent there has been taken off the queue - as a send
+ * waits for room in a full queue: serving its own queues meanwhile, or
+ * EAGAIN with NEMO_NONBLOCK.  A thread is a place of at most one domain
+ * at a time.
  *
  * Interrupt mode.  A place with interrupts on gets a signal (SIGURG by
  * default; nemo_domain_attr.irq_signal) when a message arrives while it is
@@ -45,10 +53,29 @@
  * thread is inside any nemo messaging call (a send, nemo_poll, a wait) a
  * signal never runs handlers: it is remembered, and the messages are
  * handled when that call returns.  nemo_place_set_interrupts(false)
- * turns interrupts off for a critical section (no syscall); turning them
- * back on handles whatever arrived meanwhile.  A blocking system call the
- * place is in when the signal arrives is restarted (SA_RESTART) after the
- * handlers ran.
+ * turns interrupts off for a critical section; turning them back on
+ * handles whatever arrived meanwhile.  Once nemo_place_set_interrupts(false)
+ * or nemo_place_leave() has returned, no signal from nemo reaches the
+ * thread until interrupts are on again.
+ *
+ * System calls in interrupt mode.  The signal handler is installed with
+ * SA_RESTART, so a blocking call that the signal interrupts behaves as
+ * signal(7) says for such a handler - after the message handlers ran:
+ *   - restarted (the caller sees nothing): read, readv, write, writev and
+ *     ioctl on pipes, terminals and sockets; open of a FIFO; wait,
+ *     waitpid, waitid; accept, connect, send*, recv* on sockets without
+ *     a timeout; flock, fcntl F_SETLKW; mq_send / mq_receive; futex
+ *     waits, so pthread_mutex_lock, pthread_cond_wait, sem_wait;
+ *     getrandom; read of an inotify descriptor;
+ *   - never restarted, failing with EINTR: poll, ppoll, select, pselect,
+ *     epoll_wait, epoll_pwait; nanosleep and clock_nanosleep (with the
+ *     time left in *rem), usleep; pause, sigsuspend, sigtimedwait,
+ *     sigwaitinfo; semop, semtimedop, msgrcv, msgsnd; io_getevents;
+ *     socket calls on a socket with SO_RCVTIMEO / SO_SNDTIMEO set; and
+ *     sleep, which returns the seconds left instead.
+ * Code that runs in interrupt mode must handle EINTR from the second
+ * kind (retry, or sleep again for the time left), as any code with
+ * signal handlers must, or turn interrupts off around such calls.
  *
  * Errors (every function returns 0 or one of these; never a crash):
  *   EINVAL     a NULL or malformed argument
@@ -78,11 +105,17 @@ extern "C" {
 /** A domain (opaque). */
 typedef struct nemo_domain nemo_domain;
 
-/** A place's name: index (low 12 bits) and generation (high 20 bits). */
-typedef uint32_t nemo_place_id;
+/**
+ * A place's name: its index in the domain (low 16 bits) and the
+ * generation of that index (high 48 bits), which grows by one with each
+ * join of the index.  Ids of different occupants differ unless the index
+ * has been joined 2^48 times in between (at a join a microsecond, nine
+ * years of joins of that one index).
+ */
+typedef uint64_t nemo_place_id;
 
 /** No place (returned by nemo_place_self() outside a domain). */
-#define NEMO_PLACE_NONE ((nemo_place_id)0xFFFFFFFFu)
+#define NEMO_PLACE_NONE ((nemo_place_id)0xFFFFFFFFFFFFFFFFull)
 
 /** The largest max_places of a domain. */
 #define NEMO_PLACES_MAX 1024u
@@ -90,7 +123,7 @@ typedef uint32_t nemo_place_id;
 /** Index of a place in its domain (0 <= index < max_places). */
 static inline unsigned nemo_place_index(nemo_place_id id)
 {
-	return id & 0xFFFu;
+	return (unsigned)(id & 0xFFFFu);
 }
 
 /** Domain parameters; zero fields take the defaults. */
@@ -181,7 +214,8 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
  * already queued to it is handled first, here; a send that races the
  * leave either reaches it before it goes or fails with ESRCH at the
  * sender - never both, never neither.  Sends it deferred with NEMO_MORE
- * are flushed.  Pinning is undone.
+ * are flushed.  Pinning is undone.  In interrupt mode, no signal from nemo
+ * reaches the thread after this returns (as nemo_place_set_interrupts).
  * @return 0; ENOTCONN if the thread is not a place; EBUSY from inside a
  *         handler.
  */
@@ -234,8 +268,12 @@ int nemo_place_set_policy(const nemo_wait_policy *p);
  * Turn interrupt mode on or off for the calling place (see "Interrupt
  * mode" above).  Turning it on installs the domain's signal handler the
  * first time, then handles whatever arrived while it was off.  Turning it
- * off costs no syscall: use it around code that handlers must not
- * interrupt.
+ * off (around code that handlers must not interrupt, or around a call
+ * that would fail with EINTR) guarantees that no signal from nemo lands
+ * after it returns: it waits for senders that are signalling the place
+ * at that moment, and takes a signal still on its way off the thread.
+ * It costs no syscall unless a signal was sent to the place since
+ * interrupts were last turned off (then three: mask, sigtimedwait, mask).
  * @return 0; ENOTCONN; EBUSY if the signal has a handler not nemo's.
  */
 int nemo_place_set_interrupts(bool on);
@@ -254,8 +292,9 @@ enum {
 	                               still sees the message at once) */
 };
 
-/** nemo_flush(): every place with deferred sends. */
-#define NEMO_PLACE_ALL ((nemo_place_id)0xFFFFFFFEu)
+/** nemo_flush(): every place with deferred sends.  (Like NEMO_PLACE_NONE,
+ *  its index is beyond NEMO_PLACES_MAX: no place has this id.) */
+#define NEMO_PLACE_ALL ((nemo_place_id)0xFFFFFFFFFFFFFFFEull)
 
 /**
  * Publish the sends the calling place deferred with NEMO_MORE to dest

@@ -1,9 +1,10 @@
 /*
  * nemo/notify.h - notifications: "channel C has news for you", TN-9 style.
  *
- * Each receiving place has, for each sending place, a FIFO of one cache
- * line: sixteen 32-bit entries, each a channel id or empty.  Only the
- * sender fills entries and only the receiver empties them.
+ * Each receiving place has, for each sending place, a FIFO of sixteen
+ * 64-bit entries (two cache lines), each a channel id with the
+ * receiver's generation tag, or empty.  Only the sender fills entries
+ * and only the receiver empties them.
  * nemo_notify(dest, chan, flags) appends chan to the caller's FIFO at
  * dest and kicks dest only if its queues from the caller turned non-empty
  * and dest is not polling (nemo/domain.h: whether a sender kicks).  The
@@ -32,20 +33,26 @@
 extern "C" {
 #endif
 
-/** Largest channel id (16 bits: an entry also carries the receiver's
- *  and the sender's generation tags, so a late entry can never reach a
- *  later occupant, and the handler learns the true sender). */
+/** Largest channel id (16 bits; an entry also carries the receiver's
+ *  generation tag, so that a late entry does not reach a later occupant
+ *  of the receiver's index). */
 #define NEMO_NOTIFY_CHAN_MAX 0xFFFFu
 
 /** Entries in one sender->receiver notification FIFO (one cache line). */
 #define NEMO_NOTIFY_FIFO_LEN 16u
 
-/** A receiving place's notification handler. */
+/** A receiving place's notification handler: src is the exact id of
+ *  the place that sent the notification, even if it has left since (see
+ *  nemo/domain.h, "Identity"). */
 typedef void (*nemo_notify_handler)(void *ctx, nemo_place_id src, uint32_t chan);
 
 /**
  * Set (or clear, with NULL) the calling place's notification handler.
  * Notifications to a place without one fail at the sender with ENOENT.
+ * The handler and its context change together: every notification is
+ * handled by one handler with that handler's own ctx, also in interrupt
+ * mode when the signal arrives during this call (it is then handled as
+ * the call returns, by the new handler).
  * @return 0, ENOTCONN.
  */
 int nemo_notify_set_handler(nemo_notify_handler fn, void *ctx);

@@ -103,7 +103,7 @@ int nemo_am_event_lookup(nemo_place_id place, uint32_t event, uint32_t *action)
 	if (!action)
 		return EINVAL;
 	struct nemo_domain *d = me->d;
-	uint32_t st;
+	uint64_t st;
 	if (!nemo__dest(d, place, &st))
 		return ESRCH;
 	if (event >= d->E)
@@ -119,7 +119,7 @@ int nemo_am_event_lookup(nemo_place_id place, uint32_t event, uint32_t *action)
 /* Validate and resolve id for dest: the destination (S0 of queue.c),
  * its status word and the meta word, or an error. */
 static int resolve(struct nemo_domain *d, nemo_place_id dest, uint32_t id, size_t len, uint32_t *meta,
-		   nemo_place **dst, uint32_t *st)
+		   nemo_place **dst, uint64_t *st)
 {
 	if (!(*dst = nemo__dest(d, dest, st)))
 		return ESRCH;
@@ -172,7 +172,8 @@ int nemo_am_sendv(nemo_place_id dest, uint32_t id, uint64_t arg, const void *pay
 	if (err)
 		return err;
 	nemo__busy_enter(me);
-	uint32_t meta, st;
+	uint32_t meta;
+	uint64_t st;
 	nemo_place *dst;
 	err = resolve(me->d, dest, id, len, &meta, &dst, &st);
 	if (!err)
@@ -200,7 +201,8 @@ int nemo_am_send_batch(nemo_place_id dest, uint32_t id, const uint64_t *args, si
 	if (err)
 		return err;
 	nemo__busy_enter(me);
-	uint32_t meta, st;
+	uint32_t meta;
+	uint64_t st;
 	nemo_place *dst;
 	size_t k = 0;
 	err = resolve(me->d, dest, id, 0, &meta, &dst, &st);
@@ -232,7 +234,7 @@ int nemo_am_broadcast(const nemo_place_id *set, size_t n, uint32_t id, uint64_t 
 		for (unsigned i = 0; i < d->P; i++) {
 			if (i == me->idx)
 				continue;
-			uint32_t s = atomic_load_explicit(&d->places[i].status, memory_order_acquire);
+			uint64_t s = atomic_load_explicit(&d->places[i].status, memory_order_acquire);
 			if ((s & 3u) == NEMO__ST_ACTIVE)
 				all[n++] = nemo__make_id(i, s >> 2);
 		}
@@ -244,7 +246,8 @@ int nemo_am_broadcast(const nemo_place_id *set, size_t n, uint32_t id, uint64_t 
 	int first = 0;
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
-		uint32_t meta, st;
+		uint32_t meta;
+		uint64_t st;
 		nemo_place *dst;
 		int e = resolve(d, set[i], id, len, &meta, &dst, &st);
 		if (!e)

@@ -176,6 +176,7 @@ int nemo_domain_create(const nemo_domain_attr *attr, nemo_domain **out)
 	pthread_mutex_init(&d->lock, NULL);
 	d->P = a.max_places;
 	d->R = a.ring_slots;
+	d->Rbits = (unsigned)__builtin_ctz(a.ring_slots);
 	d->A = a.max_actions;
 	d->E = a.max_events;
 	d->sig = a.irq_signal;
@@ -274,7 +275,7 @@ int nemo_place_check(nemo_domain *d, nemo_place_id id)
 	int err = nemo__domain_check(d);
 	if (err)
 		return err;
-	uint32_t st;
+	uint64_t st;
 	return nemo__dest(d, id, &st) ? 0 : ESRCH;
 }
 
@@ -289,7 +290,7 @@ int nemo_domain_places(nemo_domain *d, nemo_place_id *ids, size_t cap, size_t *n
 	pthread_mutex_lock(&d->lock);
 	if (d->places) {
 		for (unsigned i = 0; i < d->P; i++) {
-			uint32_t s = atomic_load_explicit(&d->places[i].status, memory_order_acquire);
+			uint64_t s = atomic_load_explicit(&d->places[i].status, memory_order_acquire);
 			if ((s & 3u) != NEMO__ST_ACTIVE)
 				continue;
 			if (k < cap)
@@ -367,7 +368,8 @@ int nemo_place_set_interrupts(bool on)
 	if (!me)
 		return ENOTCONN;
 	if (!on) {
-		atomic_store_explicit(&me->irq_on, 0, memory_order_seq_cst);
+		atomic_store_explicit(&me->irq_on, 0, memory_order_seq_cst);       /* Q1 */
+		nemo__irq_quiesce(me);      /* no signal from now on (kick.c) */
 		return 0;
 	}
 	int err = nemo__irq_install(me->d->sig);
@@ -462,10 +464,15 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 		err = ENOSPC;
 		for (unsigned i = 0; i < d->P; i++) {
 			nemo_place *p = &d->places[i];
-			uint32_t s = atomic_load_explicit(&p->status, memory_order_relaxed);
+			uint64_t s = atomic_load_explicit(&p->status, memory_order_relaxed);
 			if ((s & 3u) != NEMO__ST_FREE)
 				continue;
-			uint32_t gen = ((s >> 2) + 1) & NEMO__GEN_MASK;
+			/* The next generation; 0 is skipped at the wrap (2^48
+			 * joins), so that a sender-generation word of 0 names
+			 * no occupant. */
+			uint64_t gen = ((s >> 2) + 1) & NEMO__GEN_MASK;
+			if (!gen)
+				gen = 1;
 			p->gen = gen;
 			p->id = nemo__make_id(i, gen);
 			atomic_store_explicit(&p->busy, 0, memory_order_relaxed);
@@ -497,9 +504,12 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 			atomic_store_explicit(&p->nf_fn, NULL, memory_order_release);
 			atomic_store_explicit(&p->nf_ctx, NULL, memory_order_relaxed);
 			atomic_store_explicit(&p->waiter, w, memory_order_relaxed);
+			p->irq_sent_seen = atomic_load_explicit(&p->irq_sent, memory_order_relaxed);
+			/* tid before irq_on: a kicker that reads this irq_on
+			 * signals this thread (kick.c, STALE SIGNALS). */
 			atomic_store_explicit(&p->tid, (pid_t)syscall(SYS_gettid), memory_order_relaxed);
 			atomic_store_explicit(&p->irq_on, (a.flags & NEMO_PLACE_INTERRUPTS) ? 1u : 0u,
-					      memory_order_relaxed);
+					      memory_order_release);
 			/* Publish: from here on senders may enqueue. */
 			atomic_store_explicit(&p->status, nemo__status(gen, NEMO__ST_ACTIVE), memory_order_seq_cst);
 			d->nplaces++;
@@ -539,7 +549,8 @@ int nemo_place_leave(void)
 	for (unsigned r = 0; r < d->P; r++)
 		if (nemo__out_of(d, me->idx, r)->deferred)
 			nemo__publish(me, r, false);
-	atomic_store_explicit(&me->irq_on, 0, memory_order_seq_cst);
+	atomic_store_explicit(&me->irq_on, 0, memory_order_seq_cst);           /* Q1 */
+	nemo__irq_quiesce(me);      /* no signal reaches the thread once we are gone */
 	atomic_store_explicit(&me->status, nemo__status(me->gen, NEMO__ST_LEAVING),
 			      memory_order_seq_cst);                        /* L1 */
 	nemo__asym_heavy();       /* every sender's S3 now sees L1, or L2 its entry */
@@ -554,7 +565,7 @@ int nemo_place_leave(void)
 	cpu_set_t old;
 	if (pinned)
 		memcpy(&old, me->old_mask, me->old_mask_len);
-	uint32_t gen = me->gen;
+	uint64_t gen = me->gen;
 	tls_place = NULL;
 	atomic_signal_fence(memory_order_seq_cst);
 	pthread_mutex_lock(&d->lock);
@@ -566,4 +577,23 @@ int nemo_place_leave(void)
 		sched_setaffinity(0, sizeof old, &old);
 	pthread_setspecific(exit_key, NULL);
 	return 0;
+}
+
+int nemo__test_set_gen(nemo_domain *d, unsigned idx, uint64_t gen)
+{
+	int err = nemo__domain_check(d);
+	if (err)
+		return err;
+	pthread_mutex_lock(&d->lock);
+	if (atomic_load_explicit(&d->magic, memory_order_relaxed) != NEMO__DOMAIN_MAGIC)
+		err = EIDRM;
+	else if (idx >= d->P)
+		err = EINVAL;
+	else if ((atomic_load_explicit(&d->places[idx].status, memory_order_relaxed) & 3u) != NEMO__ST_FREE)
+		err = EBUSY;
+	else
+		atomic_store_explicit(&d->places[idx].status, nemo__status(gen, NEMO__ST_FREE),
+				      memory_order_seq_cst);
+	pthread_mutex_unlock(&d->lock);
+	return err;
 }

@@ -27,6 +27,49 @@
  * (queue.c, W1/W6), so a sender that reads a stale POLLING misses nothing:
  * the place sees the hint on its way out of the wait.
  *
+ * STALE SIGNALS
+ *
+ * A signal must not reach a thread once it has stopped being a place in
+ * interrupt mode (nemo_place_leave, nemo_place_set_interrupts(false)): it
+ * would interrupt whatever the thread does next - a nanosleep returns
+ * EINTR.  A kicker decides from irq_on and then calls tgkill, and in
+ * between the place may clear irq_on and return.  So a kicker brackets
+ * the decision and the tgkill (irq_kick):
+ *
+ *   K0  load(dst.irq_on, seq_cst) == 0: nothing (no RMW for places that
+ *       are not in interrupt mode; turning it on re-checks the hints, W6
+ *       of queue.c, so this is the old decision)
+ *   K1  fetch_add(dst.irq_kickers, 1, seq_cst)
+ *   K2  if load(dst.irq_on, seq_cst): tid := load(dst.tid, relaxed);
+ *       tgkill(tid); fetch_add(dst.irq_sent, 1, relaxed)
+ *   K3  fetch_sub(dst.irq_kickers, 1, release)
+ *
+ * and the place, turning interrupts off (nemo__irq_quiesce):
+ *
+ *   Q1  store(irq_on, 0, seq_cst)
+ *   Q2  spin until load(irq_kickers, seq_cst) == 0
+ *   Q3  n := load(irq_sent); if n differs from the last Q3's: block the
+ *       signal, take every pending instance (sigtimedwait with a zero
+ *       timeout: real-time signals queue), restore the mask; and mark
+ *       irq_pending if it took one
+ *
+ * K1;K2 against Q1;Q2 is the store-buffering pattern, all four seq_cst:
+ * if K2 reads the irq_on = 1 that Q1 overwrote, K2 precedes Q1 in the
+ * single total order, so K1 precedes Q2, which sees the kicker (or a
+ * later value of the counter, none of which is 0 before this kicker's
+ * K3) and waits for K3.  K3 comes after tgkill returned, and by then the
+ * kernel has queued the signal at the thread (or delivered it, to a
+ * handler that found interrupts off and only marked irq_pending), so Q3
+ * finds it.  A kicker whose K1 comes after Q2's read reads irq_on = 0 at
+ * K2 - or the 1 of a later turning-on, whose signals are that period's.
+ * Q2's acquire read of the last K3 (the counter's RMWs form one release
+ * sequence) makes every irq_sent increment before it visible, so Q3
+ * compares against every signal of the period that just ended; when none
+ * was sent since the last Q3, turning interrupts off costs no syscall.
+ * join stores tid before irq_on (release), so a K2 that reads a new
+ * occupant's irq_on signals the new occupant's thread.  The RMWs cost a
+ * line transfer next to a tgkill of microseconds.
+ *
  * Counters: kicks_futex, kicks_signal and kicks_avoided of the sender's
  * place.  The cost of each (measured on the 2-vCPU VM of docs/messaging.md):
  * nothing ~0, a FUTEX_WAKE of a sleeper ~2 us of the sender's time, a
@@ -35,9 +78,59 @@
 #define _GNU_SOURCE
 #include "messaging_internal.h"
 
+#include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+/* K1-K3: signal dst, which K0 found in interrupt mode. */
+static void irq_kick(nemo_place *me, nemo_place *dst)
+{
+	atomic_fetch_add_explicit(&dst->irq_kickers, 1, memory_order_seq_cst);           /* K1 */
+	if (atomic_load_explicit(&dst->irq_on, memory_order_seq_cst)) {                  /* K2 */
+		pid_t tid = atomic_load_explicit(&dst->tid, memory_order_relaxed);
+		syscall(SYS_tgkill, getpid(), tid, me->d->sig);
+		atomic_fetch_add_explicit(&dst->irq_sent, 1, memory_order_relaxed);
+		NEMO__PCOUNT(me, c_kicks_signal);
+	} else {
+		NEMO__PCOUNT(me, c_kicks_avoided);
+	}
+	atomic_fetch_sub_explicit(&dst->irq_kickers, 1, memory_order_release);           /* K3 */
+}
+
+void nemo__irq_quiesce(nemo_place *me)
+{
+	/* Q1 was the caller's. */
+	for (unsigned n = 1; atomic_load_explicit(&me->irq_kickers, memory_order_seq_cst); n++) { /* Q2 */
+		nemo_cpu_relax();
+		if (n % 64 == 0)
+			sched_yield();      /* a kicker preempted inside its bracket */
+	}
+	uint32_t sent = atomic_load_explicit(&me->irq_sent, memory_order_relaxed);           /* Q3 */
+	if (sent == me->irq_sent_seen)
+		return;
+	me->irq_sent_seen = sent;
+	int saved = errno;
+	sigset_t set, old;
+	sigemptyset(&set);
+	sigaddset(&set, me->d->sig);
+	pthread_sigmask(SIG_BLOCK, &set, &old);
+	const struct timespec zero = { 0, 0 };
+	bool took = false;
+	for (;;) {
+		int got = sigtimedwait(&set, NULL, &zero);
+		if (got == me->d->sig)
+			took = true;
+		else if (got < 0 && errno != EINTR)
+			break;      /* EAGAIN: none left */
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/* Its messages wait for the next poll, or for interrupts on again. */
+	if (took)
+		atomic_store_explicit(&me->irq_pending, 1, memory_order_relaxed);
+	errno = saved;
+}
 
 void nemo__kick(nemo_place *me, nemo_place *dst)
 {
@@ -46,16 +139,10 @@ void nemo__kick(nemo_place *me, nemo_place *dst)
 		return;
 	uint32_t s = atomic_load_explicit(&w->state, memory_order_seq_cst);
 	if (s == NEMO_WAITER_RUNNING) {
-		if (atomic_load_explicit(&dst->irq_on, memory_order_seq_cst)) {
-			pid_t tid = atomic_load_explicit(&dst->tid, memory_order_relaxed);
-			/* A stale tid (the occupant left and exited) fails with
-			 * ESRCH, or reaches another thread of this process whose
-			 * handler finds no place and returns: both harmless. */
-			syscall(SYS_tgkill, getpid(), tid, me->d->sig);
-			NEMO__PCOUNT(me, c_kicks_signal);
-		} else {
+		if (atomic_load_explicit(&dst->irq_on, memory_order_seq_cst))                /* K0 */
+			irq_kick(me, dst);
+		else
 			NEMO__PCOUNT(me, c_kicks_avoided);
-		}
 		return;
 	}
 	/* POLLING: nothing to do, and no fence to pay for it (the caller's

@@ -10,9 +10,10 @@
  *   hints[P][HW]       each receiver's hint bitmap, HW = ceil(P/64) words,
  *                      on cache lines of its own
  *   links[r*P + s]     the queues from sender s to receiver r: the
- *                      notification FIFO (one line) and the ring's ack
- *                      word (one line), receiver-major as in TN-9's
- *                      per-core notification pages
+ *                      notification FIFO (two lines) and the ring's ack
+ *                      word with the two sender-generation words (one
+ *                      line), receiver-major as in TN-9's per-core
+ *                      notification pages
  *   rings[(r*P+s)*R]   the message ring from s to r: R 16-byte slots
  *   out[s][r], in[r][s] sender-private and receiver-private positions
  *   adt[A], alt[P][E]  the active-message tables (owned by src/am/)
@@ -34,62 +35,60 @@
 
 /* ------------------------------------------------------------- encoding */
 
-/* Place ids: index in the low 12 bits, generation in the high 20. */
-#define NEMO__IDX_BITS 12
-#define NEMO__GEN_MASK 0xFFFFFu
-static inline nemo_place_id nemo__make_id(unsigned idx, uint32_t gen)
+/* Place ids (nemo/domain.h): index in the low 16 bits, generation in the
+ * high 48.  Generations start at 1 and skip 0 when they wrap (after 2^48
+ * joins of one index), so 0 can mean "no occupant yet" below. */
+#define NEMO__IDX_BITS 16
+#define NEMO__GEN_MASK 0xFFFFFFFFFFFFull
+static inline nemo_place_id nemo__make_id(unsigned idx, uint64_t gen)
 {
 	return ((gen & NEMO__GEN_MASK) << NEMO__IDX_BITS) | idx;
 }
-static inline uint32_t nemo__id_gen(nemo_place_id id)
+static inline uint64_t nemo__id_gen(nemo_place_id id)
 {
 	return id >> NEMO__IDX_BITS;
 }
 
 /* A place's status word: generation << 2 | state. */
 enum { NEMO__ST_FREE = 0, NEMO__ST_ACTIVE = 1, NEMO__ST_LEAVING = 2 };
-static inline uint32_t nemo__status(uint32_t gen, unsigned st)
+static inline uint64_t nemo__status(uint64_t gen, unsigned st)
 {
 	return ((gen & NEMO__GEN_MASK) << 2) | st;
 }
 
-/* The 7-bit generation tag carried by every queue entry. */
-static inline uint32_t nemo__gtag(uint32_t gen)
+/* The receiver tag of queue entries: the low 30 bits of the receiving
+ * occupant's generation (queue.c, WHY A LATE ENTRY NEVER REACHES A LATER
+ * OCCUPANT, for the bound this leaves). */
+#define NEMO__RTAG_MASK 0x3FFFFFFFu
+static inline uint32_t nemo__rtag(uint64_t gen)
 {
-	return gen & 0x7Fu;
+	return (uint32_t)gen & NEMO__RTAG_MASK;
 }
 
-/* Ring slot head word for position pos, receiver tag rg, sender tag sg:
- *   bit 0 = 1 (so a payload slot's word 0, or a consumed / retracted
- *   slot's 0, never matches), bits 1-7 rg, bits 8-14 sg, bits 16-31 the
- *   position mod 2^16.  A slot holds either this lap's head or an older
- *   lap's (exactly R positions back, R <= 32768 < 2^16) or 0, so 16 bits
- *   of position are enough to tell them apart. */
-static inline uint32_t nemo__slot_seq(uint32_t pos, uint32_t rg, uint32_t sg)
+/* Ring slot head word for position pos of a ring of 2^rbits slots, for
+ * receiver tag rtag: bit 0 = 1 (valid: a payload slot's word 0, and a
+ * consumed or retracted head, is 0), bit 1 the parity of the position's
+ * lap (pos >> rbits), bits 2-31 rtag.  The slot of position pos holds
+ * this lap's head, the previous lap's (written R positions back), or 0
+ * (queue.c, THE QUEUES), so one lap bit tells them apart. */
+static inline uint32_t nemo__slot_seq(uint32_t pos, unsigned rbits, uint32_t rtag)
 {
-	return ((pos & 0xFFFFu) << 16) | (sg << 8) | (rg << 1) | 1u;
-}
-/* Is v the head of position pos for receiver tag rg (any sender tag)? */
-static inline bool nemo__slot_match(uint32_t v, uint32_t pos, uint32_t rg)
-{
-	return (v & 0xFFFF00FFu) == (((pos & 0xFFFFu) << 16) | (rg << 1) | 1u);
+	return (rtag << 2) | (((pos >> rbits) & 1u) << 1) | 1u;
 }
 
-/* Notification FIFO entry: bits 0-6 receiver tag, bit 7 = 1 (never 0),
- * bits 8-14 sender tag, bits 16-31 the channel. */
-static inline uint32_t nemo__nf_entry(uint32_t chan, uint32_t rg, uint32_t sg)
+/* Notification FIFO entry (64 bits): bit 0 = 1 (never 0), bits 1-30 the
+ * receiver tag, bits 32-47 the channel. */
+static inline uint64_t nemo__nf_entry(uint32_t chan, uint32_t rtag)
 {
-	return (chan << 16) | (sg << 8) | 0x80u | rg;
+	return ((uint64_t)chan << 32) | ((uint64_t)rtag << 1) | 1u;
 }
-static inline bool nemo__nf_match(uint32_t v, uint32_t rg)
+static inline bool nemo__nf_match(uint64_t v, uint32_t rtag)
 {
-	return v != 0 && (v & 0x7Fu) == rg;
+	return (uint32_t)v == ((rtag << 1) | 1u);
 }
-
-/* The sender tag of a ring head or FIFO entry. */
-static inline uint32_t nemo__entry_stag(uint32_t v)
+static inline uint32_t nemo__nf_chan(uint64_t v)
 {
-	return (v >> 8) & 0x7Fu;
+	return (uint32_t)(v >> 32) & 0xFFFFu;
 }
 
 /* Message meta word: action (12 bits), event + 1 (13 bits), length (6). */
@@ -110,16 +109,24 @@ typedef struct nemo__slot {
 
 /* The queues of one sender->receiver pair (besides its ring). */
 typedef struct nemo__link {
-	_Alignas(NEMO__CACHELINE) _Atomic uint32_t nf[NEMO_NOTIFY_FIFO_LEN];
+	/* The notification FIFO: two lines of 64-bit entries. */
+	_Alignas(NEMO__CACHELINE) _Atomic uint64_t nf[NEMO_NOTIFY_FIFO_LEN];
+	/* The receiver's line: it writes ack, and reads the sender
+	 * generations once per entry; the sender writes those only before
+	 * its first entry on the queue (queue.c, WHO SENT IT). */
 	_Alignas(NEMO__CACHELINE) _Atomic uint32_t ack;  /* ring position the receiver has consumed */
+	_Atomic uint64_t ring_sgen;   /* generation of the occupant of s that wrote the ring's entries */
+	_Atomic uint64_t nf_sgen;     /* the same for the FIFO's */
 } nemo__link;
 
-/* Sender-private state of one link (in the sender's row). */
+/* Sender-private state of one link (in the sender's row; it carries
+ * over to the next occupant of the sender's index). */
 typedef struct nemo__out {
 	uint32_t tail;                /* next ring position to write */
 	uint32_t ack_seen;            /* last ack read: room = R - (tail - ack_seen) */
 	uint32_t nf_tail;             /* next notification FIFO position */
 	uint32_t deferred;            /* NEMO_MORE sends not yet published */
+	uint64_t ring_gen, nf_gen;    /* what this index last stored to link->ring_sgen, nf_sgen */
 } nemo__out;
 
 /* Receiver-private state of one link (in the receiver's row). */
@@ -137,20 +144,27 @@ struct nemo_domain;
 /* One index of a domain. */
 typedef struct nemo_place {
 	/* Read by senders; written at join/leave and mode changes. */
-	_Alignas(NEMO__CACHELINE) _Atomic uint32_t status;  /* nemo__status() */
+	_Alignas(NEMO__CACHELINE) _Atomic uint64_t status;  /* nemo__status() */
 	_Atomic uint32_t irq_on;      /* interrupt mode: senders may signal */
 	_Atomic(nemo_waiter *) waiter;/* the occupant's parking slot (published state) */
 	_Atomic pid_t tid;            /* the occupant's thread, for tgkill */
 	_Atomic(nemo_notify_handler) nf_fn;
 	void *_Atomic nf_ctx;
 
+	/* Interrupt-mode kickers between their read of irq_on and the end
+	 * of their tgkill, and the signals sent (kick.c, STALE SIGNALS):
+	 * RMWs of kickers, on a line of their own. */
+	_Alignas(NEMO__CACHELINE) _Atomic uint32_t irq_kickers;
+	_Atomic uint32_t irq_sent;
+
 	/* Owner-private (the occupant's thread and its signal handler). */
 	_Alignas(NEMO__CACHELINE) struct nemo_domain *d;
 	unsigned idx;
-	uint32_t gen;
+	uint64_t gen;
 	nemo_place_id id;
 	_Atomic int busy;             /* nesting depth of nemo calls: signals defer */
 	_Atomic int irq_pending;      /* a signal arrived while busy */
+	uint32_t irq_sent_seen;       /* irq_sent at the last nemo__irq_quiesce */
 	int serve_depth;              /* handlers nested in full-queue waits */
 	unsigned hot[NEMO__HOT];      /* senders recently found non-empty (P: none) */
 	unsigned hot_next;
@@ -191,6 +205,7 @@ struct nemo_domain {
 	_Atomic uint32_t magic;
 	pthread_mutex_t lock;         /* join, leave, destroy, registration */
 	unsigned P, R, HW, A, E;
+	unsigned Rbits;               /* R = 2^Rbits */
 	int sig;
 	unsigned nplaces;
 
@@ -238,16 +253,6 @@ static inline _Atomic uint32_t *nemo__alt_row(struct nemo_domain *d, unsigned p)
 	return &d->alt[(size_t)p * d->E];
 }
 
-/* The id of the sender at index s that wrote an entry with tag stag:
- * the newest generation of that index with that tag.  Exact unless the
- * index has been re-occupied 128 times since the entry was sent. */
-static inline nemo_place_id nemo__sender_id(struct nemo_domain *d, unsigned s, uint32_t stag)
-{
-	uint32_t cur = atomic_load_explicit(&d->places[s].status, memory_order_relaxed) >> 2;
-	uint32_t gen = (cur - ((cur - stag) & 0x7Fu)) & NEMO__GEN_MASK;
-	return nemo__make_id(s, gen);
-}
-
 /* Owner-only counter update (relaxed load + store, no RMW). */
 #define NEMO__PADD(p, field, n) \
 	atomic_store_explicit(&(p)->field, \
@@ -274,7 +279,7 @@ void nemo__busy_exit(nemo_place *me);
 
 /* The destination place of id, if id names an active place of d:
  * returns it and its status word in *st; NULL if not (ESRCH). */
-nemo_place *nemo__dest(struct nemo_domain *d, nemo_place_id id, uint32_t *st);
+nemo_place *nemo__dest(struct nemo_domain *d, nemo_place_id id, uint64_t *st);
 
 /*
  * Enqueue one ring message from me to dest (busy held by the caller).
@@ -282,13 +287,13 @@ nemo_place *nemo__dest(struct nemo_domain *d, nemo_place_id id, uint32_t *st);
  * payload of len <= NEMO_AM_PAYLOAD_MAX.  Returns 0, ESRCH, EAGAIN,
  * EDEADLK.
  */
-int nemo__msg_send(nemo_place *me, nemo_place *dst, uint32_t st, nemo_place_id dest, uint32_t meta,
+int nemo__msg_send(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
 		   uint64_t arg, const void *payload, size_t len, unsigned flags);
 
 /* Enqueue n one-slot messages (same meta, args[i]) from me to dest, as
  * nemo__msg_send does one: returns 0 or the error that stopped it, with
  * *sent the number queued (a prefix). */
-int nemo__msg_send_batch(nemo_place *me, nemo_place *dst, uint32_t st, nemo_place_id dest, uint32_t meta,
+int nemo__msg_send_batch(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
 			 const uint64_t *args, size_t n, unsigned flags, size_t *sent);
 
 /* The asymmetric barrier (queue.c, THE ASYMMETRIC BARRIER): true when
@@ -304,6 +309,12 @@ void nemo__publish(nemo_place *me, unsigned dst_idx, bool push);
 
 /* The one kick decision (kick.c): make dst notice its queues now. */
 void nemo__kick(nemo_place *me, nemo_place *dst);
+
+/* Interrupts of me were just turned off (irq_on := 0, seq_cst): wait
+ * until no kicker that saw them on is still sending its signal, and take
+ * the signal off the thread if one may be pending (kick.c, STALE
+ * SIGNALS).  On the place's own thread. */
+void nemo__irq_quiesce(nemo_place *me);
 
 /* The same for many destinations, with one futex call for all the
  * sleepers among them (kick.c). */
@@ -322,5 +333,11 @@ bool nemo__pending(nemo_place *me);
 
 /* Signal handler install (domain.c). */
 int nemo__irq_install(int sig);
+
+/* Test-only (domain.c): give the free index idx of d the generation gen,
+ * so that its next occupant gets gen + 1, as if 2^30 or 2^48 joins had
+ * happened.  Returns 0, EINVAL (idx out of range), EBUSY (occupied),
+ * EIDRM.  tests/test_messaging.c declares it too. */
+int nemo__test_set_gen(nemo_domain *d, unsigned idx, uint64_t gen);
 
 #endif

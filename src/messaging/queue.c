@@ -4,46 +4,68 @@
  *
  * THE QUEUES
  *
- * For every ordered pair (sender s, receiver r) of a domain there are two
- * single-producer single-consumer queues (messaging_internal.h):
+ * For every ordered pair (sender index s, receiver index r) of a domain
+ * there are two single-producer single-consumer queues
+ * (messaging_internal.h).  They belong to the indexes, not to the places:
+ * whichever place occupies s writes them and whichever occupies r reads
+ * them, and the private positions (out[s][r] of the sender, in[r][s] of
+ * the receiver) carry over from one occupant of an index to the next.
  *
- *   nf[16]   the notification FIFO of Barrelfish TN-9: one cache line of
- *            32-bit entries, 0 = empty, else chan << 16 | stag << 8 |
- *            0x80 | rtag.
+ *   nf[16]   the notification FIFO of Barrelfish TN-9: 64-bit entries on
+ *            two cache lines, 0 = empty, else chan << 32 | rtag << 1 | 1.
  *            s fills the entry at its private nf_tail if it is 0; r reads
  *            the entry at its private nf_head and writes 0 back.  An entry
- *            that is not 0 at nf_tail means the FIFO is full.
+ *            that is not 0 at nf_tail means the FIFO is full.  A poll's
+ *            empty check reads only the line that holds nf_head.
  *   ring[R]  the active-message ring: 16-byte slots, a message is a head
- *            slot {seq, meta, arg} and ceil(len/12) payload slots.  A
- *            head is valid for position p iff its seq is
- *            ((p & 0xFFFF) << 16 | stag << 8 | rtag << 1 | 1).  The
- *            consumer only
- *            reads slots (Barrelfish UMP's epoch idea, with the position
- *            as the epoch), and publishes how far it has read in the
- *            link's ack word on its own line; the sender reads ack only
- *            when its cached view says the ring is full.  So in steady
- *            state a message costs one line transfer per 4 slots and no
- *            shared index at all.
+ *            slot {seq, meta, arg} and ceil(len/12) payload slots, whose
+ *            first word is 0.  A head is valid for position p iff its
+ *            seq is rtag << 2 | lap(p) << 1 | 1, lap(p) = (p / R) & 1.
+ *            The consumer only reads slots (Barrelfish UMP's epoch idea,
+ *            with the lap as the epoch), and publishes how far it has read
+ *            in the link's ack word on its own line; the sender reads ack
+ *            only when its cached view says the ring is full.  So in
+ *            steady state a message costs one line transfer per 4 slots
+ *            and no shared index at all.
  *
- * rtag is the receiver's generation (7 bits): a late entry meant for an
- * earlier occupant of index r never matches the current one.  stag is
- * the sender's: a handler learns who sent the message even if the sender
- * has left since and its index has a new occupant (nemo__sender_id).
+ * rtag is the low 30 bits of the receiving occupant's generation: an
+ * entry written for an earlier occupant of r does not match the current
+ * one (WHY A LATE ENTRY REACHES NO LATER OCCUPANT).  Entries carry no
+ * sender tag: the link's sender-generation words name the sender (WHO
+ * SENT IT).
+ *
+ * One lap bit is enough.  The sender writes each position once per lap,
+ * in order: a message its payload positions (first word 0) and then its
+ * head, a batch one head per position.  The one rewrite is after a
+ * retract (S3, below), which first CASes the head back to 0 and rewinds
+ * the tail, so that those positions are written again in the same lap
+ * (the retracted message's payload slots beyond the new message keep
+ * their word 0).  The sender writes position p only when p - ack < R,
+ * and ack never passes the receiver's head h.  So when the receiver looks
+ * at position h, the slot holds the last write of position h - if the
+ * sender got there: this lap's head, a payload word, a retracted 0 - or
+ * else that of position h - R, the previous lap: a head with the other
+ * lap bit, a payload word or 0 (or, in the first lap, a new domain's 0).
+ * Only this lap's head for this receiver matches.  Positions are 32-bit
+ * and wrap; R divides 2^32, so laps alternate across the wrap too.
  *
  * Each receiver has a hint bitmap, one bit per sender.  Only sender s
  * sets bit s (fetch_or); only r clears bits (exchange with 0).
  *
  * Each place publishes its state in its waiter slot (src/waiter):
  * RUNNING, POLLING (in nemo_place_wait, watching memory) or SLEEPING (in
- * futex_wait on that word, or about to be), and its status word:
- * gen << 2 | FREE / ACTIVE / LEAVING.
+ * futex_wait on the domain's shared word, or about to be), and its 64-bit
+ * status word: gen << 2 | FREE / ACTIVE / LEAVING.
  *
  * SEND (s to r; nemo__msg_send, notify_send, nemo__publish)
  *
  *   S0  st := load(r.status, acquire); not ACTIVE of the id's generation
  *       -> ESRCH, nothing written.
+ *   G1  only before this occupant's first entry on the queue (WHO SENT
+ *       IT): wait until its predecessors' entries there are given back.
+ *   G2  store(link's sender-generation word, own generation, release).
  *   S1  write the entry; its seq / FIFO word last, with release: this is
- *       what makes everything s wrote before visible to r's handler.
+ *       what makes everything s wrote before (G2 included) visible to r.
  *   S2  (no fence: see THE ASYMMETRIC BARRIER; a seq_cst fence where
  *       membarrier is not available)
  *   S3  if load(r.status) != st: r is leaving (or left).  A ring
@@ -51,10 +73,10 @@
  *       (reads leave the slot as it was): if load(link.ack, acquire) is
  *       past the entry, it was delivered -> 0.  Otherwise try to take the
  *       entry back, CAS(seq or FIFO word: entry -> 0).  Success: nobody
- *       consumed it and nobody will (tags differ from any later
- *       occupant's) -> ESRCH.  Failure: r's final drain consumed it ->
- *       0, delivered; no kick needed.  (FIFO entries need no ack check:
- *       an ordinary drain writes 0 back, so the CAS fails.)
+ *       consumed it and nobody will (no later occupant's rtag matches)
+ *       -> ESRCH.  Failure: r's final drain consumed it -> 0, delivered;
+ *       no kick needed.  (FIFO entries need no ack check: an ordinary
+ *       drain writes 0 back, so the CAS fails.)
  *   -- with NEMO_MORE the send stops here; S4-S5 run at the next
  *      publishing send or nemo_flush.
  *   P   atomic_thread_fence(seq_cst): orders every entry written so far
@@ -73,22 +95,32 @@
  *       line transfer, before the sender has even set its hint bit.
  *   D2  for each hint word that is not 0: x := exchange(word, 0,
  *       seq_cst); drain every queue whose bit is in x.
- *   Consuming copies the entry out and advances the private head (and
- *   publishes ack) before the handler runs, so a handler may itself poll
- *   or wait without seeing its own message again.
+ *   Consuming an entry (drain_link):
+ *   D3  load(seq or FIFO word at the private head, acquire); stop unless
+ *       it is valid for this position and this receiver;
+ *   D4  load(the queue's sender-generation word, relaxed): the sender
+ *       is make_id(s, that generation);
+ *   D5  give the entry back: FIFO store(word, 0, release); ring: advance
+ *       the private head, and store(ack, head, release) every R/4
+ *       slots and at the end of the drain (the final drain first CASes
+ *       each entry to 0, acq_rel, for S3's race).
+ *   The entry is copied out and given back before the handler runs, so
+ *   a handler may itself poll or wait without seeing its own message
+ *   again, and may wait for room in a queue to the same sender.
  *
  * WAIT (r; nemo_place_wait with the ops below, through nemo__wait_loop,
  * the waiter layer's one decision of how long to poll)
  *
  *   W1  state := POLLING; poll: if nemo__pending() (any hint word, or a
  *       hot queue non-empty) then drain; return once something was handled.
+ *   B1  seen := load(domain's bseq, seq_cst)
  *   W2  exchange(state, SLEEPING, seq_cst)
  *   W3  if nemo__pending() (seq_cst loads): state := RUNNING, drain.
- *   W4  futex_wait_bitset(domain's bseq, seen, own bit): the waiter
- *       layer's SHARED WORD (B1 reads bseq before W2; a kick CASes state,
- *       then bumps bseq and wakes the bit), so that a broadcast wakes all
- *       its sleepers with one syscall (nemo__kick_many)
- *   W5  state := RUNNING; drain; done if something was handled, else W2.
+ *   W4  futex_wait_bitset(bseq, seen, own bit): the waiter layer's SHARED
+ *       WORD (a kick CASes state SLEEPING -> RUNNING, then bumps bseq and
+ *       wakes the bit), so that a broadcast wakes all its sleepers with
+ *       one syscall (nemo__kick_many)
+ *   W5  state := RUNNING; drain; done if something was handled, else B1.
  *   W6  leaving the wait: store(state, RUNNING, seq_cst), and if interrupt
  *       mode is on, check nemo__pending() once more and drain.
  *
@@ -98,8 +130,10 @@
  * stores the hint bit then loads state; r stores state then loads the
  * hint; all seq_cst.  One of the two loads sees the other's store: r sees
  * the bit and does not sleep, or s sees SLEEPING and wakes it (the
- * waiter layer's CAS + FUTEX_WAKE, whose kernel check makes a wake before
- * the sleep harmless).  When S4 finds the bit already set, s skips S5:
+ * waiter layer's CAS, then its bump of bseq and FUTEX_WAKE_BITSET: B1
+ * read bseq before W2, and the CAS follows W2, so W4 either finds bseq
+ * changed and returns at once or sleeps before the bump and is woken by
+ * its bit).  When S4 finds the bit already set, s skips S5:
  * that bit's own setting was followed by its own S5, and r clears it only
  * in D2, whose exchange reads s's set bit; then s's load at S4, which
  * read the bit before that exchange, precedes it in the seq_cst order,
@@ -108,7 +142,8 @@
  * RUNNING (not SLEEPING) is the state that needs a kick: a sender that
  * read POLLING does not signal, and the place sees its hint at W6.
  * models/place.pml checks this with spin, with the broken variants
- * "kick before hint", "check before publishing SLEEPING".
+ * "kick before hint", "check before publishing SLEEPING", "bseq read
+ * after publishing SLEEPING".
  *
  * WHY A SEND RACING A LEAVE IS DELIVERED XOR FAILED
  *
@@ -120,15 +155,72 @@
  * visible to L2, which consumes it: delivered.  A sender whose S3 reads
  * otherwise races L2 with its own CAS on the same word: exactly one CAS
  * wins - consumed (the sender returns 0) or taken back (ESRCH).  Later
- * occupants never consume the taken-back entry: its tag is the old
+ * occupants never consume the taken-back entry: its rtag is the old
  * generation's.  A ring entry read by an ordinary drain before L1 is not
  * retracted although its seq is still valid: every drain publishes ack
  * before it returns, hence before L1, and a sender that saw L1 (or
  * anything after it) sees that ack at S3.  models/place.pml -DLEAVE
  * checks this (-DRING, the read-only ring; spin found the retract of an
  * already-handled entry before the ack check was added), and that the
- * broken variants "no re-check at S3" (a message lost) and "plain reads
- * in the final drain" (handled and failed) are caught.
+ * broken variants "no re-check at S3" (a message lost), "plain reads in
+ * the final drain" (handled and failed) and "no barrier after L1" (a
+ * message lost) are caught.
+ *
+ * WHO SENT IT
+ *
+ * Every entry of queue (s -> r) was written by an occupant of s, and the
+ * occupants of s write it one after the other: an occupant leaves only
+ * outside any send, and the next one joins after that.  Each queue has a
+ * sender-generation word on the link's ack line (ring_sgen, nf_sgen):
+ * the sender writes it once per occupant, the receiver reads it once per
+ * entry from a line it writes itself (ack).  The sender keeps a private
+ * copy of what its index last stored (out.ring_gen, out.nf_gen), so a
+ * send compares two private words and goes on.  Only a new occupant's
+ * first entry on the queue does G1 and G2:
+ *
+ *   G1  wait until every entry its predecessors wrote on the queue has
+ *       been given back: ring: load(link.ack, acquire) == its tail;
+ *       FIFO: load(entry at nf_tail - 1, acquire) == 0 (the receiver
+ *       empties entries in order; a retract rewound nf_tail past its own
+ *       entry).  It waits as a send waits for room in a full queue
+ *       (wait_room: it serves its own queues meanwhile; NEMO_NONBLOCK
+ *       gives EAGAIN; the receiver leaving gives ESRCH; counted in
+ *       full_waits).  A handler run while it waits may claim the queue
+ *       first: then it is claimed.
+ *   G2  store(word, its generation, release).
+ *
+ * Why D4 reads the generation of the entry's writer W.  W stored the word
+ * (G2) before the entry (S1, release) and D3 loaded the entry with
+ * acquire, so G2 happens before D4, and D4 reads W's value or a later
+ * one (coherence).  A later value is stored only by a later occupant at
+ * its G2, after its G1 read the give-back (D5, release) of W's last entry
+ * or of a later one: the ack only grows, the FIFO is emptied in order,
+ * and each D5 is sequenced after the D4 of its entry and of every entry
+ * before it.  So the D4 of each of W's entries happens before the later
+ * G2 and cannot read it.  (The occupants of r continue each other's
+ * positions: one's L3 and the next one's join, under the domain lock,
+ * order the earlier one's D4s before the later one's D5s.)  Gen 0 never
+ * occurs (domain.c skips it at the 48-bit wrap), so a new domain's zero
+ * word names nobody and the first occupant's G1 finds ack == tail == 0.
+ * The cost: nothing per entry for a place that keeps its index (the
+ * receiver's extra load hits its own line); a new occupant waits at most
+ * until the receiver has handled what the previous occupant sent there,
+ * as if the queue were full.  models/place.pml -DGEN checks the handover
+ * (and -DGEN -DBROKEN_NO_GEN_WAIT that without G1 a handler names the
+ * wrong sender).
+ *
+ * WHY A LATE ENTRY REACHES NO LATER OCCUPANT
+ *
+ * A sender writes the rtag of the generation it read at S0.  If S3 reads
+ * the same status, that occupant is still there and takes the entry
+ * (above).  If not, the entry is retracted or was delivered - but
+ * between S1 and the retract it sits at the receiver's head position,
+ * where a later occupant of r may look (it continues the positions, and
+ * the lap bit matches).  Its D3 rejects the entry because the rtag
+ * differs, unless its generation equals the writer's modulo 2^30: index r
+ * would have to be left and joined a multiple of 2^30 times (about 10^9)
+ * while this one sender is stopped between S0 and S3.  Ids (48-bit
+ * generations) repeat only after 2^48 joins of one index.
  *
  * THE ASYMMETRIC BARRIER
  *
@@ -147,13 +239,15 @@
  * waits for the store to the line the consumer is reading.  Where
  * membarrier is unavailable (old kernel, seccomp) or NEMO_MEMBARRIER=0,
  * nemo__asym is false and every send fences at S2 instead.
+ * models/place.pml -DLEAVE models the sender's entry store as buffered
+ * (x86-TSO) until a fence, a locked instruction or the leaver's barrier.
  *
  * BACKPRESSURE
  *
  * A full ring or FIFO never drops: a blocking send waits for room while
  * draining the sender's own queues (so cycles of full queues make
  * progress), up to 8 levels of handlers nested in such waits (then
- * EDEADLK); NEMO_NONBLOCK returns EAGAIN.
+ * EDEADLK); NEMO_NONBLOCK returns EAGAIN.  G1 waits the same way.
  */
 #define _GNU_SOURCE
 #include "messaging_internal.h"
@@ -207,13 +301,13 @@ void nemo__busy_exit(nemo_place *me)
 
 /* ------------------------------------------------------------ lookup */
 
-nemo_place *nemo__dest(struct nemo_domain *d, nemo_place_id id, uint32_t *st)
+nemo_place *nemo__dest(struct nemo_domain *d, nemo_place_id id, uint64_t *st)
 {
 	unsigned idx = nemo_place_index(id);
 	if (id == NEMO_PLACE_NONE || idx >= d->P)
 		return NULL;
 	nemo_place *p = &d->places[idx];
-	uint32_t s = atomic_load_explicit(&p->status, memory_order_acquire);
+	uint64_t s = atomic_load_explicit(&p->status, memory_order_acquire);
 	if (s != nemo__status(nemo__id_gen(id), NEMO__ST_ACTIVE))
 		return NULL;
 	*st = s;
@@ -276,7 +370,7 @@ int nemo_flush(nemo_place_id dest)
 			if (nemo__out_of(d, me->idx, r)->deferred)
 				nemo__publish(me, r, false);
 	} else {
-		uint32_t st;
+		uint64_t st;
 		if (nemo__dest(d, dest, &st))
 			nemo__publish(me, nemo_place_index(dest), false);
 		else
@@ -288,10 +382,11 @@ int nemo_flush(nemo_place_id dest)
 
 /* ------------------------------------------------------- waiting room */
 
-/* The queue to dst is full: wait for room, serving our own queues.
+/* The queue to dst is full (or still holds a previous occupant's
+ * entries: WHO SENT IT): wait for room, serving our own queues.
  * room(arg) says whether there is room now.  Returns 0, ESRCH (dst is
  * leaving: nothing more can reach it), EAGAIN, EDEADLK. */
-static int wait_room(nemo_place *me, nemo_place *dst, uint32_t st, unsigned r, unsigned flags,
+static int wait_room(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r, unsigned flags,
 		     bool (*room)(void *), void *arg)
 {
 	if (flags & NEMO_NONBLOCK)
@@ -314,6 +409,57 @@ static int wait_room(nemo_place *me, nemo_place *dst, uint32_t st, unsigned r, u
 		if (n % 64 == 0)
 			sched_yield();
 	}
+}
+
+/* ------------------------------------------- first send (WHO SENT IT) */
+
+/* Before this occupant's first entry on a queue whose sender-generation
+ * word names another: wait until that occupant's entries there are all
+ * given back (G1), then store our generation (G2). */
+struct idle {
+	nemo__out *o;
+	nemo__link *lk;
+	uint64_t gen;
+};
+
+static bool ring_idle(void *p)
+{
+	struct idle *q = p;
+	if (q->o->ring_gen == q->gen)
+		return true;        /* a handler run while we waited claimed it */
+	q->o->ack_seen = atomic_load_explicit(&q->lk->ack, memory_order_acquire);    /* G1 */
+	return q->o->ack_seen == q->o->tail;
+}
+
+static bool nf_idle(void *p)
+{
+	struct idle *q = p;
+	if (q->o->nf_gen == q->gen)
+		return true;
+	_Atomic uint64_t *e = &q->lk->nf[(q->o->nf_tail - 1) % NEMO_NOTIFY_FIFO_LEN];
+	return atomic_load_explicit(e, memory_order_acquire) == 0;                   /* G1 */
+}
+
+/* Claim the ring (ring = true) or the FIFO of link lk for me: 0, or the
+ * error of wait_room (EAGAIN, ESRCH, EDEADLK). */
+static __attribute__((noinline)) int claim(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r,
+					   unsigned flags, nemo__out *o, nemo__link *lk, bool ring)
+{
+	struct idle q = { o, lk, me->gen };
+	bool (*idle)(void *) = ring ? ring_idle : nf_idle;
+	if (!idle(&q)) {
+		int err = wait_room(me, dst, st, r, flags, idle, &q);
+		if (err)
+			return err;
+	}
+	if (ring && o->ring_gen != me->gen) {
+		atomic_store_explicit(&lk->ring_sgen, me->gen, memory_order_release);     /* G2 */
+		o->ring_gen = me->gen;
+	} else if (!ring && o->nf_gen != me->gen) {
+		atomic_store_explicit(&lk->nf_sgen, me->gen, memory_order_release);       /* G2 */
+		o->nf_gen = me->gen;
+	}
+	return 0;
 }
 
 /* ---------------------------------------------------------- ring send */
@@ -346,13 +492,18 @@ static bool ring_delivered(nemo__link *lk, nemo__slot *hs, uint32_t seq, uint32_
 							memory_order_acquire);
 }
 
-int nemo__msg_send(nemo_place *me, nemo_place *dst, uint32_t st, nemo_place_id dest, uint32_t meta,
+int nemo__msg_send(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
 		   uint64_t arg, const void *payload, size_t len, unsigned flags)
 {
 	struct nemo_domain *d = me->d;
 	unsigned r = nemo_place_index(dest);
 	nemo__out *o = &me->out_row[r];
 	nemo__link *lk = nemo__link_of(d, r, me->idx);
+	if (__builtin_expect(o->ring_gen != me->gen, 0)) {                  /* G1, G2 */
+		int err = claim(me, dst, st, r, flags, o, lk, true);
+		if (err)
+			return err;
+	}
 	uint32_t need = slots_for(len);
 	if (o->tail + need - o->ack_seen > d->R) {
 		struct ring_room rr = { o, lk, need, d->R };
@@ -381,7 +532,7 @@ int nemo__msg_send(nemo_place *me, nemo_place *dst, uint32_t st, nemo_place_id d
 		__builtin_prefetch(&ring[(p + NEMO__PREFETCH_SLOTS) & mask], 1);
 	hs->meta = meta;
 	hs->arg = arg;
-	uint32_t seq = nemo__slot_seq(p, nemo__gtag(nemo__id_gen(dest)), nemo__gtag(me->gen));
+	uint32_t seq = nemo__slot_seq(p, d->Rbits, nemo__rtag(nemo__id_gen(dest)));
 	atomic_store_explicit(&hs->seq, seq, memory_order_release);
 	o->tail = p + need;
 	if (!nemo__asym)
@@ -412,17 +563,18 @@ int nemo__msg_send(nemo_place *me, nemo_place *dst, uint32_t st, nemo_place_id d
 static uint32_t batch_settle(nemo_place *me, nemo__slot *ring, uint32_t mask, nemo__link *lk,
 			     uint32_t first, uint32_t end, uint32_t rtag, size_t *delivered)
 {
-	uint32_t stag = nemo__gtag(me->gen), p = first;
-	while (p != end && ring_delivered(lk, &ring[p & mask], nemo__slot_seq(p, rtag, stag), p + 1))
+	unsigned rb = me->d->Rbits;
+	uint32_t p = first;
+	while (p != end && ring_delivered(lk, &ring[p & mask], nemo__slot_seq(p, rb, rtag), p + 1))
 		p++;
 	*delivered = p - first;
 	/* The rest: ours to take back (their CASes cannot fail now). */
 	for (uint32_t q = p; q != end; q++)
-		ring_delivered(lk, &ring[q & mask], nemo__slot_seq(q, rtag, stag), q + 1);
+		ring_delivered(lk, &ring[q & mask], nemo__slot_seq(q, rb, rtag), q + 1);
 	return p;           /* the new tail */
 }
 
-int nemo__msg_send_batch(nemo_place *me, nemo_place *dst, uint32_t st, nemo_place_id dest, uint32_t meta,
+int nemo__msg_send_batch(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
 			 const uint64_t *args, size_t n, unsigned flags, size_t *sent)
 {
 	struct nemo_domain *d = me->d;
@@ -430,9 +582,17 @@ int nemo__msg_send_batch(nemo_place *me, nemo_place *dst, uint32_t st, nemo_plac
 	nemo__out *o = &me->out_row[r];
 	nemo__link *lk = nemo__link_of(d, r, me->idx);
 	nemo__slot *ring = nemo__ring_of(d, r, me->idx);
-	uint32_t mask = d->R - 1, rtag = nemo__gtag(nemo__id_gen(dest)), stag = nemo__gtag(me->gen);
+	uint32_t mask = d->R - 1, rtag = nemo__rtag(nemo__id_gen(dest));
+	unsigned rb = d->Rbits;
 	size_t done = 0;
 	int err = 0;
+	if (__builtin_expect(o->ring_gen != me->gen, 0)) {                  /* G1, G2 */
+		err = claim(me, dst, st, r, flags, o, lk, true);
+		if (err) {
+			*sent = 0;
+			return err;
+		}
+	}
 	while (done < n) {
 		/* As many as fit now (at least one, after waiting if needed). */
 		uint32_t room = d->R - (o->tail - o->ack_seen);
@@ -455,7 +615,7 @@ int nemo__msg_send_batch(nemo_place *me, nemo_place *dst, uint32_t st, nemo_plac
 				__builtin_prefetch(&ring[(p + NEMO__PREFETCH_SLOTS) & mask], 1);
 			hs->meta = meta;
 			hs->arg = args[done + i];
-			atomic_store_explicit(&hs->seq, nemo__slot_seq(p, rtag, stag), memory_order_release);
+			atomic_store_explicit(&hs->seq, nemo__slot_seq(p, rb, rtag), memory_order_release);
 		}
 		o->tail = p;
 		if (!nemo__asym)
@@ -487,20 +647,20 @@ int nemo__msg_send_batch(nemo_place *me, nemo_place *dst, uint32_t st, nemo_plac
 struct nf_room {
 	nemo__out *o;
 	nemo__link *lk;
-	_Atomic uint32_t *e;
+	_Atomic uint64_t *e;
 };
 
 static bool nf_has_room(void *p)
 {
 	struct nf_room *nr = p;
-	_Atomic uint32_t *e = &nr->lk->nf[nr->o->nf_tail % NEMO_NOTIFY_FIFO_LEN];
+	_Atomic uint64_t *e = &nr->lk->nf[nr->o->nf_tail % NEMO_NOTIFY_FIFO_LEN];
 	return atomic_load_explicit(e, memory_order_acquire) == 0;
 }
 
 static int notify_send(nemo_place *me, nemo_place_id dest, uint32_t chan, unsigned flags)
 {
 	struct nemo_domain *d = me->d;
-	uint32_t st;
+	uint64_t st;
 	nemo_place *dst = nemo__dest(d, dest, &st);                          /* S0 */
 	if (!dst)
 		return ESRCH;
@@ -513,6 +673,11 @@ static int notify_send(nemo_place *me, nemo_place_id dest, uint32_t chan, unsign
 	unsigned r = nemo_place_index(dest);
 	nemo__out *o = &me->out_row[r];
 	nemo__link *lk = nemo__link_of(d, r, me->idx);
+	if (__builtin_expect(o->nf_gen != me->gen, 0)) {                    /* G1, G2 */
+		int err = claim(me, dst, st, r, flags, o, lk, false);
+		if (err)
+			return err;
+	}
 	struct nf_room nr = { o, lk, NULL };
 	if (!nf_has_room(&nr)) {
 		int err = wait_room(me, dst, st, r, flags, nf_has_room, &nr);
@@ -523,13 +688,13 @@ static int notify_send(nemo_place *me, nemo_place_id dest, uint32_t chan, unsign
 	 * this very receiver and taken the slot we looked at first. */
 	uint32_t p = o->nf_tail;
 	nr.e = &lk->nf[p % NEMO_NOTIFY_FIFO_LEN];
-	uint32_t v = nemo__nf_entry(chan, nemo__gtag(nemo__id_gen(dest)), nemo__gtag(me->gen));
+	uint64_t v = nemo__nf_entry(chan, nemo__rtag(nemo__id_gen(dest)));
 	atomic_store_explicit(nr.e, v, memory_order_release);                /* S1 */
 	o->nf_tail = p + 1;
 	if (!nemo__asym)
 		NEMO__FENCE();                   /* S2 */
 	if (atomic_load_explicit(&dst->status, memory_order_seq_cst) != st) { /* S3 */
-		uint32_t exp = v;
+		uint64_t exp = v;
 		if (atomic_compare_exchange_strong_explicit(nr.e, &exp, 0, memory_order_acq_rel,
 							    memory_order_acquire)) {
 			o->nf_tail = p;
@@ -567,9 +732,14 @@ int nemo_notify_set_handler(nemo_notify_handler fn, void *ctx)
 	nemo_place *me = nemo__place_self();
 	if (!me)
 		return ENOTCONN;
-	/* ctx first: a sender that sees fn may deliver at once. */
+	/* Only this thread reads the pair, in a drain: a nemo call, so the
+	 * interrupt handler cannot run one in between these two stores (it
+	 * defers to busy_exit, which then runs the new handler).  Senders
+	 * read fn only to refuse a place without one (ENOENT). */
+	nemo__busy_enter(me);
 	atomic_store_explicit(&me->nf_ctx, ctx, memory_order_relaxed);
 	atomic_store_explicit(&me->nf_fn, fn, memory_order_release);
+	nemo__busy_exit(me);
 	return 0;
 }
 
@@ -601,30 +771,33 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 	nemo__link *lk = &me->link_row[s];
 	nemo__slot *ring = me->ring_row + (size_t)s * d->R;
 	uint32_t mask = d->R - 1;
-	uint32_t g = nemo__gtag(me->gen);
+	uint32_t g = nemo__rtag(me->gen);
+	unsigned rb = d->Rbits;
 	unsigned n = 0;
 
 	/* Nothing there (the common case of a poll): two loads and out. */
 	if (!final &&
-	    !nemo__slot_match(atomic_load_explicit(&ring[in->head & mask].seq, memory_order_acquire),
-			      in->head, g) &&
+	    atomic_load_explicit(&ring[in->head & mask].seq, memory_order_acquire) !=
+		    nemo__slot_seq(in->head, rb, g) &&
 	    !nemo__nf_match(atomic_load_explicit(&lk->nf[in->nf_head % NEMO_NOTIFY_FIFO_LEN],
 						 memory_order_acquire), g))
 		return 0;
 
 	/* Notifications. */
 	while (final || n < budget) {
-		_Atomic uint32_t *e = &lk->nf[in->nf_head % NEMO_NOTIFY_FIFO_LEN];
-		uint32_t v = atomic_load_explicit(e, memory_order_acquire);
+		_Atomic uint64_t *e = &lk->nf[in->nf_head % NEMO_NOTIFY_FIFO_LEN];
+		uint64_t v = atomic_load_explicit(e, memory_order_acquire);          /* D3 */
 		if (!nemo__nf_match(v, g))
 			break;
+		/* Who wrote it: read before the entry is given back (WHO SENT IT). */
+		uint64_t sg = atomic_load_explicit(&lk->nf_sgen, memory_order_relaxed);  /* D4 */
 		if (final) {
-			uint32_t exp = v;
+			uint64_t exp = v;
 			if (!atomic_compare_exchange_strong_explicit(e, &exp, 0, memory_order_acq_rel,
 								     memory_order_acquire))
 				break;    /* the sender took it back */
 		} else {
-			atomic_store_explicit(e, 0, memory_order_release);
+			atomic_store_explicit(e, 0, memory_order_release);           /* D5 */
 		}
 		in->nf_head++;
 		n++;
@@ -632,16 +805,17 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 		nemo_notify_handler fn = atomic_load_explicit(&me->nf_fn, memory_order_acquire);
 		void *fctx = atomic_load_explicit(&me->nf_ctx, memory_order_relaxed);
 		if (fn)
-			fn(fctx, nemo__sender_id(d, s, nemo__entry_stag(v)), v >> 16);
+			fn(fctx, nemo__make_id(s, sg), nemo__nf_chan(v));
 	}
 
 	/* Active messages. */
 	while (final || n < budget) {
 		uint32_t p = in->head;
 		nemo__slot *hs = &ring[p & mask];
-		uint32_t v = atomic_load_explicit(&hs->seq, memory_order_acquire);
-		if (!nemo__slot_match(v, p, g))
+		uint32_t v = atomic_load_explicit(&hs->seq, memory_order_acquire);  /* D3 */
+		if (v != nemo__slot_seq(p, rb, g))
 			break;
+		uint64_t sg = atomic_load_explicit(&lk->ring_sgen, memory_order_relaxed); /* D4 */
 		if (final) {
 			uint32_t exp = v;
 			if (!atomic_compare_exchange_strong_explicit(&hs->seq, &exp, 0, memory_order_acq_rel,
@@ -666,7 +840,7 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 		NEMO__PCOUNT(me, c_am_handled);
 		nemo__deliver_fn fn = atomic_load_explicit(&d->deliver, memory_order_acquire);
 		if (fn)
-			fn(me, nemo__sender_id(d, s, nemo__entry_stag(v)), meta, arg, len ? buf : NULL, len, ctx);
+			fn(me, nemo__make_id(s, sg), meta, arg, len ? buf : NULL, len, ctx);
 	}
 	publish_ack(lk, in);
 	if (!final && n >= budget)
@@ -733,7 +907,7 @@ unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final)
 bool nemo__pending(nemo_place *me)
 {
 	struct nemo_domain *d = me->d;
-	uint32_t g = nemo__gtag(me->gen);
+	uint32_t g = nemo__rtag(me->gen);
 	/* Hot queues first: a stream's next entry is found with the one line
 	 * transfer that brings it, before the sender's hint RMW (a second
 	 * line, which it is writing at that moment) is even looked at. */
@@ -743,9 +917,9 @@ bool nemo__pending(nemo_place *me)
 			continue;
 		nemo__in *in = &me->in_row[s];
 		nemo__slot *hs = &me->ring_row[(size_t)s * d->R + (in->head & (d->R - 1))];
-		if (nemo__slot_match(atomic_load_explicit(&hs->seq, memory_order_acquire), in->head, g))
+		if (atomic_load_explicit(&hs->seq, memory_order_acquire) == nemo__slot_seq(in->head, d->Rbits, g))
 			return true;
-		uint32_t v = atomic_load_explicit(&me->link_row[s].nf[in->nf_head % NEMO_NOTIFY_FIFO_LEN],
+		uint64_t v = atomic_load_explicit(&me->link_row[s].nf[in->nf_head % NEMO_NOTIFY_FIFO_LEN],
 						  memory_order_acquire);
 		if (nemo__nf_match(v, g))
 			return true;
