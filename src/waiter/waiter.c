@@ -182,6 +182,7 @@ static nemo_waiter *slot_new(void)
 		w->boosted = false;
 		w->long_waits = 0;
 		w->same_cpu = 0;
+		w->one_cpu = -1;
 		atomic_store_explicit(&w->bword, NULL, memory_order_relaxed);
 		atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
 	}
@@ -390,11 +391,14 @@ int nemo__waiter_wait_flags(nemo_waiter *w, const nemo_wait_policy *p, clockid_t
 			    const struct timespec *abstime, unsigned flags)
 {
 	int cpu = sched_getcpu();
+	nemo_waiter *self = nemo_waiter_self();     /* whose counters the loop keeps */
+	uint64_t slept = self ? atomic_load_explicit(&self->sleeps, memory_order_relaxed) : 0;
 	atomic_store_explicit(&w->state, NEMO_WAITER_POLLING, memory_order_relaxed);     /* W1 */
 	int rc = nemo__wait_loop(&slot_ops, w, p, clock, abstime, flags);
 	atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
 	if (rc == 0)
-		nemo__learn_releaser(w, cpu);
+		nemo__learn_releaser(w, cpu,
+				     self && atomic_load_explicit(&self->sleeps, memory_order_relaxed) != slept);
 	return rc;
 }
 

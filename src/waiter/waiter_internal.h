@@ -53,6 +53,8 @@ struct nemo_waiter {
 	_Atomic uint64_t waits, waits_polled, sleeps;
 	uint32_t long_waits;          /* adaptive history: 0..8 (wait.c) */
 	uint32_t same_cpu;            /* adaptive history: releasers on our CPU, 0..8 */
+	uint32_t one_cpu_at;          /* waits count when one_cpu was read (wait.c) */
+	int8_t one_cpu;               /* affinity is a single CPU: -1 unknown, 0, 1 */
 	int boost;                    /* kick mode: 0 untried, 1 works, -1 not permitted */
 	bool boosted;                 /* running at the kick-mode priority now */
 
@@ -172,7 +174,7 @@ static inline void nemo__release_mark(nemo_waiter *w, int cpu)
 
 /* Waiter side: the wait of w that started on CPU `cpu` was released; learn
  * whether its releaser ran there too (wait.c). */
-void nemo__learn_releaser(nemo_waiter *w, int cpu);
+void nemo__learn_releaser(nemo_waiter *w, int cpu, bool slept);
 
 /* Validate an absolute deadline: NULL ok; EINVAL if malformed or the
  * clock is neither CLOCK_MONOTONIC nor CLOCK_REALTIME. */
