@@ -163,6 +163,14 @@ static struct {
 	const char *start;            /* "profile" or "default" */
 } learned;
 static pthread_once_t learned_once = PTHREAD_ONCE_INIT;
+/* Set once learned_init has run: the learning calls check it instead of
+ * calling pthread_once, because they run in kickers, and a kicker may be
+ * an interrupt-mode handler (a signal handler), where neither
+ * pthread_once nor the profile's fopen is allowed.  Every kick that
+ * learns woke a sleeper, and every sleeper has passed nemo__learned_init
+ * (wait.c) first, so no sample is lost that way but the odd one racing
+ * the very first sleep of the process. */
+static _Atomic bool learned_ready;
 
 int nemo_wait_profile_path(char *buf, size_t len)
 {
@@ -380,6 +388,12 @@ static void learned_init(void)
 	}
 	atomic_store_explicit(&learned.lat_ns, (uint32_t)lat, memory_order_relaxed);
 	atomic_store_explicit(&learned.wake_ns, (uint32_t)(cpu / 2), memory_order_relaxed);
+	atomic_store_explicit(&learned_ready, true, memory_order_release);
+}
+
+void nemo__learned_init(void)
+{
+	pthread_once(&learned_once, learned_init);
 }
 
 static double clamp_sample(double ns)
@@ -409,7 +423,8 @@ static void low_band(_Atomic uint32_t *est, double sample)
 
 void nemo__learn_wake_latency(double ns)
 {
-	pthread_once(&learned_once, learned_init);
+	if (!atomic_load_explicit(&learned_ready, memory_order_acquire))
+		return;
 	low_band(&learned.lat_ns, ns);
 	uint32_t n = atomic_load_explicit(&learned.samples, memory_order_relaxed);
 	if (n < UINT32_MAX)
@@ -418,7 +433,8 @@ void nemo__learn_wake_latency(double ns)
 
 void nemo__learn_kick_cost(double ns)
 {
-	pthread_once(&learned_once, learned_init);
+	if (!atomic_load_explicit(&learned_ready, memory_order_acquire))
+		return;      /* maybe a signal handler: no pthread_once here */
 	ewma(&learned.wake_ns, ns);
 }
 

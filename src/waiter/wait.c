@@ -337,6 +337,7 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 		return 0;
 	}
 	nemo_clock_init();
+	nemo__learned_init();
 	nemo_wait_policy pol;
 	if (nemo_wait_policy_resolve(p, &pol) != 0)
 		return EINVAL;

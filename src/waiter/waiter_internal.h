@@ -153,6 +153,9 @@ double nemo__block_cost_ns(void);
 /* Samples for it: a woken sleeper's measured wake-up latency, and a
  * kicker's FUTEX_WAKE syscall time. */
 void nemo__learn_wake_latency(double ns);
+/* Read the profile (or the start values) once: every wait that may sleep
+ * calls it first; never from a signal handler. */
+void nemo__learned_init(void);
 void nemo__learn_kick_cost(double ns);
 
 /* Stamp "a FUTEX_WAKE is issued now" into *at and return the stamp;
