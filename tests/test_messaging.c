@@ -1083,14 +1083,22 @@ static void test_first_send_wait(void)
 		run_thread(&tx, gw_tx, w);
 		wait_full_waits(w->d, (uint64_t)round + 1);
 		CHECK_EQ_INT(atomic_load(&w->rc), -1);   /* still waiting */
-		/* Round 0: the receiver handles all three.  Round 1: it leaves
-		 * (handling the predecessor's two): the send fails. */
+		/* Round 0: the receiver handles all three.  Round 1: it leaves,
+		 * handling the predecessor's two in its final drain.  The send
+		 * then fails with ESRCH - or, if the final drain gave the
+		 * entries back before its last pass and the send wrote in time,
+		 * that pass takes it and the send succeeds: a send racing a
+		 * leave either reaches the place or fails, and says which. */
 		atomic_store(&w->phase, 2 + (unsigned)round);
 		pthread_join(tx, NULL);
-		CHECK_EQ_INT(atomic_load(&w->rc), round ? ESRCH : 0);
+		if (round == 0)
+			CHECK_EQ_INT(atomic_load(&w->rc), 0);
+		else
+			CHECK(atomic_load(&w->rc) == ESRCH || atomic_load(&w->rc) == 0);
 	}
 	pthread_join(rx, NULL);
-	CHECK_EQ_INT(w->got, 5);
+	/* Exactly the messages that were reported sent were handled. */
+	CHECK_EQ_INT(w->got, atomic_load(&w->rc) == 0 ? 6 : 5);
 	CHECK_EQ_INT(nemo_domain_destroy(w->d), 0);
 	free(w);
 }
