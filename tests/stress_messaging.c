@@ -58,6 +58,7 @@
 
 #include <nemo/nemo.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -364,6 +365,63 @@ static void dump(void)
 			(unsigned long long)c.full_waits, (unsigned long long)c.sleeps);
 }
 
+/* Was anybody starved?  Each task's state, CPU, scheduling policy, and
+ * the run and wait times the kernel counted (/proc/self/task/T/stat and
+ * schedstat): a thread that is runnable but was not run for seconds is a
+ * scheduling matter, not a lost wake-up.  With NEMO_STRESS_GDB set, every
+ * thread's stack as well (gdb attaches to this process). */
+static void dump_tasks(void)
+{
+	char path[64], buf[1024];
+	DIR *dir = opendir("/proc/self/task");
+	struct dirent *de;
+	while (dir && (de = readdir(dir))) {
+		int tid = atoi(de->d_name);
+		if (tid <= 0)
+			continue;
+		snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		size_t len = fread(buf, 1, sizeof buf - 1, f);
+		fclose(f);
+		buf[len] = 0;
+		/* After the ")" that ends the name: field 3 is the state; the
+		 * processor is field 39 and the policy field 41. */
+		char *q = strrchr(buf, ')');
+		if (!q)
+			continue;
+		char state = 0;
+		int field = 2, cpu = -1, pol = -1;
+		for (char *tok = strtok(q + 1, " "); tok; tok = strtok(NULL, " ")) {
+			field++;
+			if (field == 3)
+				state = tok[0];
+			else if (field == 39)
+				cpu = atoi(tok);
+			else if (field == 41)
+				pol = atoi(tok);
+		}
+		unsigned long long run = 0, wait = 0;
+		snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", tid);
+		if ((f = fopen(path, "r"))) {
+			if (fscanf(f, "%llu %llu", &run, &wait) != 2)
+				run = wait = 0;
+			fclose(f);
+		}
+		fprintf(stderr, "  task %d: state %c, cpu %d, policy %d, ran %.3f s, waited to run %.3f s\n",
+			tid, state, cpu, pol, run / 1e9, wait / 1e9);
+	}
+	if (dir)
+		closedir(dir);
+	if (getenv("NEMO_STRESS_GDB")) {
+		char cmd[128];
+		snprintf(cmd, sizeof cmd, "gdb -p %d -batch -ex 'thread apply all bt' 1>&2", (int)getpid());
+		if (system(cmd) != 0)
+			fprintf(stderr, "  (gdb failed)\n");
+	}
+}
+
 static void *watchdog(void *p)
 {
 	(void)p;
@@ -378,6 +436,7 @@ static void *watchdog(void *p)
 			fprintf(stderr, "stress_messaging: no progress for 20 s in %s (progress %lu): "
 					"a lost message or wake-up\n", atomic_load(&current), now);
 			dump();
+			dump_tasks();
 			_exit(1);
 		}
 	}
