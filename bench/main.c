@@ -11,10 +11,13 @@
 #include <getopt.h>
 #include <limits.h>
 #include <sched.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static const suite *const suites[] = { &suite_unicast, &suite_broadcast, &suite_coherence,
 				       &suite_policy, &suite_throughput, &suite_preload, &suite_calibrate,
@@ -114,7 +117,9 @@ static void suite_help(const suite *s)
 		printf("  --poll-policy POLICY   nemo's waiters in polling rows: spin, hybrid[:NS] or\n"
 		       "                         adaptive (default spin)\n");
 	}
-	printf("  --json FILE            write the JSON document (docs/bench-json.md)\n");
+	printf("  --json FILE            write the JSON document (docs/bench-json.md): whole, or\n"
+	       "                         not at all (an interrupted run leaves FILE as it was);\n"
+	       "                         - for standard output (the table then goes to stderr)\n");
 	printf("  --samples DIR          write raw per-%s samples as CSV into DIR\n",
 	       !(s->options & OPT_SECONDS) ? "trial" : (s->options & OPT_ROUNDS) ? "round" : "interval");
 	if (!(s->options & OPT_SECONDS))
@@ -326,6 +331,78 @@ static const struct option long_opts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
+/* --json FILE: the document is written to a temporary file beside FILE
+ * (FILE.tmp.XXXXXX) and renamed over FILE only once it is complete, so a
+ * run that fails or is interrupted (Ctrl-C, SIGTERM, SIGHUP) never
+ * leaves FILE empty or partial, and an existing FILE survives it; the
+ * temporary file is removed on the way out.  --json - writes the
+ * document to standard output, and everything else nemo-bench prints
+ * there (the summary table) goes to standard error instead. */
+static char json_tmp[PATH_MAX];   /* the temporary file; "" when none */
+
+static void json_tmp_remove(void)
+{
+	if (json_tmp[0])
+		unlink(json_tmp);
+	json_tmp[0] = 0;
+}
+
+static void json_tmp_on_signal(int sig)
+{
+	if (json_tmp[0])
+		unlink(json_tmp);     /* async-signal-safe */
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void json_open(bench_opts *o)
+{
+	if (!strcmp(o->json_path, "-")) {
+		int fd = dup(STDOUT_FILENO);
+		if (fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0 || !(o->json_file = fdopen(fd, "w")))
+			usage_error("--json -: cannot use standard output: %s", strerror(errno));
+		return;
+	}
+	struct stat st;
+	if (stat(o->json_path, &st) == 0 && S_ISDIR(st.st_mode))
+		usage_error("cannot write --json %s: it is a directory", o->json_path);
+	int n = snprintf(json_tmp, sizeof json_tmp, "%s.tmp.XXXXXX", o->json_path);
+	if (n < 0 || (size_t)n >= sizeof json_tmp) {
+		json_tmp[0] = 0;
+		usage_error("cannot write --json %s: the path is too long", o->json_path);
+	}
+	int fd = mkstemp(json_tmp);
+	if (fd < 0) {
+		int e = errno;
+		json_tmp[0] = 0;
+		usage_error("cannot write --json %s: %s", o->json_path, strerror(e));
+	}
+	atexit(json_tmp_remove);
+	struct sigaction sa = { .sa_handler = json_tmp_on_signal };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	/* mkstemp makes it 0600; a results file is as readable as any other. */
+	mode_t mask = umask(0);
+	umask(mask);
+	if (fchmod(fd, 0666 & ~mask) != 0 || !(o->json_file = fdopen(fd, "w")))
+		usage_error("cannot write --json %s: %s", o->json_path, strerror(errno));
+}
+
+/* Complete the document: flush it to disk, then put it in place. */
+static void json_close(const bench_opts *o)
+{
+	if (fflush(o->json_file) != 0 || (json_tmp[0] && fsync(fileno(o->json_file)) != 0) ||
+	    fclose(o->json_file) != 0)
+		fatal("cannot write --json %s: %s", o->json_path, strerror(errno));
+	if (json_tmp[0]) {
+		if (rename(json_tmp, o->json_path) != 0)
+			fatal("cannot write --json %s: %s", o->json_path, strerror(errno));
+		json_tmp[0] = 0;
+	}
+}
+
 static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 {
 	*o = (bench_opts){
@@ -341,7 +418,7 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 	opterr = 0;
 	optind = 2;
 	int c;
-	while ((c = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
 		switch (c) {
 		case O_MECHS:
 			check_option(s, OPT_MECHS, "--mechanisms");
@@ -479,6 +556,7 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 			o->quiet = true;
 			break;
 		case O_HELP:
+		case 'h':
 			suite_help(s);
 			exit(0);
 		case ':':
@@ -511,11 +589,8 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 		}
 	}
 	/* Open outputs now: a bad path is a usage error, not a lost run. */
-	if (o->json_path) {
-		o->json_file = fopen(o->json_path, "w");
-		if (!o->json_file)
-			usage_error("cannot write --json %s: %s", o->json_path, strerror(errno));
-	}
+	if (o->json_path)
+		json_open(o);
 	if (o->samples_dir)
 		mkdir_p(o->samples_dir);
 }
@@ -694,8 +769,9 @@ int main(int argc, char **argv)
 			"started_at", started, "duration_s", dur, "machine", machine_json(),
 			"config", config, "results", results);
 		if (json_dumpf(doc, o.json_file, JSON_INDENT(1) | JSON_REAL_PRECISION(10)) != 0 ||
-		    fputc('\n', o.json_file) == EOF || fclose(o.json_file) != 0)
+		    fputc('\n', o.json_file) == EOF)
 			fatal("cannot write --json %s: %s", o.json_path, strerror(errno));
+		json_close(&o);
 		json_decref(doc);
 	}
 	json_decref(config);

@@ -124,13 +124,19 @@ static char *relative_samples_path(const bench_opts *o, const char *name)
 {
 	char *out = NULL;
 	char *jdir = NULL;
-	if (o->json_path) {
-		jdir = realpath(o->json_path, NULL);
-		if (jdir) {
-			char *slash = strrchr(jdir, '/');
-			if (slash)
-				*slash = 0;
-		}
+	if (o->json_path && strcmp(o->json_path, "-") != 0) {
+		/* The folder the JSON file will be renamed into (it need not
+		 * exist yet: nemo-bench writes a temporary file first). */
+		char *dir = strdup(o->json_path);
+		if (!dir)
+			fatal("out of memory");
+		char *slash = strrchr(dir, '/');
+		if (slash == dir)
+			dir[1] = 0;
+		else if (slash)
+			*slash = 0;
+		jdir = realpath(slash ? dir : ".", NULL);
+		free(dir);
 	}
 	char *sdir = realpath(o->samples_dir, NULL);
 	const char *rel = sdir;

@@ -134,6 +134,49 @@ expect_ok "python-handoff" list
 expect_ok "ck-ring" list
 expect_ok "nemo-bench " --version
 
+# -h is --help, for every suite.
+for suite in unicast broadcast coherence policy throughput preload calibrate; do
+	expect_ok "usage: nemo-bench $suite" $suite -h
+done
+mkdir "$tmp/dir.json"
+expect_usage_error "it is a directory" unicast --json "$tmp/dir.json"
+
+# --json keeps results: an interrupted run leaves an existing file as it
+# was and no temporary file beside it; a complete run replaces it.
+mkdir "$tmp/keep"
+echo '{"earlier": "results"}' >"$tmp/keep/r.json"
+"$bench" unicast --trials 100000 --json "$tmp/keep/r.json" --quiet >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 50); do
+	ls "$tmp/keep"/r.json.tmp.* >/dev/null 2>&1 && break
+	sleep 0.1
+done
+kill -INT $pid
+wait $pid; rc=$?
+if [ $rc -ne 0 ] && [ "$(cat "$tmp/keep/r.json")" = '{"earlier": "results"}' ] &&
+	[ "$(ls "$tmp/keep")" = r.json ]; then
+	pass=$((pass + 1))
+else
+	fail=$((fail + 1))
+	echo "FAIL: Ctrl-C during --json: exit $rc, folder: $(ls "$tmp/keep" | tr '\n' ' '), r.json: $(head -c 80 "$tmp/keep/r.json")"
+fi
+if "$bench" unicast --mechanisms futex --trials 20 --rounds 1 --json "$tmp/keep/r.json" --quiet &&
+	grep -q '"suite": "unicast"' "$tmp/keep/r.json" && [ "$(ls "$tmp/keep")" = r.json ]; then
+	pass=$((pass + 1))
+else
+	fail=$((fail + 1))
+	echo "FAIL: a complete run did not replace r.json (folder: $(ls "$tmp/keep" | tr '\n' ' '))"
+fi
+# --json - : the document alone on stdout, the table on stderr.
+"$bench" unicast --mechanisms futex --trials 20 --rounds 1 --json - >"$tmp/out" 2>"$tmp/err"; rc=$?
+if [ $rc -eq 0 ] && [ "$(head -c 1 "$tmp/out")" = "{" ] && grep -q '"suite": "unicast"' "$tmp/out" &&
+	grep -q "p50 ns" "$tmp/err" && ! grep -q "p50 ns" "$tmp/out" && [ ! -e ./- ]; then
+	pass=$((pass + 1))
+else
+	fail=$((fail + 1))
+	echo "FAIL: --json - -> exit $rc; stdout starts: $(head -c 80 "$tmp/out")"
+fi
+
 # The preload suite finds its programs beside nemo-bench; alone, it says
 # what it looked for (a failed run: exit 1), and measures nothing.
 mkdir "$tmp/alone"
