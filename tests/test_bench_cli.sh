@@ -177,6 +177,24 @@ else
 	echo "FAIL: --json - -> exit $rc; stdout starts: $(head -c 80 "$tmp/out")"
 fi
 
+# The policy suite's rows say their gap; calibrate prints no empty table.
+"$bench" policy --trials 10 --gaps 1,30 --policies block,adaptive >"$tmp/out" 2>"$tmp/err"; rc=$?
+if [ $rc -eq 0 ] && grep -q "src>dst   gap us" "$tmp/out" && grep -Eq "^nemo-event +block +[0-9]+>[0-9]+ +30 " "$tmp/out"; then
+	pass=$((pass + 1))
+else
+	fail=$((fail + 1))
+	echo "FAIL: policy rows without a gap column (exit $rc):"
+	sed 's/^/    /' "$tmp/out" "$tmp/err"
+fi
+"$bench" calibrate --trials 20 --profile "$tmp/profile" >"$tmp/out" 2>"$tmp/err"; rc=$?
+if [ $rc -eq 0 ] && grep -q "profile written" "$tmp/out" && ! grep -q "mechanism" "$tmp/out"; then
+	pass=$((pass + 1))
+else
+	fail=$((fail + 1))
+	echo "FAIL: calibrate output (exit $rc):"
+	sed 's/^/    /' "$tmp/out" "$tmp/err"
+fi
+
 # The preload suite finds its programs beside nemo-bench; alone, it says
 # what it looked for (a failed run: exit 1), and measures nothing.
 mkdir "$tmp/alone"
