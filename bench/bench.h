@@ -168,10 +168,15 @@ typedef struct row {
 	double *first_ns, *last_ns, *spread_ns;   /* trials each */
 } row;
 
+/* Warn when a row's coherence probe moved more than 2x between its start
+ * and its end (the host moved the vCPUs mid-row). */
+void probe_check(const bench_opts *o, const char *what, double before, double after);
+
 /**
  * Turn a measured row into its JSON object (computing STATS and CDFs),
  * write its raw samples to o->samples_dir if set, and append it to
- * results.  The sample arrays are sorted in the process.
+ * results.  The sample arrays are sorted in the process.  Warns as
+ * probe_check does.
  */
 void row_emit(const bench_opts *o, row *r, json_t *results);
 

@@ -6,6 +6,7 @@
 #include "bench.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
@@ -170,8 +171,20 @@ FILE *samples_create(const bench_opts *o, const char *name, char **rel)
 	return f;
 }
 
+void probe_check(const bench_opts *o, const char *what, double before, double after)
+{
+	double lo = fmin(before, after), hi = fmax(before, after);
+	if (lo > 0 && hi > 2 * lo)
+		warn(o, "%s: the coherence probe moved from %.0f to %.0f ns during the row (the host moved "
+			"the vCPUs): compare this row only with rows measured at the same probe", what, before, after);
+}
+
 void row_emit(const bench_opts *o, row *r, json_t *results)
 {
+	char what[160];
+	snprintf(what, sizeof what, "%s %s %d>%d%s%s", r->mechanism, r->scenario, r->src, r->dst,
+		 r->tag ? " " : "", r->tag ? r->tag : "");
+	probe_check(o, what, r->probe_before, r->probe_after);
 	char *sname = write_samples(o, o->suite, r);
 	json_t *j = json_pack("{s:s,s:s,s:i,s:i,s:I}",
 		"mechanism", r->mechanism, "scenario", r->scenario,

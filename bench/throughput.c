@@ -519,6 +519,7 @@ static void row_json(const bench_opts *o, const tp_mech *m, struct tp_run *r, do
 		"cpu_ns_per_msg", msgs ? (mt->cpu1 - mt->cpu0) / (double)msgs : 0.0);
 	json_object_set_new(j, "coherence_probe_ns",
 		json_pack("{s:f,s:f}", "before", probe_before, "after", probe_after));
+	probe_check(o, m->name, probe_before, probe_after);
 	json_object_set_new(j, "samples_file", rel ? json_string(rel) : json_null());
 	free(rel);
 	json_array_append_new(results, j);
