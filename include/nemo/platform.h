@@ -17,6 +17,13 @@
 #include <stdint.h>
 #include <time.h>
 
+/* nemo's API uses POSIX clocks (clockid_t, CLOCK_MONOTONIC), which a
+ * strict ISO C compile (-std=c11) hides unless the program asks for
+ * POSIX before its first #include. */
+#if !defined(CLOCK_MONOTONIC)
+#error "nemo needs POSIX clocks: compile with -std=gnu11 (the default), or put #define _POSIX_C_SOURCE 200809L (or _GNU_SOURCE) before the first #include"
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
