@@ -30,6 +30,20 @@ const char *nemo_version(void);
  */
 const char *nemo_strerror(int code);
 
+/**
+ * Why the calling thread's last failed nemo call failed, in words: the
+ * call, what was wrong (which argument, which state) and the code, e.g.
+ * "nemo_am_sendv: action 7 has no handler in this domain (ENOENT)".
+ * "" if no call of this thread has failed with such a text yet; a later
+ * failure replaces it, a success leaves it.  Thread-local; never NULL.
+ * With the environment variable NEMO_DEBUG=1, every such failure is also
+ * written to stderr as it happens ("nemo: ..."), which finds the failing
+ * call in a program that drops the code.  Covered so far: domains,
+ * places, notifications and active messages (argument and state errors,
+ * and ESRCH for a place that is not there).
+ */
+const char *nemo_last_error(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -52,14 +52,14 @@ int nemo_action_register(nemo_domain *d, uint32_t action, nemo_am_handler fn, vo
 	if (err)
 		return err;
 	if (!fn)
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "action %u: the handler is NULL", action);
 	pthread_mutex_lock(&d->lock);
 	if (atomic_load_explicit(&d->magic, memory_order_relaxed) != NEMO__DOMAIN_MAGIC)
-		err = EIDRM;
+		err = NEMO__FAIL(EIDRM, "the domain was destroyed");
 	else if (action >= d->A)
-		err = ERANGE;
+		err = NEMO__FAIL(ERANGE, "action %u is out of range: the domain has max_actions %u", action, d->A);
 	else if (atomic_load_explicit(&d->adt[action].fn, memory_order_relaxed))
-		err = EEXIST;
+		err = NEMO__FAIL(EEXIST, "action %u has a handler already", action);
 	else {
 		atomic_store_explicit(&d->deliver, am_deliver, memory_order_release);
 		d->adt[action].ctx = ctx;
@@ -78,19 +78,19 @@ int nemo_am_event_map(uint32_t event, uint32_t action)
 {
 	nemo_place *me = nemo__place_self();
 	if (!me)
-		return ENOTCONN;
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	struct nemo_domain *d = me->d;
 	if (event >= d->E)
-		return ERANGE;
+		return NEMO__FAIL(ERANGE, "event %u is out of range: the domain has max_events %u", event, d->E);
 	_Atomic uint32_t *e = &nemo__alt_row(d, me->idx)[event];
 	if (action == NEMO_AM_NO_EVENT) {
 		atomic_store_explicit(e, 0, memory_order_release);
 		return 0;
 	}
 	if (action >= d->A)
-		return ERANGE;
+		return NEMO__FAIL(ERANGE, "action %u is out of range: the domain has max_actions %u", action, d->A);
 	if (!action_ok(d, action))
-		return ENOENT;
+		return NEMO__FAIL(ENOENT, "action %u has no handler in this domain (nemo_action_register)", action);
 	atomic_store_explicit(e, action + 1, memory_order_release);
 	return 0;
 }
@@ -99,19 +99,20 @@ int nemo_am_event_lookup(nemo_place_id place, uint32_t event, uint32_t *action)
 {
 	nemo_place *me = nemo__place_self();
 	if (!me)
-		return ENOTCONN;
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	if (!action)
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "action is NULL");
 	struct nemo_domain *d = me->d;
 	uint64_t st;
 	if (!nemo__dest(d, place, &st))
-		return ESRCH;
+		return NEMO__FAIL(ESRCH, "place %#llx is not in the domain (never was, or left)",
+				  (unsigned long long)place);
 	if (event >= d->E)
-		return ERANGE;
+		return NEMO__FAIL(ERANGE, "event %u is out of range: the domain has max_events %u", event, d->E);
 	uint32_t v = atomic_load_explicit(&nemo__alt_row(d, nemo_place_index(place))[event],
 					  memory_order_acquire);
 	if (!v)
-		return ENOENT;
+		return NEMO__FAIL(ENOENT, "event %u is not mapped at place %#llx", event, (unsigned long long)place);
 	*action = v - 1;
 	return 0;
 }
@@ -119,15 +120,16 @@ int nemo_am_event_lookup(nemo_place_id place, uint32_t event, uint32_t *action)
 /* Validate and resolve id for dest: the destination (S0 of queue.c),
  * its status word and the meta word, or an error. */
 static int resolve(struct nemo_domain *d, nemo_place_id dest, uint32_t id, size_t len, uint32_t *meta,
-		   nemo_place **dst, uint64_t *st)
+		   nemo_place **dst, uint64_t *st, const char *fn)
 {
 	if (!(*dst = nemo__dest(d, dest, st)))
-		return ESRCH;
+		return nemo__fail(ESRCH, fn, "place %#llx is not in the domain (never was, or left)",
+				  (unsigned long long)dest);
 	uint32_t action, ev1 = 0;
 	if (id & 0x80000000u) {
 		uint32_t e = id & 0x7FFFFFFFu;
 		if (e >= d->E)
-			return ERANGE;
+			return nemo__fail(ERANGE, fn, "event %u is out of range: the domain has max_events %u", e, d->E);
 		uint32_t v = atomic_load_explicit(&nemo__alt_row(d, nemo_place_index(dest))[e],
 						  memory_order_acquire);
 		if (!v) {
@@ -135,30 +137,35 @@ static int resolve(struct nemo_domain *d, nemo_place_id dest, uint32_t id, size_
 			 * clearing stores are releases after the old one's
 			 * FREE): tell the two apart. */
 			if (atomic_load_explicit(&(*dst)->status, memory_order_acquire) != *st)
-				return ESRCH;
-			return ENOENT;
+				return nemo__fail(ESRCH, fn, "place %#llx left", (unsigned long long)dest);
+			return nemo__fail(ENOENT, fn, "event %u is not mapped at place %#llx (nemo_am_event_map there)",
+					  e, (unsigned long long)dest);
 		}
 		action = v - 1;
 		ev1 = e + 1;
 	} else {
 		action = id;
 		if (action >= d->A)
-			return ERANGE;
+			return nemo__fail(ERANGE, fn, "action %u is out of range: the domain has max_actions %u",
+					  action, d->A);
 		if (!action_ok(d, action))
-			return ENOENT;
+			return nemo__fail(ENOENT, fn, "action %u has no handler in this domain (nemo_action_register)",
+					  action);
 	}
 	*meta = nemo__meta(action, ev1, (uint32_t)len);
 	return 0;
 }
 
-static int check_args(const void *payload, size_t len, unsigned flags)
+static int check_args(const void *payload, size_t len, unsigned flags, const char *fn)
 {
 	if (flags & ~(unsigned)(NEMO_PUSH | NEMO_NONBLOCK | NEMO_MORE))
-		return EINVAL;
+		return nemo__fail(EINVAL, fn, "flags 0x%x: unknown bits 0x%x (NEMO_PUSH, NEMO_NONBLOCK, NEMO_MORE)",
+				  flags, flags & ~(unsigned)(NEMO_PUSH | NEMO_NONBLOCK | NEMO_MORE));
 	if (len > NEMO_AM_PAYLOAD_MAX)
-		return EMSGSIZE;
+		return nemo__fail(EMSGSIZE, fn, "payload of %zu bytes: at most %u fit in a message", len,
+				  NEMO_AM_PAYLOAD_MAX);
 	if (len && !payload)
-		return EINVAL;
+		return nemo__fail(EINVAL, fn, "payload is NULL with len %zu", len);
 	return 0;
 }
 
@@ -167,15 +174,15 @@ int nemo_am_sendv(nemo_place_id dest, uint32_t id, uint64_t arg, const void *pay
 {
 	nemo_place *me = nemo__place_self();
 	if (!me)
-		return ENOTCONN;
-	int err = check_args(payload, len, flags);
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
+	int err = check_args(payload, len, flags, __func__);
 	if (err)
 		return err;
 	nemo__busy_enter(me);
 	uint32_t meta;
 	uint64_t st;
 	nemo_place *dst;
-	err = resolve(me->d, dest, id, len, &meta, &dst, &st);
+	err = resolve(me->d, dest, id, len, &meta, &dst, &st, __func__);
 	if (!err)
 		err = nemo__msg_send(me, dst, st, dest, meta, arg, payload, len, flags);
 	nemo__busy_exit(me);
@@ -194,10 +201,10 @@ int nemo_am_send_batch(nemo_place_id dest, uint32_t id, const uint64_t *args, si
 	if (sent)
 		*sent = 0;
 	if (!me)
-		return ENOTCONN;
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	if (n && !args)
-		return EINVAL;
-	int err = check_args(NULL, 0, flags);
+		return NEMO__FAIL(EINVAL, "args is NULL with n %zu", n);
+	int err = check_args(NULL, 0, flags, __func__);
 	if (err)
 		return err;
 	nemo__busy_enter(me);
@@ -205,7 +212,7 @@ int nemo_am_send_batch(nemo_place_id dest, uint32_t id, const uint64_t *args, si
 	uint64_t st;
 	nemo_place *dst;
 	size_t k = 0;
-	err = resolve(me->d, dest, id, 0, &meta, &dst, &st);
+	err = resolve(me->d, dest, id, 0, &meta, &dst, &st, __func__);
 	if (!err && n)
 		err = nemo__msg_send_batch(me, dst, st, dest, meta, args, n, flags, &k);
 	nemo__busy_exit(me);
@@ -221,10 +228,10 @@ int nemo_am_broadcast(const nemo_place_id *set, size_t n, uint32_t id, uint64_t 
 	if (sent)
 		*sent = 0;
 	if (!me)
-		return ENOTCONN;
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	if (!set && n)
-		return EINVAL;
-	int err = check_args(payload, len, flags);
+		return NEMO__FAIL(EINVAL, "set is NULL with n %zu", n);
+	int err = check_args(payload, len, flags, __func__);
 	if (err)
 		return err;
 	struct nemo_domain *d = me->d;
@@ -249,7 +256,7 @@ int nemo_am_broadcast(const nemo_place_id *set, size_t n, uint32_t id, uint64_t 
 		uint32_t meta;
 		uint64_t st;
 		nemo_place *dst;
-		int e = resolve(d, set[i], id, len, &meta, &dst, &st);
+		int e = resolve(d, set[i], id, len, &meta, &dst, &st, __func__);
 		if (!e)
 			e = nemo__msg_send(me, dst, st, set[i], meta, arg, payload, len, flags | NEMO_MORE);
 		if (e) {

@@ -44,14 +44,14 @@ nemo_domain *nemo_place_domain(void)
 	return me ? me->d : NULL;
 }
 
-int nemo__domain_check(const struct nemo_domain *d)
+int nemo__domain_check_in(const struct nemo_domain *d, const char *fn)
 {
 	if (!d)
-		return EINVAL;
+		return nemo__fail(EINVAL, fn, "the domain is NULL");
 	uint32_t m = atomic_load_explicit(&d->magic, memory_order_acquire);
 	if (m == NEMO__DOMAIN_DEAD)
-		return EIDRM;
-	return m == NEMO__DOMAIN_MAGIC ? 0 : EINVAL;
+		return nemo__fail(EIDRM, fn, "the domain was destroyed");
+	return m == NEMO__DOMAIN_MAGIC ? 0 : nemo__fail(EINVAL, fn, "not a nemo domain (uninitialised or corrupted)");
 }
 
 /* ----------------------------------------------------------- memory */
@@ -151,7 +151,7 @@ static bool signal_usable(int sig)
 int nemo_domain_create(const nemo_domain_attr *attr, nemo_domain **out)
 {
 	if (!out)
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "out is NULL");
 	pthread_once(&asym_once, asym_init);
 	nemo_domain_attr a = attr ? *attr : (nemo_domain_attr){ 0 };
 	if (!a.max_places)
@@ -164,10 +164,17 @@ int nemo_domain_create(const nemo_domain_attr *attr, nemo_domain **out)
 		a.max_events = 256;
 	if (!a.irq_signal)
 		a.irq_signal = SIGURG;
-	if (a.max_places > NEMO_PLACES_MAX || a.ring_slots < 8 || a.ring_slots > 32768 ||
-	    (a.ring_slots & (a.ring_slots - 1)) || a.max_actions > NEMO_AM_ACTIONS_MAX ||
-	    a.max_events > NEMO_AM_EVENTS_MAX || !signal_usable(a.irq_signal))
-		return EINVAL;
+	if (a.max_places > NEMO_PLACES_MAX)
+		return NEMO__FAIL(EINVAL, "max_places %u is above %u", a.max_places, NEMO_PLACES_MAX);
+	if (a.ring_slots < 8 || a.ring_slots > 32768 || (a.ring_slots & (a.ring_slots - 1)))
+		return NEMO__FAIL(EINVAL, "ring_slots %u is not a power of two from 8 to 32768", a.ring_slots);
+	if (a.max_actions > NEMO_AM_ACTIONS_MAX)
+		return NEMO__FAIL(EINVAL, "max_actions %u is above %u", a.max_actions, NEMO_AM_ACTIONS_MAX);
+	if (a.max_events > NEMO_AM_EVENTS_MAX)
+		return NEMO__FAIL(EINVAL, "max_events %u is above %u", a.max_events, NEMO_AM_EVENTS_MAX);
+	if (!signal_usable(a.irq_signal))
+		return NEMO__FAIL(EINVAL, "irq_signal %d cannot be used (SIGKILL, SIGSTOP, a fault signal, "
+					  "or a number glibc reserves)", a.irq_signal);
 
 	struct nemo_domain *d = aligned_alloc(NEMO__CACHELINE, NEMO__LINES(sizeof *d));
 	if (!d)
@@ -220,11 +227,12 @@ int nemo_domain_destroy(nemo_domain *d)
 	pthread_mutex_lock(&d->lock);
 	if (atomic_load_explicit(&d->magic, memory_order_relaxed) != NEMO__DOMAIN_MAGIC) {
 		pthread_mutex_unlock(&d->lock);
-		return EIDRM;
+		return NEMO__FAIL(EIDRM, "the domain was destroyed already");
 	}
 	if (d->nplaces) {
+		unsigned n = d->nplaces;
 		pthread_mutex_unlock(&d->lock);
-		return EBUSY;
+		return NEMO__FAIL(EBUSY, "%u places are still joined: each must leave first", n);
 	}
 	atomic_store_explicit(&d->magic, NEMO__DOMAIN_DEAD, memory_order_release);
 	free_arrays(d);
@@ -244,7 +252,7 @@ int nemo_domain_get_counters(nemo_domain *d, nemo_domain_counters *out)
 	if (err)
 		return err;
 	if (!out)
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "out is NULL");
 	memset(out, 0, sizeof *out);
 	pthread_mutex_lock(&d->lock);
 	if (d->places) {
@@ -285,7 +293,7 @@ int nemo_domain_places(nemo_domain *d, nemo_place_id *ids, size_t cap, size_t *n
 	if (err)
 		return err;
 	if (!n || (cap && !ids))
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, !n ? "n is NULL" : "ids is NULL with cap %zu", cap);
 	size_t k = 0;
 	pthread_mutex_lock(&d->lock);
 	if (d->places) {
@@ -366,7 +374,7 @@ int nemo_place_set_interrupts(bool on)
 {
 	nemo_place *me = tls_place;
 	if (!me)
-		return ENOTCONN;
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	if (!on) {
 		atomic_store_explicit(&me->irq_on, 0, memory_order_seq_cst);       /* Q1 */
 		nemo__irq_quiesce(me);      /* no signal from now on (kick.c) */
@@ -415,9 +423,11 @@ int nemo_place_set_policy(const nemo_wait_policy *p)
 {
 	nemo_place *me = tls_place;
 	if (!me)
-		return ENOTCONN;
-	if (!p || p->kind < NEMO_WAIT_DEFAULT || p->kind > NEMO_WAIT_ADAPTIVE)
-		return EINVAL;
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
+	if (!p)
+		return NEMO__FAIL(EINVAL, "the policy is NULL");
+	if (p->kind < NEMO_WAIT_DEFAULT || p->kind > NEMO_WAIT_ADAPTIVE)
+		return NEMO__FAIL(EINVAL, "policy kind %d is not a nemo_wait_kind", (int)p->kind);
 	me->policy = *p;
 	return 0;
 }
@@ -429,18 +439,20 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 		return err;
 	nemo_place_attr a = attr ? *attr : (nemo_place_attr){ 0 };
 	if (a.flags & ~(unsigned)(NEMO_PLACE_PIN | NEMO_PLACE_INTERRUPTS))
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "flags 0x%x: unknown bits 0x%x (NEMO_PLACE_PIN, NEMO_PLACE_INTERRUPTS)",
+				  a.flags, a.flags & ~(unsigned)(NEMO_PLACE_PIN | NEMO_PLACE_INTERRUPTS));
 	if (a.policy.kind < NEMO_WAIT_DEFAULT || a.policy.kind > NEMO_WAIT_ADAPTIVE)
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "policy kind %d is not a nemo_wait_kind", (int)a.policy.kind);
 	if (tls_place)
-		return EALREADY;
+		return NEMO__FAIL(EALREADY, "the calling thread is already a place (%#llx)",
+				  (unsigned long long)nemo_place_self());
 	nemo_waiter *w = nemo_waiter_self();
 	if (!w)
 		return ENOMEM;
 	if (a.flags & NEMO_PLACE_INTERRUPTS) {
 		err = nemo__irq_install(d->sig);
 		if (err)
-			return err;
+			return NEMO__FAIL(err, "interrupt mode: signal %d has a handler that is not nemo's", d->sig);
 	}
 	pthread_once(&exit_once, exit_key_init);
 
@@ -448,12 +460,12 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 	bool pinned = false;
 	if (a.flags & NEMO_PLACE_PIN) {
 		if (a.cpu < 0)
-			return EINVAL;
+			return NEMO__FAIL(EINVAL, "NEMO_PLACE_PIN with cpu %d", a.cpu);
 		if (sched_getaffinity(0, sizeof old, &old) != 0)
-			return errno;
+			return NEMO__FAIL(errno, "cannot read the thread's affinity");
 		err = nemo_pin_self(a.cpu);
 		if (err)
-			return err;
+			return NEMO__FAIL(err, "cannot pin to cpu %d (not online, or not allowed to this process)", a.cpu);
 		pinned = true;
 	}
 
@@ -540,9 +552,9 @@ int nemo_place_leave(void)
 {
 	nemo_place *me = tls_place;
 	if (!me)
-		return ENOTCONN;
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place");
 	if (atomic_load_explicit(&me->busy, memory_order_relaxed))
-		return EBUSY;      /* from inside a handler */
+		return NEMO__FAIL(EBUSY, "called from inside a handler or another nemo call of this place");
 	struct nemo_domain *d = me->d;
 	nemo__busy_enter(me);
 	/* Deferred sends first: their receivers must hear of them. */

@@ -27,6 +27,7 @@
 #include <nemo/domain.h>
 #include <nemo/notify.h>
 
+#include "../platform/fail.h"
 #include "../waiter/waiter_internal.h"
 
 #include <pthread.h>
@@ -269,7 +270,9 @@ static inline nemo_place *nemo__place_self(void)
 }
 
 /* Check a live domain: 0, EINVAL (NULL), EIDRM. */
-int nemo__domain_check(const struct nemo_domain *d);
+/* 0, or EINVAL/EIDRM with the reason recorded for fn (the public call). */
+int nemo__domain_check_in(const struct nemo_domain *d, const char *fn);
+#define nemo__domain_check(d) nemo__domain_check_in((d), __func__)
 
 /* Enter / leave a nemo call on the caller's own place: while busy, the
  * interrupt handler defers; leaving the outermost call handles what it

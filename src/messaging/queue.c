@@ -361,7 +361,7 @@ int nemo_flush(nemo_place_id dest)
 {
 	nemo_place *me = nemo__place_self();
 	if (!me)
-		return ENOTCONN;
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	struct nemo_domain *d = me->d;
 	int err = 0;
 	nemo__busy_enter(me);
@@ -392,7 +392,8 @@ static int wait_room(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r, u
 	if (flags & NEMO_NONBLOCK)
 		return EAGAIN;
 	if (me->serve_depth >= NEMO__SERVE_DEPTH_MAX)
-		return EDEADLK;
+		return nemo__fail(EDEADLK, "send", "the queue to place index %u is full, and this send runs in a "
+				  "handler nested %d deep in waits for room: it may not wait again", r, me->serve_depth);
 	NEMO__PCOUNT(me, c_full_waits);
 	/* Make sure r knows about what fills its queue (deferred sends). */
 	nemo__publish(me, r, false);
@@ -400,7 +401,8 @@ static int wait_room(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r, u
 		if (room(arg))
 			return 0;
 		if (atomic_load_explicit(&dst->status, memory_order_acquire) != st)
-			return ESRCH;
+			return nemo__fail(ESRCH, "send", "place index %u left while this send waited for room: "
+					  "not delivered", r);
 		me->serve_depth++;
 		nemo__drain(me, NEMO_AM_CTX_WAIT, false);
 		me->serve_depth--;
@@ -541,7 +543,8 @@ int nemo__msg_send(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id d
 		if (!ring_delivered(lk, hs, seq, p + need)) {
 			o->tail = p;
 			NEMO__PCOUNT(me, c_send_failures);
-			return ESRCH;
+			return nemo__fail(ESRCH, "send", "place %#llx left during the send: not delivered",
+					  (unsigned long long)dest);
 		}
 		NEMO__PCOUNT(me, c_am_sent);   /* read before, or taken by, the leave */
 		return 0;
@@ -663,12 +666,14 @@ static int notify_send(nemo_place *me, nemo_place_id dest, uint32_t chan, unsign
 	uint64_t st;
 	nemo_place *dst = nemo__dest(d, dest, &st);                          /* S0 */
 	if (!dst)
-		return ESRCH;
+		return nemo__fail(ESRCH, "nemo_notify", "place %#llx is not in the domain (never was, or left)",
+				  (unsigned long long)dest);
 	if (!atomic_load_explicit(&dst->nf_fn, memory_order_acquire)) {
 		/* Absent, or cleared by a new occupant's join: which? */
 		if (atomic_load_explicit(&dst->status, memory_order_acquire) != st)
-			return ESRCH;
-		return ENOENT;
+			return nemo__fail(ESRCH, "nemo_notify", "place %#llx left", (unsigned long long)dest);
+		return nemo__fail(ENOENT, "nemo_notify", "place %#llx has no notification handler "
+				  "(nemo_notify_set_handler there)", (unsigned long long)dest);
 	}
 	unsigned r = nemo_place_index(dest);
 	nemo__out *o = &me->out_row[r];
@@ -699,7 +704,8 @@ static int notify_send(nemo_place *me, nemo_place_id dest, uint32_t chan, unsign
 							    memory_order_acquire)) {
 			o->nf_tail = p;
 			NEMO__PCOUNT(me, c_send_failures);
-			return ESRCH;
+			return nemo__fail(ESRCH, "nemo_notify", "place %#llx left during the send: not delivered",
+					  (unsigned long long)dest);
 		}
 		NEMO__PCOUNT(me, c_nf_sent);
 		return 0;
@@ -716,11 +722,12 @@ int nemo_notify(nemo_place_id dest, uint32_t chan, unsigned flags)
 {
 	nemo_place *me = nemo__place_self();
 	if (!me)
-		return ENOTCONN;
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	if (flags & ~(unsigned)(NEMO_PUSH | NEMO_NONBLOCK | NEMO_MORE))
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "flags 0x%x: unknown bits 0x%x (NEMO_PUSH, NEMO_NONBLOCK, NEMO_MORE)",
+				  flags, flags & ~(unsigned)(NEMO_PUSH | NEMO_NONBLOCK | NEMO_MORE));
 	if (chan > NEMO_NOTIFY_CHAN_MAX)
-		return ERANGE;
+		return NEMO__FAIL(ERANGE, "channel %u is above %u", chan, NEMO_NOTIFY_CHAN_MAX);
 	nemo__busy_enter(me);
 	int err = notify_send(me, dest, chan, flags);
 	nemo__busy_exit(me);
@@ -731,7 +738,7 @@ int nemo_notify_set_handler(nemo_notify_handler fn, void *ctx)
 {
 	nemo_place *me = nemo__place_self();
 	if (!me)
-		return ENOTCONN;
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	/* Only this thread reads the pair, in a drain: a nemo call, so the
 	 * interrupt handler cannot run one in between these two stores (it
 	 * defers to busy_exit, which then runs the new handler).  Senders
@@ -937,7 +944,7 @@ int nemo_poll(unsigned *handled)
 {
 	nemo_place *me = nemo__place_self();
 	if (!me)
-		return ENOTCONN;
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	nemo__busy_enter(me);
 	unsigned n = nemo__drain(me, NEMO_AM_CTX_POLL, false);
 	nemo__busy_exit(me);
@@ -1001,7 +1008,7 @@ int nemo_place_wait(const struct timespec *abstime, unsigned *handled)
 {
 	nemo_place *me = nemo__place_self();
 	if (!me)
-		return ENOTCONN;
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	int rc = nemo__check_deadline(CLOCK_MONOTONIC, abstime);
 	if (rc)
 		return rc;
