@@ -397,14 +397,10 @@ static void policy_of(const struct cond_impl *c, nemo_wait_policy *out)
 /* Re-acquire the mutex.  Under a polling policy, poll it first, as the
  * wait itself polls (wait.c, THE PLANS; at most 50 us): the signaller
  * typically unlocks it a few hundred ns after our release, and sleeping
- * on it would cost a full block+wake.  The clock must be initialised
- * here too: a wait that found its signal at once returned before the
- * wait loop did it, and the plan converts nanoseconds to ticks (TSan
- * found the first relock of a process reading the tick rate while
- * another thread's first wait was still writing it). */
+ * on it would cost a full block+wake.  It always follows a wait loop,
+ * which has initialised the clock that the plan's ticks need. */
 static int relock(pthread_mutex_t *m, const nemo_wait_policy *p, nemo_waiter *self)
 {
-	nemo_clock_init();
 	nemo__spin_plan plan = nemo__spin_plan_for(p, self);
 	uint64_t cap = nemo_ns_to_ticks(50000);
 	if (plan.total) {

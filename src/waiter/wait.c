@@ -328,6 +328,11 @@ static int poll_phase(const nemo__wait_ops *ops, void *arg, nemo__spin_plan plan
 int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy *p,
 		    clockid_t clock, const struct timespec *abstime, unsigned flags)
 {
+	/* First, even on the path that takes at once: callers convert times
+	 * after the wait (nemo_cond's relock plans its mutex poll), and a
+	 * process's first wait may be one that found its signal there. */
+	nemo_clock_init();
+	nemo__learned_init();
 	nemo_waiter *self = nemo_waiter_self();
 	if (self)
 		NEMO__COUNT(self, waits);
@@ -336,8 +341,6 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 			NEMO__COUNT(self, waits_polled);
 		return 0;
 	}
-	nemo_clock_init();
-	nemo__learned_init();
 	nemo_wait_policy pol;
 	if (nemo_wait_policy_resolve(p, &pol) != 0)
 		return EINVAL;
