@@ -8,3 +8,9 @@ nemo_c_test(test_messaging SOURCES test_messaging.c LABELS "unit;concurrency")
 add_test(NAME test_messaging_fenced COMMAND test_messaging)
 set_tests_properties(test_messaging_fenced PROPERTIES LABELS "unit;concurrency"
   ENVIRONMENT NEMO_MEMBARRIER=0 TIMEOUT 120)
+
+# Request/reply that cannot lose a reply: the worker pool (10^6 tasks,
+# more workers than CPUs, replies from handlers, no flow control), a plain
+# thread's requests, overflow order, bound and drops (queue.c, OVERFLOW).
+nemo_c_test(test_reply SOURCES test_reply.c LABELS "unit;concurrency")
+set_tests_properties(test_reply PROPERTIES TIMEOUT 600)

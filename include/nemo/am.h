@@ -25,9 +25,20 @@
  * Nothing is lost: a send returns 0 once the message is queued, and a
  * queued message is handled - by its receiver, or, if that receiver
  * leaves first, during its nemo_place_leave.  A send that races the leave
- * fails with ESRCH instead, and the message is not handled.
+ * fails with ESRCH instead, and the message is not handled.  A send from
+ * a handler never waits: if the ring is full the message is kept in the
+ * sender's overflow and delivered in order as room appears (nemo/domain.h,
+ * "Sends from handlers": its bound, and the one case it is dropped).
  *
- * Errors: ENOTCONN the caller is not a place; ESRCH no such destination
+ * Request and reply.  A handler answers with nemo_am_reply(msg, ...): it
+ * goes to msg->src and carries the request's arg as its tag (msg->tag,
+ * msg->is_reply at the requester), so a requester that numbers its
+ * requests in arg matches replies without a table.  Replies are sent
+ * from handlers, so they never fail because the requester's ring is full;
+ * the requester may be a plain thread (nemo_domain_am_send joins it).
+ *
+ * Errors: ENOTCONN the caller is not a place; ENOBUFS a handler's send
+ * found its ring full and its place's overflow at overflow_max; ESRCH no such destination
  * place; ERANGE an action or event id out of range; ENOENT an action
  * with no handler, or an event the destination has not mapped; EEXIST an
  * action registered twice; EMSGSIZE a payload over NEMO_AM_PAYLOAD_MAX;
@@ -80,6 +91,9 @@ typedef struct nemo_am_msg {
 	const void *payload;          /**< inline payload (NULL if len is 0) */
 	size_t len;                   /**< payload bytes */
 	nemo_am_context context;      /**< where the handler runs */
+	uint64_t tag;                 /**< a reply's tag: its request's arg (else 0) */
+	bool is_reply;                /**< sent with nemo_am_reply */
+	void *place_ctx;              /**< this place's context (nemo_place_set_context) */
 } nemo_am_msg;
 
 /** An action's handler. */
@@ -123,6 +137,29 @@ int nemo_am_send(nemo_place_id dest, uint32_t id, uint64_t arg, unsigned flags);
  */
 int nemo_am_sendv(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload,
 		  size_t len, unsigned flags);
+
+/**
+ * Reply to the message req (from its handler, or later from the same
+ * place with a copy of it): nemo_am_sendv to req->src, running action
+ * `id` (or event) there with `arg` and the payload; the handler there
+ * sees msg->is_reply and msg->tag == req->arg.  The tag travels in the
+ * ring (8 bytes: the reply takes one more slot than a send of the same
+ * payload); the payload may still be NEMO_AM_PAYLOAD_MAX bytes.
+ * @return as nemo_am_sendv (ESRCH: the requester left); EINVAL for a
+ *         NULL req.
+ */
+int nemo_am_reply(const nemo_am_msg *req, uint32_t id, uint64_t arg, const void *payload, size_t len,
+		  unsigned flags);
+
+/**
+ * nemo_am_sendv from any thread: a thread that is not a place joins d as
+ * a place first, once (nemo/domain.h, "Sends from any thread"), and can
+ * then wait for replies with nemo_place_wait; a place of d just sends.
+ * @return as nemo_am_sendv; EXDEV if the caller is a place of another
+ *         domain; the errors of nemo_place_join (ENOSPC: d is full).
+ */
+int nemo_domain_am_send(nemo_domain *d, nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload,
+			size_t len, unsigned flags);
 
 /**
  * Send n messages to dest, all running action `id` (or event), with the

@@ -77,6 +77,49 @@
  * kind (retry, or sleep again for the time left), as any code with
  * signal handlers must, or turn interrupts off around such calls.
  *
+ * Sends from handlers.  A handler never waits for room.  When its send
+ * finds the queue full (or a previous occupant's entries still in it), the
+ * message or notification is kept in the sending place's overflow, an
+ * array of its own that only it touches, and the send returns 0; so does
+ * every later send from that place to the same receiver on the same
+ * queue until the overflow has drained (order is kept).  The overflow is
+ * delivered, in order, as room appears: whenever the place polls, waits,
+ * serves its queues in a blocking send, at the end of an interrupt, and
+ * before a send from outside a handler to the same receiver (which waits
+ * for it).  A place whose overflow is not empty does not sleep in
+ * nemo_place_wait: it yields the CPU and retries.  nemo_place_leave
+ * delivers it before the place goes (waiting for room as a blocking send
+ * does).  Bound: nemo_domain_attr.overflow_max entries per place (default
+ * 65536, 80 bytes each: 5 MiB); a send beyond it fails with ENOBUFS and
+ * is not queued.  A kept send whose receiver leaves before it could be
+ * delivered is dropped - its sender had been told 0 - and counted
+ * (overflow_dropped; with NEMO_DEBUG=1 each one is logged).  So the usual
+ * request/reply pattern (workers reply from their handlers, nemo_am_reply)
+ * needs no flow control written by the user.  An interrupt-mode place
+ * that goes on computing delivers its overflow at its next nemo call or
+ * interrupt.
+ *
+ * Sends from any thread.  nemo_domain_am_send and nemo_domain_notify work
+ * in any thread: one that is not a place joins the domain as a place, once,
+ * at its first such send (a nemo_place_join with default attributes: a
+ * mutex, a table walk, about a microsecond) and stays one until it calls
+ * nemo_place_leave or exits (then it leaves by itself).  Being a place, it
+ * can wait for replies with nemo_place_wait and has an id to reply to.
+ * It takes one of the domain's max_places while it is one.
+ *
+ * Event loops.  nemo_place_fd gives the place an eventfd that becomes
+ * readable when the place has work, for epoll, poll, select, io_uring or
+ * an event loop (libuv, GLib, Tokio).  From the return of nemo_place_fd or
+ * nemo_poll until the place's next nemo_poll or nemo_place_wait, the place
+ * counts as waiting on its descriptor: the first kick in that time writes
+ * the eventfd (one write() syscall by the sender, and no more until the
+ * place has polled again); messages that arrive while it is in nemo_poll
+ * cost nothing more.  The loop: wait for the descriptor to be readable,
+ * call nemo_poll (it reads the eventfd itself), repeat.  A message queued
+ * before the arming is seen by the arming itself, which then makes the
+ * descriptor readable at once, so no message is missed between a
+ * nemo_poll and the next epoll_wait.
+ *
  * Errors (every function returns 0 or one of these; never a crash):
  *   EINVAL     a NULL or malformed argument
  *   EIDRM      the domain has been destroyed
@@ -87,6 +130,11 @@
  *              inside a handler
  *   ESRCH      no such place: index out of range, never joined, or left
  *   ETIMEDOUT  a wait's deadline passed
+ *   EXDEV      a send from any thread, by a place of another domain
+ *   ENOBUFS    a handler's send found its queue full and the overflow at
+ *              overflow_max
+ * nemo_last_error() says which argument or which state, in words; with
+ * NEMO_DEBUG=1 every failure is also written to stderr.
  */
 #ifndef NEMO_DOMAIN_H
 #define NEMO_DOMAIN_H
@@ -136,7 +184,12 @@ typedef struct nemo_domain_attr {
 	unsigned max_actions;         /**< action ids 0..max_actions-1, 1..4096 (0: 256) */
 	unsigned max_events;          /**< event ids 0..max_events-1, 1..4096 (0: 256) */
 	int irq_signal;               /**< interrupt-mode signal (0: SIGURG) */
+	unsigned overflow_max;        /**< sends a place may keep in its overflow
+	                                   ("Sends from handlers"), 1..2^24 (0: 65536) */
 } nemo_domain_attr;
+
+/** The largest nemo_domain_attr.overflow_max. */
+#define NEMO_OVERFLOW_MAX (1u << 24)
 
 /**
  * Create an empty domain.
@@ -170,6 +223,9 @@ typedef struct nemo_domain_counters {
 	uint64_t send_failures;       /**< sends that raced a leaving receiver and were returned (ESRCH) */
 	uint64_t interrupts;          /**< signal handlers that ran message handlers */
 	uint64_t sleeps;              /**< times a place slept in nemo_place_wait */
+	uint64_t overflowed;          /**< handler sends kept in an overflow ("Sends from handlers") */
+	uint64_t overflow_dropped;    /**< kept sends whose receiver left before delivery */
+	uint64_t kicks_fd;            /**< kicks that wrote a place's eventfd (nemo_place_fd) */
 } nemo_domain_counters;
 
 /**
@@ -195,6 +251,7 @@ typedef struct nemo_place_attr {
 	int cpu;                      /**< with NEMO_PLACE_PIN: the CPU */
 	nemo_wait_policy policy;      /**< how nemo_place_wait waits (kind 0: the
 	                                   thread's / NEMO_WAIT / adaptive) */
+	void *context;                /**< the place's context (nemo_place_set_context) */
 } nemo_place_attr;
 
 /**
@@ -220,6 +277,30 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
  *         handler.
  */
 int nemo_place_leave(void);
+
+/**
+ * Set the calling place's context: a pointer of the user's, given to
+ * every active-message handler that runs on this place (msg->place_ctx),
+ * so handlers shared by many places find their place's own state (a
+ * worker's queue, its counters) without a lookup.
+ * @return 0; ENOTCONN.
+ */
+int nemo_place_set_context(void *ctx);
+
+/** The calling place's context, or NULL (also outside a place). */
+void *nemo_place_context(void);
+
+/**
+ * Event-loop mode: *fd receives the place's eventfd, which becomes
+ * readable when the place has work (see "Event loops" above).  Created at
+ * the first call, owned by nemo: do not read, write or close it; it is
+ * closed by nemo_place_leave.  The place is armed on return: put the
+ * descriptor in epoll (level-triggered or edge-triggered: both work,
+ * since nemo_poll reads it empty) and call nemo_poll whenever it is
+ * readable.  nemo_place_wait may still be used; it re-arms on return.
+ * @return 0; ENOTCONN; EINVAL for NULL fd; the errno of eventfd(2).
+ */
+int nemo_place_fd(int *fd);
 
 /** The calling thread's place id, or NEMO_PLACE_NONE. */
 nemo_place_id nemo_place_self(void);

@@ -14,7 +14,9 @@
  *
  * A full FIFO is backpressure, never loss: a blocking nemo_notify waits
  * for room while serving the caller's own incoming messages; with
- * NEMO_NONBLOCK it returns EAGAIN.
+ * NEMO_NONBLOCK it returns EAGAIN.  Inside a handler it never waits: the
+ * notification is kept in the place's overflow and delivered later, in
+ * order (nemo/domain.h, "Sends from handlers").
  *
  * Order: notifications from one sender to one receiver are handled in the
  * order sent.  Between a notification and an active message from the
@@ -69,6 +71,15 @@ int nemo_notify_set_handler(nemo_notify_handler fn, void *ctx);
  *         waits would have to wait again.
  */
 int nemo_notify(nemo_place_id dest, uint32_t chan, unsigned flags);
+
+/**
+ * nemo_notify from any thread: a thread that is not a place joins d as a
+ * place first, once (nemo/domain.h, "Sends from any thread"); a place of
+ * d just notifies.
+ * @return as nemo_notify; EXDEV if the caller is a place of another
+ *         domain; the errors of nemo_place_join (ENOSPC: d is full).
+ */
+int nemo_domain_notify(nemo_domain *d, nemo_place_id dest, uint32_t chan, unsigned flags);
 
 #ifdef __cplusplus
 }

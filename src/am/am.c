@@ -32,6 +32,14 @@ static void am_deliver(nemo_place *me, nemo_place_id src, uint32_t meta, uint64_
 	uint32_t action = meta & 0xFFFu, ev1 = (meta >> 12) & 0x1FFFu;
 	nemo__action *a = &d->adt[action];
 	nemo_am_handler fn = atomic_load_explicit(&a->fn, memory_order_acquire);
+	uint64_t tag = 0;
+	bool reply = meta & NEMO__META_TAGGED;
+	if (reply) {
+		/* A reply: its first 8 payload bytes are the request's tag. */
+		memcpy(&tag, payload, sizeof tag);
+		payload = len > sizeof tag ? (const unsigned char *)payload + sizeof tag : NULL;
+		len -= sizeof tag;
+	}
 	nemo_am_msg m = {
 		.src = src,
 		.dest = me->id,
@@ -41,6 +49,9 @@ static void am_deliver(nemo_place *me, nemo_place_id src, uint32_t meta, uint64_
 		.payload = payload,
 		.len = len,
 		.context = ctx,
+		.tag = tag,
+		.is_reply = reply,
+		.place_ctx = me->user_ctx,
 	};
 	if (fn)   /* always set: a send checks it, and it is never cleared */
 		fn(&m, a->ctx);
@@ -192,6 +203,41 @@ int nemo_am_sendv(nemo_place_id dest, uint32_t id, uint64_t arg, const void *pay
 int nemo_am_send(nemo_place_id dest, uint32_t id, uint64_t arg, unsigned flags)
 {
 	return nemo_am_sendv(dest, id, arg, NULL, 0, flags);
+}
+
+int nemo_am_reply(const nemo_am_msg *req, uint32_t id, uint64_t arg, const void *payload, size_t len,
+		  unsigned flags)
+{
+	nemo_place *me = nemo__place_self();
+	if (!me)
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
+	if (!req)
+		return NEMO__FAIL(EINVAL, "req is NULL");
+	int err = check_args(payload, len, flags, __func__);
+	if (err)
+		return err;
+	/* The request's arg travels first, as the reply's tag. */
+	unsigned char buf[NEMO__WIRE_PAYLOAD_MAX];
+	memcpy(buf, &req->arg, sizeof req->arg);
+	if (len)
+		memcpy(buf + sizeof req->arg, payload, len);
+	nemo__busy_enter(me);
+	uint32_t meta;
+	uint64_t st;
+	nemo_place *dst;
+	err = resolve(me->d, req->src, id, len + sizeof req->arg, &meta, &dst, &st, __func__);
+	if (!err)
+		err = nemo__msg_send(me, dst, st, req->src, meta | NEMO__META_TAGGED, arg, buf,
+				     len + sizeof req->arg, flags);
+	nemo__busy_exit(me);
+	return err;
+}
+
+int nemo_domain_am_send(nemo_domain *d, nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload,
+			size_t len, unsigned flags)
+{
+	int err = nemo__place_adopt(d, __func__);
+	return err ? err : nemo_am_sendv(dest, id, arg, payload, len, flags);
 }
 
 int nemo_am_send_batch(nemo_place_id dest, uint32_t id, const uint64_t *args, size_t n,

@@ -164,6 +164,10 @@ int nemo_domain_create(const nemo_domain_attr *attr, nemo_domain **out)
 		a.max_events = 256;
 	if (!a.irq_signal)
 		a.irq_signal = SIGURG;
+	if (!a.overflow_max)
+		a.overflow_max = 65536;
+	if (a.overflow_max > NEMO_OVERFLOW_MAX)
+		return NEMO__FAIL(EINVAL, "overflow_max %u is above %u", a.overflow_max, NEMO_OVERFLOW_MAX);
 	if (a.max_places > NEMO_PLACES_MAX)
 		return NEMO__FAIL(EINVAL, "max_places %u is above %u", a.max_places, NEMO_PLACES_MAX);
 	if (a.ring_slots < 8 || a.ring_slots > 32768 || (a.ring_slots & (a.ring_slots - 1)))
@@ -187,6 +191,7 @@ int nemo_domain_create(const nemo_domain_attr *attr, nemo_domain **out)
 	d->A = a.max_actions;
 	d->E = a.max_events;
 	d->sig = a.irq_signal;
+	d->ovf_max = a.overflow_max;
 	d->HW = (d->P + 63) / 64;
 	d->hw_stride = (d->HW + 7) / 8 * 8;        /* whole cache lines per receiver */
 	struct sizes z = sizes_of(d);
@@ -209,6 +214,7 @@ int nemo_domain_create(const nemo_domain_attr *attr, nemo_domain **out)
 	for (unsigned i = 0; i < d->P; i++) {
 		d->places[i].idx = i;
 		d->places[i].d = d;
+		atomic_store_explicit(&d->places[i].efd, -1, memory_order_relaxed);
 	}
 	atomic_store_explicit(&d->magic, NEMO__DOMAIN_MAGIC, memory_order_release);
 	*out = d;
@@ -271,6 +277,9 @@ int nemo_domain_get_counters(nemo_domain *d, nemo_domain_counters *out)
 			SUM(send_failures, c_send_failures);
 			SUM(interrupts, c_interrupts);
 			SUM(sleeps, c_sleeps);
+			SUM(overflowed, c_overflowed);
+			SUM(overflow_dropped, c_ovf_dropped);
+			SUM(kicks_fd, c_kicks_fd);
 #undef SUM
 		}
 	}
@@ -338,6 +347,8 @@ static void irq_handler(int sig, siginfo_t *si, void *uc)
 	 * not signal again, so what remains queued must be handled now. */
 	while (nemo__drain(me, NEMO_AM_CTX_INTERRUPT, false) || nemo__pending(me))
 		;
+	if (me->ovf_n)
+		nemo__ovf_flush(me);    /* what its handlers kept (queue.c, OVERFLOW) */
 	atomic_signal_fence(memory_order_seq_cst);
 	atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
 	errno = saved;
@@ -490,6 +501,13 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 			atomic_store_explicit(&p->busy, 0, memory_order_relaxed);
 			atomic_store_explicit(&p->irq_pending, 0, memory_order_relaxed);
 			p->serve_depth = 0;
+			p->hdepth = 0;
+			p->user_ctx = a.context;
+			p->guest = false;
+			p->ovf = NULL;
+			p->ovf_head = p->ovf_tail = p->ovf_cap = p->ovf_n = 0;
+			atomic_store_explicit(&p->efd, -1, memory_order_relaxed);
+			atomic_store_explicit(&p->fd_armed, 0, memory_order_relaxed);
 			for (unsigned h = 0; h < NEMO__HOT; h++)
 				p->hot[h] = d->P;
 			p->hot_next = 0;
@@ -557,10 +575,15 @@ int nemo_place_leave(void)
 		return NEMO__FAIL(EBUSY, "called from inside a handler or another nemo call of this place");
 	struct nemo_domain *d = me->d;
 	nemo__busy_enter(me);
-	/* Deferred sends first: their receivers must hear of them. */
+	/* Kept sends first (queue.c, OVERFLOW): delivered, waiting for room
+	 * as a blocking send does, or dropped and counted if their receiver
+	 * left.  Then deferred sends: their receivers must hear of them. */
+	nemo__ovf_flush_all(me);
+	nemo__ovf_free(me);
 	for (unsigned r = 0; r < d->P; r++)
 		if (nemo__out_of(d, me->idx, r)->deferred)
 			nemo__publish(me, r, false);
+	nemo__fd_close(me);         /* no kicker writes it once we are gone */
 	atomic_store_explicit(&me->irq_on, 0, memory_order_seq_cst);           /* Q1 */
 	nemo__irq_quiesce(me);      /* no signal reaches the thread once we are gone */
 	atomic_store_explicit(&me->status, nemo__status(me->gen, NEMO__ST_LEAVING),
@@ -588,6 +611,41 @@ int nemo_place_leave(void)
 	if (pinned)
 		sched_setaffinity(0, sizeof old, &old);
 	pthread_setspecific(exit_key, NULL);
+	return 0;
+}
+
+int nemo_place_set_context(void *ctx)
+{
+	nemo_place *me = tls_place;
+	if (!me)
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
+	me->user_ctx = ctx;
+	return 0;
+}
+
+void *nemo_place_context(void)
+{
+	nemo_place *me = tls_place;
+	return me ? me->user_ctx : NULL;
+}
+
+int nemo__place_adopt(struct nemo_domain *d, const char *fn)
+{
+	nemo_place *me = tls_place;
+	if (me) {
+		if (me->d == d)
+			return 0;
+		int err = nemo__domain_check_in(d, fn);
+		return err ? err : nemo__fail(EXDEV, fn, "the calling thread is a place of another domain");
+	}
+	int err = nemo__domain_check_in(d, fn);
+	if (err)
+		return err;
+	err = nemo_place_join(d, NULL, NULL);
+	if (err)
+		return nemo__fail(err, fn, "the calling thread could not join the domain to send (%s)",
+				  err == ENOSPC ? "it has no free place" : "see nemo_place_join");
+	tls_place->guest = true;
 	return 0;
 }
 

@@ -132,6 +132,22 @@ void nemo__irq_quiesce(nemo_place *me)
 	errno = saved;
 }
 
+/* F3 (queue.c, THE FILE DESCRIPTOR): dst is armed on its eventfd. */
+static void fd_kick(nemo_place *me, nemo_place *dst)
+{
+	atomic_fetch_add_explicit(&dst->fd_kickers, 1, memory_order_seq_cst);
+	if (atomic_exchange_explicit(&dst->fd_armed, 0, memory_order_seq_cst)) {
+		uint64_t one = 1;
+		if (write(atomic_load_explicit(&dst->efd, memory_order_relaxed), &one, sizeof one) ==
+		    (ssize_t)sizeof one)
+			atomic_fetch_add_explicit(&dst->fd_writes, 1, memory_order_release);
+		NEMO__PCOUNT(me, c_kicks_fd);
+	} else {
+		NEMO__PCOUNT(me, c_kicks_avoided);   /* another kicker wrote it, or it woke */
+	}
+	atomic_fetch_sub_explicit(&dst->fd_kickers, 1, memory_order_release);
+}
+
 void nemo__kick(nemo_place *me, nemo_place *dst)
 {
 	nemo_waiter *w = atomic_load_explicit(&dst->waiter, memory_order_acquire);
@@ -139,6 +155,10 @@ void nemo__kick(nemo_place *me, nemo_place *dst)
 		return;
 	uint32_t s = atomic_load_explicit(&w->state, memory_order_seq_cst);
 	if (s == NEMO_WAITER_RUNNING) {
+		if (atomic_load_explicit(&dst->fd_armed, memory_order_seq_cst)) {
+			fd_kick(me, dst);
+			return;
+		}
 		if (atomic_load_explicit(&dst->irq_on, memory_order_seq_cst))                /* K0 */
 			irq_kick(me, dst);
 		else

@@ -92,11 +92,21 @@ static inline uint32_t nemo__nf_chan(uint64_t v)
 	return (uint32_t)(v >> 32) & 0xFFFFu;
 }
 
-/* Message meta word: action (12 bits), event + 1 (13 bits), length (6). */
+/* Message meta word: action (12 bits), event + 1 (13 bits), length (6),
+ * and bit 31: the first 8 payload bytes are a reply's request tag (am.c). */
+#define NEMO__META_TAGGED 0x80000000u
 static inline uint32_t nemo__meta(uint32_t action, uint32_t event_plus1, uint32_t len)
 {
 	return action | (event_plus1 << 12) | (len << 25);
 }
+static inline uint32_t nemo__meta_len(uint32_t meta)
+{
+	return (meta >> 25) & 0x3Fu;
+}
+
+/* The largest payload the ring carries: a user's NEMO_AM_PAYLOAD_MAX plus
+ * a reply's 8-byte tag. */
+#define NEMO__WIRE_PAYLOAD_MAX (NEMO_AM_PAYLOAD_MAX + 8u)
 
 /* ------------------------------------------------------------ structures */
 
@@ -118,6 +128,9 @@ typedef struct nemo__link {
 	_Alignas(NEMO__CACHELINE) _Atomic uint32_t ack;  /* ring position the receiver has consumed */
 	_Atomic uint64_t ring_sgen;   /* generation of the occupant of s that wrote the ring's entries */
 	_Atomic uint64_t nf_sgen;     /* the same for the FIFO's */
+	/* 1 while s keeps sends for r in its overflow (queue.c, OVERFLOW):
+	 * then r's own sends to s wait until they are delivered. */
+	_Atomic uint32_t held;
 } nemo__link;
 
 /* Sender-private state of one link (in the sender's row; it carries
@@ -128,7 +141,20 @@ typedef struct nemo__out {
 	uint32_t nf_tail;             /* next notification FIFO position */
 	uint32_t deferred;            /* NEMO_MORE sends not yet published */
 	uint64_t ring_gen, nf_gen;    /* what this index last stored to link->ring_sgen, nf_sgen */
+	uint32_t ovf_ring, ovf_nf;    /* entries for this receiver in the sender's overflow
+	                                 (queue.c, OVERFLOW): later sends queue behind them */
 } nemo__out;
+
+/* One send kept in a place's overflow (queue.c, OVERFLOW). */
+typedef struct nemo__ovf_entry {
+	nemo_place_id dest;           /* the exact receiver */
+	uint64_t arg;                 /* ring: the argument; notification: the channel */
+	uint32_t meta;                /* ring: the meta word */
+	uint8_t kind;                 /* NEMO__OVF_* */
+	uint8_t len;                  /* payload bytes */
+	unsigned char payload[NEMO_AM_PAYLOAD_MAX + 8];
+} nemo__ovf_entry;
+enum { NEMO__OVF_DONE = 0, NEMO__OVF_RING = 1, NEMO__OVF_NF = 2 };
 
 /* Receiver-private state of one link (in the receiver's row). */
 typedef struct nemo__in {
@@ -151,12 +177,21 @@ typedef struct nemo_place {
 	_Atomic pid_t tid;            /* the occupant's thread, for tgkill */
 	_Atomic(nemo_notify_handler) nf_fn;
 	void *_Atomic nf_ctx;
+	/* Event-loop mode (queue.c, THE FILE DESCRIPTOR): the place's
+	 * eventfd (-1: none), and 1 while it is armed, i.e. the place counts
+	 * as waiting on it and the next kick writes it. */
+	_Atomic int efd;
+	_Atomic uint32_t fd_armed;
 
 	/* Interrupt-mode kickers between their read of irq_on and the end
 	 * of their tgkill, and the signals sent (kick.c, STALE SIGNALS):
 	 * RMWs of kickers, on a line of their own. */
 	_Alignas(NEMO__CACHELINE) _Atomic uint32_t irq_kickers;
 	_Atomic uint32_t irq_sent;
+	/* The same bracket for kickers that write the eventfd, and the
+	 * writes made (queue.c, THE FILE DESCRIPTOR). */
+	_Atomic uint32_t fd_kickers;
+	_Atomic uint32_t fd_writes;
 
 	/* Owner-private (the occupant's thread and its signal handler). */
 	_Alignas(NEMO__CACHELINE) struct nemo_domain *d;
@@ -174,6 +209,15 @@ typedef struct nemo_place {
 	unsigned char old_mask[128];  /* affinity before pinning (cpu_set_t) */
 	size_t old_mask_len;
 	unsigned handled;             /* handlers run in the current poll/wait */
+	int hdepth;                   /* handlers running on this thread now (nested) */
+	void *user_ctx;               /* nemo_place_set_context: passed to handlers */
+	bool guest;                   /* joined by a send from a plain thread */
+	uint32_t fd_read;             /* eventfd writes read back */
+	/* The overflow (queue.c, OVERFLOW): an array of ovf_cap entries
+	 * (mmap'd: it may grow in a signal handler), live ones in
+	 * [ovf_head, ovf_tail), ovf_n of them not yet delivered. */
+	nemo__ovf_entry *ovf;
+	uint32_t ovf_head, ovf_tail, ovf_cap, ovf_n;
 	/* This index's rows as a receiver (set at join): the queues from
 	 * sender s are in_row[s], link_row[s], ring_row + s * R. */
 	nemo__in *in_row;
@@ -185,6 +229,7 @@ typedef struct nemo_place {
 	_Alignas(NEMO__CACHELINE) _Atomic uint64_t c_am_sent, c_am_handled, c_nf_sent, c_nf_handled;
 	_Atomic uint64_t c_kicks_futex, c_kicks_signal, c_kicks_avoided, c_kicks_skipped;
 	_Atomic uint64_t c_full_waits, c_send_failures, c_interrupts, c_sleeps;
+	_Atomic uint64_t c_overflowed, c_ovf_dropped, c_kicks_fd;
 } nemo_place;
 
 /* An action of the ADT (src/am/). */
@@ -207,6 +252,7 @@ struct nemo_domain {
 	pthread_mutex_t lock;         /* join, leave, destroy, registration */
 	unsigned P, R, HW, A, E;
 	unsigned Rbits;               /* R = 2^Rbits */
+	unsigned ovf_max;             /* overflow entries per place (queue.c, OVERFLOW) */
 	int sig;
 	unsigned nplaces;
 
@@ -327,12 +373,35 @@ void nemo__kick_many(nemo_place *me, nemo_place *const *dsts, size_t n);
  * nemo__kick_many for those that need a kick). */
 void nemo__publish_many(nemo_place *me, const unsigned *rs, size_t n, bool push);
 
+/* The overflow (queue.c, OVERFLOW): try to deliver what is kept, without
+ * waiting (busy held); returns how many entries are left.  And release
+ * its memory (leave, after the last flush). */
+uint32_t nemo__ovf_flush(nemo_place *me);
+void nemo__ovf_free(nemo_place *me);
+
+/* Deliver every kept entry, waiting for room as a blocking send does
+ * (leave: busy held, not in a handler).  Entries whose receiver left are
+ * dropped and counted. */
+void nemo__ovf_flush_all(nemo_place *me);
+
+/* Event-loop mode (queue.c, THE FILE DESCRIPTOR): disarm on entry to a
+ * poll or wait, arm on the way out of nemo_poll. */
+void nemo__fd_disarm(nemo_place *me);
+void nemo__fd_arm(nemo_place *me);
+/* Leave: disarm, wait out the kickers that may write it, close it. */
+void nemo__fd_close(nemo_place *me);
+
 /* Handle what is queued to me (busy held).  final: the leave's last
  * drain (every link, consuming by CAS).  Returns the number handled. */
 unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final);
 
 /* Is anything queued to me?  (hint words, hot links) */
 bool nemo__pending(nemo_place *me);
+
+/* A plain thread that sends to d (nemo_domain_am_send, nemo_domain_notify)
+ * joins it as a guest place, once (domain.c): 0; EXDEV if the thread is a
+ * place of another domain; the errors of nemo_place_join. */
+int nemo__place_adopt(struct nemo_domain *d, const char *fn);
 
 /* Signal handler install (domain.c). */
 int nemo__irq_install(int sig);

@@ -255,6 +255,9 @@
 #include <errno.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define NEMO__SERVE_DEPTH_MAX 8
 #define NEMO__PREFETCH_SLOTS 16     /* 4 lines ahead */
@@ -406,6 +409,8 @@ static int wait_room(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r, u
 		me->serve_depth++;
 		nemo__drain(me, NEMO_AM_CTX_WAIT, false);
 		me->serve_depth--;
+		if (me->ovf_n)
+			nemo__ovf_flush(me);
 		nemo_cpu_relax();
 		/* Oversubscribed: the receiver may need this CPU to make room. */
 		if (n % 64 == 0)
@@ -494,8 +499,8 @@ static bool ring_delivered(nemo__link *lk, nemo__slot *hs, uint32_t seq, uint32_
 							memory_order_acquire);
 }
 
-int nemo__msg_send(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
-		   uint64_t arg, const void *payload, size_t len, unsigned flags)
+static int ring_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
+		    uint64_t arg, const void *payload, size_t len, unsigned flags)
 {
 	struct nemo_domain *d = me->d;
 	unsigned r = nemo_place_index(dest);
@@ -506,7 +511,7 @@ int nemo__msg_send(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id d
 		if (err)
 			return err;
 	}
-	uint32_t need = slots_for(len);
+	uint32_t need = slots_for(nemo__meta_len(meta));
 	if (o->tail + need - o->ack_seen > d->R) {
 		struct ring_room rr = { o, lk, need, d->R };
 		if (!ring_has_room(&rr)) {
@@ -577,8 +582,8 @@ static uint32_t batch_settle(nemo_place *me, nemo__slot *ring, uint32_t mask, ne
 	return p;           /* the new tail */
 }
 
-int nemo__msg_send_batch(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
-			 const uint64_t *args, size_t n, unsigned flags, size_t *sent)
+static int batch_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
+		     const uint64_t *args, size_t n, unsigned flags, size_t *sent)
 {
 	struct nemo_domain *d = me->d;
 	unsigned r = nemo_place_index(dest);
@@ -718,6 +723,308 @@ static int notify_send(nemo_place *me, nemo_place_id dest, uint32_t chan, unsign
 	return 0;
 }
 
+/* ------------------------------------------------------------ overflow */
+
+/* Room for one more entry: squeeze out delivered ones when at least half
+ * are delivered, else double the array (mmap/mremap: system calls, safe
+ * in the interrupt-mode signal handler, where malloc is not). */
+static int ovf_room(nemo_place *me)
+{
+	if (me->ovf_tail < me->ovf_cap)
+		return 0;
+	if (me->ovf_cap && me->ovf_n <= me->ovf_cap / 2) {
+		uint32_t k = 0;
+		for (uint32_t i = me->ovf_head; i < me->ovf_tail; i++)
+			if (me->ovf[i].kind != NEMO__OVF_DONE)
+				me->ovf[k++] = me->ovf[i];
+		me->ovf_head = 0;
+		me->ovf_tail = k;
+		return 0;
+	}
+	uint32_t cap = me->ovf_cap ? me->ovf_cap * 2 : 64;
+	size_t old = (size_t)me->ovf_cap * sizeof *me->ovf, sz = (size_t)cap * sizeof *me->ovf;
+	/* mmap, copy, munmap rather than mremap: ThreadSanitizer does not
+	 * follow mremap, and a grown array is rare. */
+	void *p = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return ENOMEM;
+	if (me->ovf) {
+		memcpy(p, me->ovf, old);
+		munmap(me->ovf, old);
+	}
+	me->ovf = p;
+	me->ovf_cap = cap;
+	return 0;
+}
+
+void nemo__ovf_free(nemo_place *me)
+{
+	if (me->ovf)
+		munmap(me->ovf, (size_t)me->ovf_cap * sizeof *me->ovf);
+	me->ovf = NULL;
+	me->ovf_cap = me->ovf_head = me->ovf_tail = me->ovf_n = 0;
+}
+
+/* Keep a send that found its queue full inside a handler (OVERFLOW). */
+static int ovf_push(nemo_place *me, unsigned kind, nemo_place_id dest, uint32_t meta, uint64_t arg,
+		    const void *payload, size_t len, unsigned flags)
+{
+	unsigned r = nemo_place_index(dest);
+	nemo__out *o = &me->out_row[r];
+	if (me->ovf_n >= me->d->ovf_max)
+		return nemo__fail(ENOBUFS, "send", "the queue to place %#llx is full and this place's overflow "
+				  "already holds %u sends (nemo_domain_attr.overflow_max): not queued",
+				  (unsigned long long)dest, me->ovf_n);
+	if (ovf_room(me))
+		return nemo__fail(ENOMEM, "send", "the queue to place %#llx is full and the overflow cannot grow: "
+				  "not queued", (unsigned long long)dest);
+	nemo__ovf_entry *e = &me->ovf[me->ovf_tail++];
+	e->dest = dest;
+	e->arg = arg;
+	e->meta = meta;
+	e->kind = (uint8_t)kind;
+	e->len = (uint8_t)len;
+	if (len)
+		memcpy(e->payload, payload, len);
+	me->ovf_n++;
+	if (!o->ovf_ring && !o->ovf_nf)   /* tell r: its sends to us wait now */
+		atomic_store_explicit(&nemo__link_of(me->d, r, me->idx)->held, 1, memory_order_relaxed);
+	if (kind == NEMO__OVF_RING)
+		o->ovf_ring++;
+	else
+		o->ovf_nf++;
+	NEMO__PCOUNT(me, c_overflowed);
+	/* What is already in the ring must be heard of, to make room. */
+	if (o->deferred && !(flags & NEMO_MORE))
+		nemo__publish(me, r, false);
+	return 0;
+}
+
+static void ovf_done(nemo_place *me, nemo__ovf_entry *e)
+{
+	unsigned r = nemo_place_index(e->dest);
+	nemo__out *o = &me->out_row[r];
+	if (e->kind == NEMO__OVF_RING)
+		o->ovf_ring--;
+	else
+		o->ovf_nf--;
+	if (!o->ovf_ring && !o->ovf_nf)
+		atomic_store_explicit(&nemo__link_of(me->d, r, me->idx)->held, 0, memory_order_relaxed);
+	e->kind = NEMO__OVF_DONE;
+	me->ovf_n--;
+}
+
+uint32_t nemo__ovf_flush(nemo_place *me)
+{
+	if (!me->ovf_n)
+		return 0;
+	struct nemo_domain *d = me->d;
+	/* Receivers whose queue is still full in this pass: their later
+	 * entries wait too (order).  And those we sent to (to publish). */
+	uint64_t stuck_ring[NEMO_PLACES_MAX / 64] = { 0 }, stuck_nf[NEMO_PLACES_MAX / 64] = { 0 };
+	uint64_t sent[NEMO_PLACES_MAX / 64] = { 0 };
+	bool any = false;
+	for (uint32_t i = me->ovf_head; i < me->ovf_tail && me->ovf_n; i++) {
+		nemo__ovf_entry *e = &me->ovf[i];
+		if (e->kind == NEMO__OVF_DONE)
+			continue;
+		unsigned r = nemo_place_index(e->dest);
+		uint64_t *stuck = e->kind == NEMO__OVF_RING ? stuck_ring : stuck_nf, bit = 1ull << (r % 64);
+		if (stuck[r / 64] & bit)
+			continue;
+		int err;
+		if (e->kind == NEMO__OVF_RING) {
+			uint64_t st;
+			nemo_place *dst = nemo__dest(d, e->dest, &st);
+			err = dst ? ring_put(me, dst, st, e->dest, e->meta, e->arg, e->len ? e->payload : NULL, e->len,
+					     NEMO_NONBLOCK | NEMO_MORE)
+				  : ESRCH;
+		} else {
+			err = notify_send(me, e->dest, (uint32_t)e->arg, NEMO_NONBLOCK | NEMO_MORE);
+		}
+		if (err == EAGAIN) {
+			stuck[r / 64] |= bit;
+			continue;
+		}
+		if (err) {
+			/* The receiver left (or, for a notification, cleared its
+			 * handler) after the send was kept: it cannot be
+			 * delivered, and its sender has been told 0.  Count it,
+			 * and say so under NEMO_DEBUG. */
+			NEMO__PCOUNT(me, c_ovf_dropped);
+			nemo__fail(err, "overflow", "a kept %s to place %#llx could not be delivered: dropped "
+				   "(counted in overflow_dropped)", e->kind == NEMO__OVF_RING ? "message" : "notification",
+				   (unsigned long long)e->dest);
+		} else {
+			sent[r / 64] |= 1ull << (r % 64);
+			any = true;
+		}
+		ovf_done(me, e);
+	}
+	while (me->ovf_head < me->ovf_tail && me->ovf[me->ovf_head].kind == NEMO__OVF_DONE)
+		me->ovf_head++;
+	if (me->ovf_head == me->ovf_tail)
+		me->ovf_head = me->ovf_tail = 0;
+	if (any) {
+		unsigned rs[NEMO_PLACES_MAX];
+		size_t n = 0;
+		for (unsigned w = 0; w < NEMO_PLACES_MAX / 64; w++)
+			for (uint64_t x = sent[w]; x; x &= x - 1) {
+				unsigned r = w * 64 + (unsigned)__builtin_ctzll(x);
+				if (me->out_row[r].deferred)
+					rs[n++] = r;
+			}
+		nemo__publish_many(me, rs, n, false);
+	}
+	return me->ovf_n;
+}
+
+/* Outside a handler: deliver what the overflow holds for receiver r on
+ * one queue, waiting for room as a blocking send does (NEMO_NONBLOCK:
+ * EAGAIN if any is left). */
+struct ovf_q {
+	nemo_place *me;
+	nemo__out *o;
+	bool ring;
+};
+
+static bool ovf_q_empty(void *p)
+{
+	struct ovf_q *q = p;
+	nemo__ovf_flush(q->me);
+	return q->ring ? !q->o->ovf_ring : !q->o->ovf_nf;
+}
+
+static int ovf_wait_dest(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r, unsigned flags, bool ring)
+{
+	struct ovf_q q = { me, &me->out_row[r], ring };
+	if (ovf_q_empty(&q))
+		return 0;
+	int err = wait_room(me, dst, st, r, flags, ovf_q_empty, &q);
+	if (err == ESRCH)
+		nemo__ovf_flush(me);      /* drops what was kept for it, counted */
+	return err;
+}
+
+/* Does r keep sends for us?  Then our sends to r wait until it has
+ * delivered them (OVERFLOW, THE BACKPRESSURE). */
+static inline bool held_by(nemo_place *me, unsigned r)
+{
+	return atomic_load_explicit(&me->link_row[r].held, memory_order_relaxed) != 0;
+}
+
+static bool not_held(void *p)
+{
+	struct ovf_q *q = p;
+	return !held_by(q->me, (unsigned)(q->o - q->me->out_row));
+}
+
+/* Outside a handler, before a send to r: what we kept for r goes first;
+ * and if r keeps sends for us, serve our queues until it has delivered
+ * them.  NEMO_NONBLOCK: EAGAIN for the first, no wait for the second. */
+static int send_slow_prelude(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r, unsigned flags, bool ring)
+{
+	nemo__out *o = &me->out_row[r];
+	if (ring ? o->ovf_ring : o->ovf_nf) {
+		int err = ovf_wait_dest(me, dst, st, r, flags, ring);
+		if (err)
+			return err;
+	}
+	if (held_by(me, r) && !(flags & NEMO_NONBLOCK)) {
+		struct ovf_q q = { me, o, ring };
+		return wait_room(me, dst, st, r, flags, not_held, &q);
+	}
+	return 0;
+}
+
+void nemo__ovf_flush_all(nemo_place *me)
+{
+	for (unsigned n = 1; nemo__ovf_flush(me); n++) {
+		me->serve_depth++;
+		nemo__drain(me, NEMO_AM_CTX_WAIT, false);
+		me->serve_depth--;
+		nemo_cpu_relax();
+		if (n % 64 == 0)
+			sched_yield();
+	}
+}
+
+int nemo__msg_send(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
+		   uint64_t arg, const void *payload, size_t len, unsigned flags)
+{
+	unsigned r = nemo_place_index(dest);
+	nemo__out *o = &me->out_row[r];
+	if (__builtin_expect(!o->ovf_ring && !me->hdepth && !held_by(me, r), 1))
+		return ring_put(me, dst, st, dest, meta, arg, payload, len, flags);
+	if (me->hdepth && !(flags & NEMO_NONBLOCK)) {
+		/* In a handler: never wait (OVERFLOW). */
+		if (!o->ovf_ring) {
+			int err = ring_put(me, dst, st, dest, meta, arg, payload, len, flags | NEMO_NONBLOCK);
+			if (err != EAGAIN)
+				return err;
+		}
+		return ovf_push(me, NEMO__OVF_RING, dest, meta, arg, payload, len, flags);
+	}
+	int err = send_slow_prelude(me, dst, st, r, flags, true);
+	return err ? err : ring_put(me, dst, st, dest, meta, arg, payload, len, flags);
+}
+
+int nemo__msg_send_batch(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
+			 const uint64_t *args, size_t n, unsigned flags, size_t *sent)
+{
+	unsigned r = nemo_place_index(dest);
+	nemo__out *o = &me->out_row[r];
+	if (__builtin_expect(!o->ovf_ring && !me->hdepth && !held_by(me, r), 1))
+		return batch_put(me, dst, st, dest, meta, args, n, flags, sent);
+	*sent = 0;
+	if (me->hdepth && !(flags & NEMO_NONBLOCK)) {
+		size_t k = 0;
+		if (!o->ovf_ring) {
+			int err = batch_put(me, dst, st, dest, meta, args, n, flags | NEMO_NONBLOCK, &k);
+			if (err != EAGAIN) {
+				*sent = k;
+				return err;
+			}
+		}
+		for (; k < n; k++) {
+			int err = ovf_push(me, NEMO__OVF_RING, dest, meta, args[k], NULL, 0, flags | NEMO_MORE);
+			if (err) {
+				*sent = k;
+				return err;
+			}
+		}
+		if (o->deferred && !(flags & NEMO_MORE))
+			nemo__publish(me, nemo_place_index(dest), flags & NEMO_PUSH);
+		*sent = n;
+		return 0;
+	}
+	int err = send_slow_prelude(me, dst, st, r, flags, true);
+	return err ? err : batch_put(me, dst, st, dest, meta, args, n, flags, sent);
+}
+
+/* nemo_notify's send, with the overflow's rules (as nemo__msg_send). */
+static int notify_send_kept(nemo_place *me, nemo_place_id dest, uint32_t chan, unsigned flags)
+{
+	unsigned r = nemo_place_index(dest);
+	nemo__out *o = r < me->d->P ? &me->out_row[r] : NULL;
+	if (__builtin_expect(!o || (!o->ovf_nf && !me->hdepth && !held_by(me, r)), 1))
+		return notify_send(me, dest, chan, flags);
+	if (me->hdepth && !(flags & NEMO_NONBLOCK)) {
+		if (!o->ovf_nf) {
+			int err = notify_send(me, dest, chan, flags | NEMO_NONBLOCK);
+			if (err != EAGAIN)
+				return err;
+		}
+		return ovf_push(me, NEMO__OVF_NF, dest, 0, chan, NULL, 0, flags);
+	}
+	uint64_t st;
+	nemo_place *dst = nemo__dest(me->d, dest, &st);
+	if (!dst)
+		return notify_send(me, dest, chan, flags);   /* its ESRCH; and drop the kept ones */
+	int err = send_slow_prelude(me, dst, st, r, flags, false);
+	return err ? err : notify_send(me, dest, chan, flags);
+}
+
 int nemo_notify(nemo_place_id dest, uint32_t chan, unsigned flags)
 {
 	nemo_place *me = nemo__place_self();
@@ -729,9 +1036,15 @@ int nemo_notify(nemo_place_id dest, uint32_t chan, unsigned flags)
 	if (chan > NEMO_NOTIFY_CHAN_MAX)
 		return NEMO__FAIL(ERANGE, "channel %u is above %u", chan, NEMO_NOTIFY_CHAN_MAX);
 	nemo__busy_enter(me);
-	int err = notify_send(me, dest, chan, flags);
+	int err = notify_send_kept(me, dest, chan, flags);
 	nemo__busy_exit(me);
 	return err;
+}
+
+int nemo_domain_notify(nemo_domain *d, nemo_place_id dest, uint32_t chan, unsigned flags)
+{
+	int err = nemo__place_adopt(d, __func__);
+	return err ? err : nemo_notify(dest, chan, flags);
 }
 
 int nemo_notify_set_handler(nemo_notify_handler fn, void *ctx)
@@ -811,8 +1124,11 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 		NEMO__PCOUNT(me, c_nf_handled);
 		nemo_notify_handler fn = atomic_load_explicit(&me->nf_fn, memory_order_acquire);
 		void *fctx = atomic_load_explicit(&me->nf_ctx, memory_order_relaxed);
-		if (fn)
+		if (fn) {
+			me->hdepth++;
 			fn(fctx, nemo__make_id(s, sg), nemo__nf_chan(v));
+			me->hdepth--;
+		}
 	}
 
 	/* Active messages. */
@@ -831,9 +1147,9 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 		}
 		uint32_t meta = hs->meta;
 		uint64_t arg = hs->arg;
-		uint32_t len = meta >> 25;
+		uint32_t len = nemo__meta_len(meta);
 		uint32_t need = slots_for(len);
-		unsigned char buf[NEMO_AM_PAYLOAD_MAX];
+		unsigned char buf[NEMO__WIRE_PAYLOAD_MAX];
 		for (uint32_t k = 1; k < need; k++) {
 			size_t off = (size_t)(k - 1) * 12, m = len - off < 12 ? len - off : 12;
 			memcpy(buf + off, (unsigned char *)&ring[(p + k) & mask] + 4, m);
@@ -846,8 +1162,11 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 		n++;
 		NEMO__PCOUNT(me, c_am_handled);
 		nemo__deliver_fn fn = atomic_load_explicit(&d->deliver, memory_order_acquire);
-		if (fn)
+		if (fn) {
+			me->hdepth++;
 			fn(me, nemo__make_id(s, sg), meta, arg, len ? buf : NULL, len, ctx);
+			me->hdepth--;
+		}
 	}
 	publish_ack(lk, in);
 	if (!final && n >= budget)
@@ -946,11 +1265,88 @@ int nemo_poll(unsigned *handled)
 	if (!me)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	nemo__busy_enter(me);
+	bool fd = atomic_load_explicit(&me->efd, memory_order_relaxed) >= 0;
+	if (fd)
+		nemo__fd_disarm(me);
 	unsigned n = nemo__drain(me, NEMO_AM_CTX_POLL, false);
+	if (me->ovf_n)
+		nemo__ovf_flush(me);
+	if (fd)
+		nemo__fd_arm(me);
 	nemo__busy_exit(me);
 	if (handled)
 		*handled = n;
 	return 0;
+}
+
+/* ------------------------------------------------- the file descriptor */
+
+void nemo__fd_disarm(nemo_place *me)
+{
+	atomic_exchange_explicit(&me->fd_armed, 0, memory_order_seq_cst);                 /* F4 */
+	/* F5: read back the writes we know of (a kicker counts its write
+	 * after making it, so each counted one is in the eventfd). */
+	uint32_t w = atomic_load_explicit(&me->fd_writes, memory_order_acquire);
+	if ((int32_t)(w - me->fd_read) > 0) {
+		uint64_t v;
+		if (read(atomic_load_explicit(&me->efd, memory_order_relaxed), &v, sizeof v) == (ssize_t)sizeof v)
+			me->fd_read += (uint32_t)v;
+	}
+}
+
+/* Write the eventfd ourselves: something is waiting already. */
+static void fd_self_write(nemo_place *me)
+{
+	uint64_t one = 1;
+	if (write(atomic_load_explicit(&me->efd, memory_order_relaxed), &one, sizeof one) == (ssize_t)sizeof one)
+		atomic_fetch_add_explicit(&me->fd_writes, 1, memory_order_release);
+}
+
+void nemo__fd_arm(nemo_place *me)
+{
+	atomic_store_explicit(&me->fd_armed, 1, memory_order_seq_cst);                    /* F1 */
+	if (me->ovf_n || nemo__pending(me)) {                                               /* F2 */
+		/* Undo, and make the descriptor readable: the loop comes back. */
+		if (atomic_exchange_explicit(&me->fd_armed, 0, memory_order_seq_cst))
+			fd_self_write(me);
+	}
+}
+
+int nemo_place_fd(int *fd)
+{
+	nemo_place *me = nemo__place_self();
+	if (!me)
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
+	if (!fd)
+		return NEMO__FAIL(EINVAL, "fd is NULL");
+	int e = atomic_load_explicit(&me->efd, memory_order_relaxed);
+	if (e < 0) {
+		e = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (e < 0)
+			return NEMO__FAIL(errno, "cannot create the place's eventfd");
+		me->fd_read = atomic_load_explicit(&me->fd_writes, memory_order_relaxed);
+		atomic_store_explicit(&me->efd, e, memory_order_release);
+	}
+	nemo__busy_enter(me);
+	nemo__fd_arm(me);
+	nemo__busy_exit(me);
+	*fd = e;
+	return 0;
+}
+
+void nemo__fd_close(nemo_place *me)
+{
+	int e = atomic_load_explicit(&me->efd, memory_order_relaxed);
+	if (e < 0)
+		return;
+	atomic_exchange_explicit(&me->fd_armed, 0, memory_order_seq_cst);                 /* F6 */
+	for (unsigned n = 1; atomic_load_explicit(&me->fd_kickers, memory_order_seq_cst); n++) {
+		nemo_cpu_relax();
+		if (n % 64 == 0)
+			sched_yield();      /* a kicker preempted inside its bracket */
+	}
+	atomic_store_explicit(&me->efd, -1, memory_order_relaxed);
+	close(e);
 }
 
 static bool place_try_take(void *arg)
@@ -960,6 +1356,8 @@ static bool place_try_take(void *arg)
 	 * cost as much as nemo__pending's, and a message found is handled
 	 * without a second look. */
 	unsigned n = nemo__drain(me, NEMO_AM_CTX_WAIT, false);
+	if (me->ovf_n)
+		nemo__ovf_flush(me);
 	me->handled += n;
 	return n > 0;
 }
@@ -975,10 +1373,14 @@ static bool place_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_
 	atomic_store_explicit(&w->bword, bseq, memory_order_relaxed);
 	uint32_t seen = atomic_load_explicit(bseq, memory_order_seq_cst);                 /* B1 */
 	atomic_exchange_explicit(&w->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst);  /* W2 */
-	if (nemo__pending(me)) {                                                           /* W3 */
+	if (me->ovf_n || nemo__pending(me)) {                                              /* W3 */
 		/* Undo; futex_wait then returns at once (state != SLEEPING)
-		 * and the loop's try_take drains. */
+		 * and the loop's try_take drains.  A place with kept sends
+		 * does not sleep (nobody would wake it when room appears): it
+		 * yields, and tries again (OVERFLOW). */
 		atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
+		if (me->ovf_n)
+			sched_yield();
 		*word = (uint32_t *)&w->state;
 		*val = NEMO_WAITER_SLEEPING;
 		return false;
@@ -1013,6 +1415,8 @@ int nemo_place_wait(const struct timespec *abstime, unsigned *handled)
 	if (rc)
 		return rc;
 	nemo__busy_enter(me);
+	if (atomic_load_explicit(&me->efd, memory_order_relaxed) >= 0)
+		nemo__fd_disarm(me);        /* it waits here now, not on its descriptor */
 	unsigned outer = me->handled;   /* a handler may wait too: nest the count */
 	me->handled = 0;
 	nemo_waiter *w = atomic_load_explicit(&me->waiter, memory_order_relaxed);
@@ -1022,6 +1426,8 @@ int nemo_place_wait(const struct timespec *abstime, unsigned *handled)
 	atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_seq_cst);      /* W6 */
 	if (atomic_load_explicit(&me->irq_on, memory_order_relaxed) && nemo__pending(me))
 		me->handled += nemo__drain(me, NEMO_AM_CTX_WAIT, false);
+	if (atomic_load_explicit(&me->efd, memory_order_relaxed) >= 0)
+		nemo__fd_arm(me);           /* back to waiting on its descriptor */
 	unsigned n = me->handled;
 	me->handled = outer + n;
 	nemo__busy_exit(me);
