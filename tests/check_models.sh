@@ -92,5 +92,11 @@ must_pass place.pml -DGEN -DMAXSPUR=2
 must_pass place.pml -DGEN -DRING -DMAXSPUR=2
 must_fail place.pml -DGEN -DBROKEN_NO_GEN_WAIT      # no G1: the old message names the new sender
 must_fail place.pml -DGEN -DRING -DBROKEN_LATE_D4   # word read after the ack: the same
+# A place waiting in an event loop on its eventfd (queue.c, THE FILE
+# DESCRIPTOR): no message is left queued while the loop blocks, and the
+# descriptor is not left readable once everything has been polled.
+must_pass placefd.pml
+must_fail placefd.pml -DBROKEN_NO_RECHECK     # arm without re-checking the hints
+must_fail placefd.pml -DBROKEN_SKIP_READ      # read back only when the flag was taken
 echo "check_models: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

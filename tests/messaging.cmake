@@ -14,3 +14,7 @@ set_tests_properties(test_messaging_fenced PROPERTIES LABELS "unit;concurrency"
 # thread's requests, overflow order, bound and drops (queue.c, OVERFLOW).
 nemo_c_test(test_reply SOURCES test_reply.c LABELS "unit;concurrency")
 set_tests_properties(test_reply PROPERTIES TIMEOUT 600)
+
+# A place in an epoll loop on nemo_place_fd(): a flood from a place, a
+# plain thread and batches, level- and edge-triggered, misses nothing.
+nemo_c_test(test_fd SOURCES test_fd.c LABELS "unit;concurrency")
