@@ -26,7 +26,8 @@
  * non-empty since the receiver last looked (its hint bit was clear), or
  * the sender passed NEMO_PUSH; and then according to the state the
  * receiver published: polling -> nothing (it will see the message);
- * sleeping -> one FUTEX_WAKE; running with interrupts on -> a signal;
+ * sleeping -> one FUTEX_WAKE; waiting on its descriptor (nemo_place_fd)
+ * -> one eventfd write; running with interrupts on -> a signal;
  * running without -> nothing (it sees the message at its next poll point).
  *
  * Identity.  A place is named by a nemo_place_id: its index in the domain

@@ -15,7 +15,10 @@
  *             sleep on their domain's shared word with their own bit, so
  *             nemo__kick_many (broadcasts) wakes every sleeper with one
  *             FUTEX_WAKE_BITSET instead of one syscall each;
- *   RUNNING   with interrupt mode on: a signal (tgkill), the user-space
+ *   RUNNING   armed on its eventfd (nemo_place_fd; queue.c, THE FILE
+ *             DESCRIPTOR): one write to it, by the kicker whose exchange
+ *             takes the arming;
+ *             else with interrupt mode on: a signal (tgkill), the user-space
  *             stand-in for the Nemo paper's IPI; its handler runs the
  *             message handlers on top of whatever the place computes.
  *             Without interrupt mode: nothing; the place handles the

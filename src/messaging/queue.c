@@ -244,10 +244,119 @@
  *
  * BACKPRESSURE
  *
- * A full ring or FIFO never drops: a blocking send waits for room while
- * draining the sender's own queues (so cycles of full queues make
- * progress), up to 8 levels of handlers nested in such waits (then
- * EDEADLK); NEMO_NONBLOCK returns EAGAIN.  G1 waits the same way.
+ * A full ring or FIFO never drops: a blocking send from outside a
+ * handler waits for room while draining the sender's own queues (so
+ * cycles of full queues make progress); NEMO_NONBLOCK returns EAGAIN.  G1
+ * waits the same way.  A send from a handler does not wait (OVERFLOW).
+ * (EDEADLK, for a handler nested more than 8 deep in such waits, is kept
+ * as a guard; handlers no longer enter them.)
+ *
+ * OVERFLOW
+ *
+ * Why.  A handler that waits for room runs other handlers meanwhile, and
+ * those may wait in turn: the worker pool whose handlers reply to a
+ * client that is busy sending tasks nests until the depth limit, and the
+ * replies failed with EDEADLK (thousands of 100,000).  Alternatives
+ * weighed: credits in every send (a shared counter per pair: a line
+ * transfer per message, and the user still picks the window); a reply
+ * slot reserved per request (the requester must know its replies in
+ * advance; a handler may send anything, not only replies); refusing the
+ * send (what failed).  Chosen: a handler never waits, and what does not
+ * fit is kept by the sender, in order, in memory only it touches.
+ *
+ * The overflow of a place: an array of entries {dest id, kind (ring or
+ * FIFO), meta, arg, payload} in send order, [ovf_head, ovf_tail), with
+ * ovf_n not yet delivered, and per receiver index the counts out.ovf_ring
+ * and out.ovf_nf.  Only the owner thread touches it: in its nemo calls,
+ * or from the interrupt handler, which runs handlers only when the
+ * thread is in no nemo call - so a flush pass and a push never overlap.
+ * It is allocated with mmap (safe in a signal handler, unlike malloc),
+ * grows by doubling, and squeezes out delivered entries when at least
+ * half are delivered.
+ *
+ *   K1  a send in a handler (hdepth > 0), without NEMO_NONBLOCK: if
+ *       nothing is kept for that receiver and queue, try the send with
+ *       NEMO_NONBLOCK; EAGAIN (full, or G1 not yet possible) or something
+ *       already kept -> append an entry (ENOBUFS at overflow_max), return
+ *       0.  Later sends to the same queue append behind it: order.
+ *   K2  flush (nemo__ovf_flush): one pass in order; each entry re-resolves
+ *       its receiver (S0) and is sent with NEMO_NONBLOCK | NEMO_MORE; an
+ *       EAGAIN marks that receiver's queue stuck for the rest of the pass
+ *       (its later entries stay behind it); ESRCH (the receiver left) or
+ *       ENOENT (a notification handler gone) drops the entry, counted in
+ *       overflow_dropped and logged under NEMO_DEBUG; then one
+ *       publication (S4, S5) per receiver that got something.  Run by
+ *       nemo_poll, every try of nemo_place_wait, every round of a wait for
+ *       room, the end of an interrupt, and nemo_place_leave (which waits
+ *       until everything is delivered or dropped).
+ *   K3  a send from outside a handler to a receiver with kept entries on
+ *       that queue first waits for them (flush, serving its own queues).
+ *   K4  nemo_place_wait does not sleep while ovf_n > 0: nobody would
+ *       wake it when room appears (receivers do not kick senders).  It
+ *       yields and tries again.
+ *
+ * THE BACKPRESSURE.  Kept entries alone would only move the unbounded
+ * queue: a client that sends 10^6 tasks and never waits leaves each
+ * worker holding its share of the replies (the pool reached the default
+ * bound, 65536, at 10^6 tasks).  So a place that keeps entries for r says
+ * so: link(r <- s).held = 1 while out.ovf_ring + out.ovf_nf > 0 (a relaxed
+ * store at the first entry and after the last; on the line r reads for
+ * its own queue, so a client pays one load that hits its cache).  A send
+ * from r to s outside a handler that finds held set waits as for a full
+ * queue - draining its own queues, which makes room for the kept replies
+ * - until s has delivered them.  The flag is a hint for a wait that
+ * polls (no sleep depends on it), so relaxed order is enough.  In the
+ * request/reply pattern this bounds what a worker keeps for a client by
+ * what that client had queued to it: one ring of tasks.  Cycles cannot
+ * deadlock: every place that waits on held serves its own queues, which
+ * is what the holder needs to flush.  NEMO_NONBLOCK sends do not wait on
+ * held: then only overflow_max bounds the overflow.
+ *
+ * What is not guaranteed: a kept send whose receiver leaves first is
+ * dropped (counted); its sender was told 0, as a receiver that left just
+ * after taking a message would not have handled it either.  A place in
+ * interrupt mode that computes for a long time without a nemo call keeps
+ * its entries until its next call or interrupt.
+ *
+ * THE FILE DESCRIPTOR
+ *
+ * nemo_place_fd gives the place an eventfd (efd) for event loops.  The
+ * place counts as waiting on it while fd_armed = 1: from the end of
+ * nemo_place_fd or nemo_poll (and of nemo_place_wait, once the place has
+ * a descriptor) until its next nemo_poll or nemo_place_wait.
+ *
+ *   F1  arm: store(fd_armed, 1, seq_cst)
+ *   F2  if ovf_n or nemo__pending() (seq_cst loads of the hint words):
+ *       if exchange(fd_armed, 0) == 1, write the eventfd ourselves and
+ *       fetch_add(fd_writes, 1, release): the loop comes back at once
+ *   F3  a kicker (kick.c; only after S4 set its hint bit, or NEMO_PUSH)
+ *       that reads the place RUNNING with fd_armed = 1 (seq_cst):
+ *       fetch_add(fd_kickers, 1); if exchange(fd_armed, 0) == 1: write
+ *       the eventfd, then fetch_add(fd_writes, 1, release);
+ *       fetch_sub(fd_kickers, 1, release)
+ *   F4  on entry to nemo_poll / nemo_place_wait: exchange(fd_armed, 0)
+ *   F5  if load(fd_writes, acquire) is ahead of fd_read (the writes read
+ *       back so far): read the eventfd and add its value to fd_read
+ *   F6  leave: exchange(fd_armed, 0), wait until fd_kickers is 0, close
+ *
+ * No message is missed: S4;F3 and F1;F2 are the store-buffering pattern,
+ * all seq_cst, so the kicker sees the place armed (and writes), or F2
+ * sees the hint (and writes itself); a hint that was already set when S4
+ * looked was set by a sender that went through F3 itself, or is seen by
+ * F2.  Exactly one of the exchanges takes an arming, so a place gets at
+ * most one write per arming.  The descriptor is not left readable for
+ * nothing: a write is counted after it is made, so F5 reads only when the
+ * eventfd holds at least what it counts, and reading takes all of it; a
+ * write made but not yet counted at F5 is read by the next nemo_poll (the
+ * descriptor is readable, so the loop comes back).  F6 against F3: a
+ * kicker whose exchange took the arming incremented fd_kickers before,
+ * and F6's exchange comes after it in fd_armed's order, so F6 waits for
+ * that kicker's write before closing (a write to a closed, reused
+ * descriptor would reach someone else's file).  models/placefd.pml checks
+ * this with spin (and that arming without F2, or F5 only when the flag
+ * was taken, are caught).  Cost: one write(2) for the sender when the
+ * place is armed, none while it is inside nemo_poll; the receiver pays
+ * epoll_wait and one read(2) per wake-up.
  */
 #define _GNU_SOURCE
 #include "messaging_internal.h"
