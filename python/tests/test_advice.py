@@ -311,6 +311,14 @@ def test_every_mechanism_nemo_bench_emits_is_in_the_table():
     assert not missing, missing
 
 
+def test_launcher_names_the_debian_packages(monkeypatch, capsys):
+    from nemo_report import launch
+    monkeypatch.setattr(launch, "missing", lambda: list(launch.NEEDS))
+    assert launch.run(["--help"]) == 3
+    err = capsys.readouterr().err
+    assert "apt-get install python3-numpy python3-matplotlib" in err and "NEMO_PYTHON" in err
+
+
 def test_real_fixtures_advice_has_no_bare_mechanism_advice():
     """On the real fixtures, every measured item says what to use in API
     terms (a backticked call or setting), never just a mechanism name."""
