@@ -348,8 +348,8 @@ def unicast_sleeping(run, scenario="blocked"):
         use = ("Nothing to gain from nemo for a receiver that is already asleep: keep "
                "`pthread_cond_*` or `futex`, or use nemo's objects with the default policy for the "
                "waits that end soon (they poll a bounded time first, then sleep like these).")
-        caveat = ((f"nemo does not help here: the ratio is within {SAME}x. " if v == "same" else
-                   "nemo is slower here. ") + _vm_note(run, base["mechanism"] if base else "futex"))
+        caveat = ((f"nemo does not help here: the median's ratio is within {SAME}x. " if v == "same" else
+                   "nemo is slower here at the median. ") + _vm_note(run, base["mechanism"] if base else "futex"))
     if kick_helps:
         use += (" Where the waiter's CPU is busy with other threads and its tail matters, kick mode "
                 "(`nemo_cond_set_kick(cv, true)`) cuts the p99.")
