@@ -4,9 +4,11 @@
 # and static) and with find_package(nemo).  Proves the installed headers,
 # nemo.pc and the CMake package work without the source tree, and that the
 # installed nemo-bench finds its preload library and programs (preload
-# suite) in the installed tree.
+# suite) in the installed tree, and that the installed nemo-report runs from
+# the prefix (its launcher, its package, the system python3) and says which
+# Debian packages to install when its python lacks numpy or matplotlib.
 set -eu
-build=$1 src=$2
+build=$(readlink -f "$1") src=$(readlink -f "$2")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
@@ -57,4 +59,40 @@ done
 want=$(readlink -f "$(dirname "$libdir")/libnemo-preload.so")
 grep -qF "\"preload_library\": \"$want\"" "$tmp/preload.json" ||
 	{ echo "test_install: the installed nemo-bench did not use $want:"; grep preload_library "$tmp/preload.json"; exit 1; }
+# nemo-report, as the launcher runs it: /usr/bin/python3 (else python3 on
+# PATH), or NEMO_PYTHON.  Where the system python lacks numpy/matplotlib,
+# use the interpreter the build was configured with (NEMO_PYTHON in the
+# cache: the project's .venv), through the launcher's override.
+report=$tmp/prefix/bin/nemo-report
+[ -x "$report" ] || { echo "test_install: bin/nemo-report was not installed"; exit 1; }
+sys_py=/usr/bin/python3
+[ -x "$sys_py" ] || sys_py=$(command -v python3 || true)
+unset NEMO_PYTHON
+if [ -z "$sys_py" ] || ! "$sys_py" -c 'import numpy, matplotlib' 2>/dev/null; then
+	NEMO_PYTHON=$(sed -n 's/^NEMO_PYTHON:[A-Z]*=//p' "$build/CMakeCache.txt")
+	echo "test_install: ${sys_py:-python3} lacks numpy/matplotlib; nemo-report runs with NEMO_PYTHON=$NEMO_PYTHON"
+	export NEMO_PYTHON
+	sys_py=$NEMO_PYTHON
+fi
+(cd "$tmp" && "$report" --help) | grep -q '^usage: nemo-report' ||
+	{ echo "test_install: nemo-report --help failed"; "$report" --help; exit 1; }
+# The installed package runs, not the source tree's (or an editable install's).
+(cd "$tmp" && "$report" --version) | grep -qF "($(readlink -f "$tmp/prefix")/share/nemo/python/nemo_report)" ||
+	{ echo "test_install: nemo-report did not run its installed package:"; "$report" --version; exit 1; }
+(cd "$tmp" && "$report" build "$src/python/tests/fixtures/unicast.json" -o "$tmp/report" >/dev/null) ||
+	{ echo "test_install: nemo-report build failed"; exit 1; }
+grep -q 'What to use on this machine' "$tmp/report/index.html" ||
+	{ echo "test_install: nemo-report build wrote no advice"; exit 1; }
+# A python without numpy/matplotlib (-S: no site-packages): a clear error
+# naming the Debian packages, exit status 3.
+printf '#!/bin/sh\nexec %s -S "$@"\n' "$sys_py" >"$tmp/bare-python"
+chmod +x "$tmp/bare-python"
+if ! "$tmp/bare-python" -c 'import numpy' 2>/dev/null; then
+	set +e
+	err=$(NEMO_PYTHON=$tmp/bare-python "$report" --help 2>&1 >/dev/null)
+	rc=$?
+	set -e
+	[ $rc = 3 ] && echo "$err" | grep -q 'apt-get install python3-numpy python3-matplotlib' ||
+		{ echo "test_install: nemo-report without numpy: exit $rc, said: $err"; exit 1; }
+fi
 echo "test_install: ok"

@@ -3,15 +3,18 @@ import argparse
 import pathlib
 import sys
 
-from . import analysis, figures, html, load
+from . import __version__, advice, analysis, load
 
 DESCRIPTION = """Turn nemo-bench JSON (docs/bench-json.md) into figures and one
-self-contained HTML report.  Exit status: 0 when the report was written (problems
-with some input are printed and listed in the report), 1 when nothing could be
-read, 2 for a bad command line."""
+self-contained HTML report (build), or print its advice, what to use on the
+measured machine, as text (advice).  Exit status: 0 when the report was written
+(problems with some input are printed and listed in the report), 1 when nothing
+could be read, 2 for a bad command line, 3 when the Python running it lacks
+numpy or matplotlib (the installed launcher)."""
 
 
 def build(paths, outdir):
+    from . import figures, html      # matplotlib: only for the report itself
     outdir = pathlib.Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     runs, problems = load.load_all(paths)
@@ -43,11 +46,30 @@ def build(paths, outdir):
     return 0
 
 
+def print_advice(paths):
+    runs, problems = load.load_all(paths)
+    for p in problems:
+        print(f"nemo-report: {p}", file=sys.stderr)
+    if not any(r.rows for r in runs):
+        print("nemo-report: no valid results to report", file=sys.stderr)
+        return 1
+    print(advice.as_text(runs))
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="nemo-report", description=DESCRIPTION)
+    ap.add_argument("--version", action="version",
+                    version=f"nemo-report {__version__} ({pathlib.Path(__file__).resolve().parent})")
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="write DIR/index.html and the PNGs", description=DESCRIPTION)
     b.add_argument("results", nargs="+", help="nemo-bench JSON files, or folders of them")
     b.add_argument("-o", "--output", required=True, help="output folder")
+    a = sub.add_parser("advice", help="print what to use on this machine, as text",
+                       description="Print the report's advice (what to use on the measured machine, "
+                                   "and why) as text.")
+    a.add_argument("results", nargs="+", help="nemo-bench JSON files, or folders of them")
     args = ap.parse_args(argv)
+    if args.cmd == "advice":
+        return print_advice(args.results)
     return build(args.results, args.output)

@@ -2,14 +2,16 @@
 external resources."""
 import base64
 import html
+import re
 
-from . import analysis, load
+from . import advice, analysis, load
 
 CSS = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222;line-height:1.45}
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
 th{background:#f1f3f5}td:first-child,th:first-child{text-align:left}figure{margin:1.5em 0}
 figcaption{font-size:.9em;color:#444;max-width:950px}img{max-width:100%}.warn{color:#a61e4d}
-code{background:#f1f3f5;padding:0 .2em}"""
+code{background:#f1f3f5;padding:0 .2em}table.advice td{text-align:left;vertical-align:top}
+tr.nm td{color:#777}"""
 
 
 def e(x):
@@ -108,10 +110,40 @@ def _ratio_cell(v):
     return f"<span class=warn>{v:.2f}x</span>" if v < 1 else f"{v:.2f}x"
 
 
+def _preload_modes(prows):
+    """Hand-off results at a glance: per program, its glibc rate and its
+    ratio to it under each mode, the default (no settings) first."""
+    s = analysis.preload_summary(prows)
+    files = sorted({x["file"] for x in s})
+    out = []
+    for f in files:
+        xs = [x for x in s if x["file"] == f]
+        modes = advice.mode_order({x["mode"] for x in xs})
+        pre = [m for m in modes if m != analysis.PRELOAD_BASELINE]
+        head = "".join(f"<th>{e(m)}{' (no settings: what you get)' if m == analysis.PRELOAD_DEFAULT else ''}</th>"
+                       for m in pre)
+        out.append((f"<p>{e(f)}:</p>" if len(files) > 1 else "") +
+                   f"<table><tr><th>program</th><th>glibc</th>{head}</tr>")
+        for prog in dict.fromkeys(x["program"] for x in xs):
+            by = {x["mode"]: x for x in xs if x["program"] == prog}
+            g = by.get(analysis.PRELOAD_BASELINE)
+            cells = "".join(f"<td>{_ratio_cell(by[m]['vs_glibc'])} ({_count(by[m]['p50'])}/s)</td>"
+                            if m in by else "<td>-</td>" for m in pre)
+            unit = next(iter(by.values()))["unit"]
+            out.append(f"<tr><td>{e(prog)}</td><td>{_count(g['p50']) if g else '-'} {e(unit)}/s</td>{cells}</tr>")
+        out.append("</table>")
+    out.append("<p>Each cell: the program's median rate under <code>LD_PRELOAD=libnemo-preload.so</code> "
+               "over its median rate with glibc, in the same run. <i>nemo-default</i> ran with no "
+               "<code>NEMO_WAIT</code> and no calibration profile: the default policy "
+               "(<code>adaptive</code>), what a user gets with no settings; the other columns forced "
+               "<code>NEMO_WAIT</code>.</p>")
+    return "\n".join(out)
+
+
 def _preload(prows):
     s = analysis.preload_summary(prows)
     several = len({x["file"] for x in s}) > 1
-    out = ["<table><tr><th>program</th>" + ("<th>file</th>" if several else "") +
+    out = [_preload_modes(prows),"<table><tr><th>program</th>" + ("<th>file</th>" if several else "") +
            "<th>mode</th><th>rate (median of rounds)</th><th>ratio vs glibc</th>"
            "<th>range over rounds (min - max)</th><th>rounds</th><th>interposed</th></tr>"]
     for x in s:
@@ -184,42 +216,92 @@ def _coherence_classes(runs):
     return "\n".join(out)
 
 
-def _advice(runs, urows, brows, trows=(), prows=()):
-    items = []
-    for w in analysis.winners(urows):
-        t = (f"<b>{e(w['scenario'])}</b>: fastest median is <b>{e(w['p50'])}</b> ({ns(w['p50_ns'])})")
-        if "p50_next" in w:
-            t += f", {w['p50_margin']:.2f}x ahead of {e(w['p50_next'])}"
-        t += f"; best tail (p99) is {e(w['p99'])} ({ns(w['p99_ns'])})."
-        items.append(t)
-    for scen, k, best, at in analysis.best_broadcast(brows):
-        others = ", ".join(f"{e(r['mechanism'])}{' (the floor)' if r['mechanism'] == 'spin' else ''} "
-                           f"{ns(r['last_ns']['p50'])}" for r in at if r is not best)
-        floor = analysis.broadcast_floor(best)
-        x = f", {best['last_ns']['p50'] / floor:.1f}x one-way spin" if floor else ""
-        items.append(f"<b>broadcast to {k}, {e(scen)}</b>: <b>{e(best['mechanism'])}</b> wakes the "
-                     f"last waiter soonest ({ns(best['last_ns']['p50'])} median{x}"
-                     f"{'; ' + others if others else ''}).")
-    for x in analysis.throughput_summary(list(trows)):
-        if x["vs_baseline"] is not None:
-            items.append(f"<b>throughput</b> (batch {x['batch']}): <b>{e(x['mechanism'])}</b> moves "
-                         f"{rate(x['p50'])} (median interval), {x['vs_baseline']:.2f}x "
-                         f"{e(x['baseline'])}, with {x['kicks_per_msg']:.4f} kicks per message.")
-    for x in analysis.preload_summary(list(prows)):
-        if x["mode"] == analysis.PRELOAD_DEFAULT and x["vs_glibc"] is not None:
-            verdict = "faster" if x["vs_glibc"] >= 1 else "<span class=warn>slower</span>"
-            items.append(f"<b>interposer, default policy</b>: <b>{e(x['program'])}</b> runs "
-                         f"{x['vs_glibc']:.2f}x its glibc rate ({_count(x['p50'])} against "
-                         f"{_count(x['baseline_p50'])} {e(x['unit'])}/s): {verdict} under "
-                         f"<code>LD_PRELOAD=libnemo-preload.so</code>.")
-    for r in sorted(urows, key=lambda r: -r["latency_ns"]["p99"] / max(analysis.p50(r), 1))[:3]:
-        items.append(f"Heaviest tail: {e(r['mechanism'])} / {e(r['scenario'])} has p99 "
-                     f"{r['latency_ns']['p99'] / max(analysis.p50(r), 1):.1f}x its median.")
-    for mech, scen, b, a in analysis.probe_jumps(runs):
-        items.append(f"<span class=warn>{e(mech)} / {e(scen)}: the cache-line probe moved from "
-                     f"{b:.0f} to {a:.0f} ns during the row: the host moved the vCPUs; compare it "
-                     f"with care.</span>")
-    return "<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
+def code(text):
+    """Escape a plain advice text and turn its `spans` into <code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", e(text))
+
+
+VERDICT_CLASS = {"worse": " class=warn", "not measured": " class=nm"}
+
+
+def _advice(runs, urows=(), brows=(), trows=(), prows=()):
+    """What to use on this machine: one row per scenario (advice.py), the
+    names the rows use, and the warnings about rows to read with care."""
+    out = ["<p>For each situation the results cover: the nemo API and wait policy to use, the "
+           "numbers measured here behind it (row names are <i>mechanism/scenario</i> of the tables "
+           "below), and where nemo does not help. A ratio within "
+           f"{advice.SAME}x counts as no difference.</p>",
+           "<table class=advice><tr><th>situation</th><th>what to use</th><th>why: measured here</th>"
+           "<th>when nemo does not help</th></tr>"]
+    for it in advice.advise(runs):
+        cls = VERDICT_CLASS.get(it["verdict"], "")
+        out.append(f"<tr{cls}><td>{code(it['title'])}</td><td>{code(it['use'])}</td>"
+                   f"<td>{code(it['why'])}</td><td>{code(it['not']) or '-'}</td></tr>")
+    out.append("</table>")
+    src = advice.sources(runs)
+    if src:
+        out.append("<p>From " + "; ".join(f"{e(f)}" + (f" (the latest of {n} {e(s)} documents)" if n > 1 else "")
+                                          for s, f, n in src) + ".</p>")
+    leg = advice.legend(runs)
+    if leg:
+        out.append("<details><summary>Row names and the API they measure</summary><table>"
+                   "<tr><th>row name</th><th>suite</th><th>kind</th><th>what a program calls</th></tr>")
+        for x in leg:
+            out.append(f"<tr><td>{e(x['name'])}</td><td>{e(x['suite'])}</td><td>{e(x['kind'])}</td>"
+                       f"<td>{code(x['api'])}</td></tr>")
+        out.append("</table></details>")
+    warns = [f"<li class=warn>{e(mech)} / {e(scen)}: the cache-line probe moved from {b:.0f} to {a:.0f} ns "
+             "during the row: the host moved the vCPUs; compare it with care.</li>"
+             for mech, scen, b, a in analysis.probe_jumps(runs)]
+    if warns:
+        out.append("<ul>" + "".join(warns) + "</ul>")
+    return "\n".join(out)
+
+
+def _policy(runs):
+    """The default policy against the best fixed policy, per gap."""
+    run, _ = advice.latest(runs, "policy")
+    table = advice.policy_table(run.rows) if run else []
+    if not table:
+        return ""
+    pols = []
+    for line in table:
+        pols += [p for p in line["policies"] if p not in pols]
+    pols.sort(key=lambda p: p == advice.ADAPTIVE)
+    out = ["<table><tr><th>gap</th>" +
+           "".join(f"<th>{e(p)}{' (default)' if p == advice.ADAPTIVE else ''}</th>" for p in pols) +
+           "<th>best fixed</th><th>adaptive cost / best</th><th>adaptive latency, CPU / policy it "
+           "resembles</th></tr>"]
+    for line in table:
+        cells = "".join(
+            f"<td>{advice.fmt_ns(line['policies'][p]['latency'])} / "
+            f"{advice.fmt_ns(line['policies'][p]['cpu'])}</td>" if p in line["policies"] else "<td>-</td>"
+            for p in pols)
+        if "cost_ratio" in line:
+            over = line["latency_ratio"] > 2 or line["cpu_ratio"] > 2
+            cost = (f"<span class=warn>{line['cost_ratio']:.2f}x</span>" if line["cost_ratio"] >= advice.SAME
+                    else f"{line['cost_ratio']:.2f}x")
+            rat = (f"{line['latency_ratio']:.2f}, {line['cpu_ratio']:.2f} vs {e(line['matched'])}"
+                   + (" (tied)" if line["matched"] != line["best"] else ""))
+            tail = (f"<td>{cost}</td><td{' class=warn' if over else ''}>{rat}"
+                    f"{' OVER 2x' if over else ''}</td>")
+        else:
+            tail = "<td>-</td><td>-</td>"
+        out.append(f"<tr><td>{advice.fmt_gap(line['gap_ns'])}</td>{cells}"
+                   f"<td>{e(line.get('best', '-'))}</td>{tail}</tr>")
+    out.append("</table>")
+    vd = advice.adaptive_verdict(table)
+    if vd:
+        out.append(f"<p><b>Verdict:</b> {code(vd['text'])}</p>")
+    out.append("<p>nemo-event with the receiver under each wait policy, the signal sent a fixed gap after "
+               "the receiver starts to wait; each cell is latency p50 / the receiver's CPU per event, the "
+               "median of the repeats. The best fixed policy has the least latency + CPU; "
+               "<i>adaptive</i> is the default, what a program gets with no <code>NEMO_WAIT</code>. Its "
+               "latency and CPU are also compared with the fixed policy it resembles among those "
+               "within 1.3x of the best cost (near the break-even gap spin and block cost the same "
+               "with opposite profiles), as <code>nemo-bench policy</code> does; the documented "
+               "bound is 2x on each.</p>")
+    return "\n".join(out)
 
 
 def page(runs, figures, problems, outdir):
@@ -227,6 +309,7 @@ def page(runs, figures, problems, outdir):
     brows = analysis.broadcast_rows(runs)
     trows = analysis.throughput_rows(runs)
     prows = analysis.preload_rows(runs)
+    policy = _policy(runs)
     parts = ["<!doctype html><html><head><meta charset=utf-8><title>nemo report</title>",
              f"<style>{CSS}</style></head><body><h1>nemo: event notification on this machine</h1>",
              "<p><b>How to read this.</b> Each mechanism wakes a thread on another CPU. Latency is "
@@ -237,11 +320,12 @@ def page(runs, figures, problems, outdir):
              "the kernel), <i>loaded</i> (it sleeps and a busy thread shares its CPU), <i>busy</i> "
              "(it computes).</p>",
              "<h2>Machine</h2>", _machine(runs),
+             "<h2>What to use on this machine</h2>", _advice(runs, urows, brows, trows, prows),
              "<h2>Summary</h2>", _summary(urows) if urows else "<p>No unicast results.</p>",
              *(["<h2>Broadcast</h2>", _broadcast(brows)] if brows else []),
              *(["<h2>Throughput</h2>", _throughput(trows)] if trows else []),
              *(["<h2>What the interposer does to real programs</h2>", _preload(prows)] if prows else []),
-             "<h2>What to use on this machine</h2>", _advice(runs, urows, brows, trows, prows),
+             *(["<h2>The default wait policy against fixed policies</h2>", policy] if policy else []),
              "<h2>Figures</h2>"]
     for name, caption in figures:
         data = base64.b64encode((outdir / name).read_bytes()).decode()

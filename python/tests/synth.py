@@ -125,3 +125,90 @@ def broadcast(topo, ks=(1, 2, 4, 8, 15), src=0):
 def write(path, d):
     path.write_text(json.dumps(d))
     return path
+
+
+# ------------------------------------------------------------------ advice
+# Small documents of the suites the report's advice reads, with the numbers
+# given by the test, so that a test knows what the advice must say.
+
+def small_topology(cpus=4):
+    return [{"cpu": c, "core": c, "package": 0, "numa": 0, "l2": c, "l3": 0} for c in range(cpus)]
+
+
+def unicast(latencies, virtualized=False, hypervisor=None, cpus=4):
+    """latencies: {(mechanism, scenario): p50 or (p50, p99)}; every row's
+    CPU per event is its p50 times 2, except polling rows (p50 times 100:
+    the receiver burned the wait)."""
+    rows = []
+    for (mech, scen), v in latencies.items():
+        p50, p99 = v if isinstance(v, tuple) else (v, None)
+        r = row(mech, scen, 0, 1, p50)
+        if p99 is not None:
+            r["latency_ns"]["p99"] = p99
+            r["latency_ns"]["max"] = max(r["latency_ns"]["max"], p99)
+        r["cpu_ns_per_event"] = p50 * (100 if scen == "polling" else 2)
+        if scen in ("blocked", "loaded"):
+            r["ctx_switches_per_trial"] = r["voluntary_ctx_switches_per_trial"] = 1.0
+        rows.append(r)
+    d = doc("unicast", small_topology(cpus), {"rounds": 10, "skipped": []}, rows)
+    d["machine"]["virtualized"] = virtualized
+    d["machine"]["hypervisor"] = hypervisor
+    return d
+
+
+def policy(cells, repeats=3):
+    """cells: {gap_us: {policy: (latency p50 ns, cpu ns per event)}}; each
+    (policy, gap) gets `repeats` rows whose median is the cell (the
+    others 0.8x and 1.5x)."""
+    rows = []
+    spread = [1.0, 0.8, 1.5][:repeats]
+    for rep in range(repeats):
+        for gap, pols in sorted(cells.items()):
+            for pol, (lat, cpu) in pols.items():
+                f = spread[rep]
+                rows.append(row("nemo-event", pol, 0, 1, lat * f, policy=pol, gap_ns=gap * 1000.0,
+                                repeat=rep, cpu_ns_per_event=cpu * f))
+    cfg = {"policies": sorted({p for c in cells.values() for p in c}), "gaps_us": sorted(cells),
+           "repeats": repeats}
+    return doc("policy", small_topology(), cfg, rows)
+
+
+UNITS = {"condvar-handoff": "hand-offs", "python-handoff": "round trips", "pool": "tasks"}
+
+
+def preload(rates, skipped=()):
+    """rates: {program: {mode: rate per second}} (modes glibc, nemo-default,
+    nemo-POLICY); three rounds per row, the median the rate given."""
+    rows = []
+    for prog, modes in rates.items():
+        g = modes.get("glibc")
+        for mode, rate in modes.items():
+            rounds = [rate * 0.9, rate, rate * 1.1]
+            st = stats(rate, 0.1)
+            st.update(min=rate * 0.9, max=rate * 1.1, p50=rate)
+            rows.append({"mechanism": prog, "mode": mode,
+                         "nemo_wait": mode[5:] if mode.startswith("nemo-") and mode != "nemo-default" else None,
+                         "preloaded": mode != "glibc", "interposed": mode != "glibc",
+                         "unit": UNITS.get(prog, "events"), "command": prog, "seconds": 1.0,
+                         "trials": 3, "rate_per_s": rate, "rate_per_s_stats": st,
+                         "rate_per_s_rounds": rounds, "ratio_vs_glibc": rate / g if g else None,
+                         "samples_file": None})
+    modes = sorted({m for ms in rates.values() for m in ms})
+    cfg = {"seconds": 1.0, "rounds": 3, "programs": list(rates), "modes": modes,
+           "preload_library": "/usr/lib/libnemo-preload.so", "pool_workers": 8, "python": None,
+           "src_cpu": 0, "dst_cpu": 1, "skipped": [{"mechanism": p, "reason": why} for p, why in skipped]}
+    return doc("preload", small_topology(), cfg, rows)
+
+
+def throughput(rates, batch=64):
+    """rates: {mechanism: messages per second (median interval)}."""
+    rows = []
+    for mech, rate in rates.items():
+        st = stats(rate, 0.1)
+        rows.append({"mechanism": mech, "scenario": "polling", "src_cpu": 0, "dst_cpu": 1, "trials": 10,
+                     "seconds": 1.0, "batch": batch, "messages": int(rate), "msgs_per_s": rate,
+                     "msgs_per_s_stats": st, "kicks_per_msg": 0.0, "full_waits_per_msg": 0.0,
+                     "cpu_ns_per_msg": 1e9 / rate, "coherence_probe_ns": {"before": 60.0, "after": 61.0},
+                     "samples_file": None})
+    return doc("throughput", small_topology(), {"seconds": 1.0, "batch": batch, "intervals": 10,
+                                                "ck_ring_entries": 1024, "skipped": []}, rows)

@@ -184,7 +184,9 @@ def test_preload_table_and_figure(tmp_path):
     for x in s.values():
         assert f"{x['vs_glibc']:.2f}x" in page
     # The advice names each program's default-policy ratio.
-    assert "<b>interposer, default policy</b>: <b>condvar-handoff</b>" in page
+    x = s[("condvar-handoff", "nemo-default")]
+    assert ("condvar-handoff/nemo-default (no settings) runs" in page
+            and f"{x['vs_glibc']:.1f}x (median of 3 rounds)" in page)
     assert "Other results" not in page
     assert {p.name for p in out.glob("*.png")} == {"preload.png"}
     assert page.count('<img src="data:image/png;base64,') == 1
@@ -207,7 +209,7 @@ def test_preload_slower_row_is_marked(tmp_path):
     glibc = next(r for r in doc["results"] if r["mechanism"] == "pool" and r["mode"] == "glibc")
     ratio = 1.0 / glibc["rate_per_s"]
     assert f"<span class=warn>{ratio:.2f}x</span>" in page
-    assert "<b>pool</b> runs" in page and "<span class=warn>slower</span>" in page
+    assert "Do not preload this program on this machine" in page and "nemo is slower here" in page
 
 
 def test_preload_row_missing_a_field(tmp_path, capsys):
@@ -277,7 +279,7 @@ def test_broadcast_scenarios_and_the_one_way_floor(tmp_path):
     x = by[("nemo-am", "polling", 1)]
     assert f"<td>{x['x_floor']:.1f}x</td>" in page
     assert "K*: oversubscribed" in page
-    assert "broadcast to 3, polling" in page and "broadcast to 3, blocked" in page
+    assert "Broadcast to 3 waiters that are polling" in page and "Broadcast to 3 waiters that are asleep" in page
     assert {p.name for p in out.glob("*.png")} == {"broadcast_k.png", "broadcast_spread.png"}
 
 
@@ -305,8 +307,9 @@ def test_broadcast_at_k15_is_judged_against_one_way_spin(tmp_path):
     rc = cli.main(["build", str(path), "-o", str(tmp_path / "out")])
     assert rc == 0
     page = (tmp_path / "out" / "index.html").read_text()
-    assert "broadcast to 15, polling</b>: <b>nemo-am</b>" in page
-    assert "2.5x one-way spin" in page and "spin (the floor)" in page
+    assert "Broadcast to 15 waiters that are polling" in page
+    assert "nemo-am/polling K=15: last waiter" in page and "<code>nemo_am_broadcast</code>" in page
+    assert "2.50x the one-way spin floor" in page
 
 
 # ---------------------------------------------------------------- coherence
