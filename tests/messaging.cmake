@@ -18,3 +18,21 @@ set_tests_properties(test_reply PROPERTIES TIMEOUT 600)
 # A place in an epoll loop on nemo_place_fd(): a flood from a place, a
 # plain thread and batches, level- and edge-triggered, misses nothing.
 nemo_c_test(test_fd SOURCES test_fd.c LABELS "unit;concurrency")
+
+# Threshold checks (nemo/poll.h): messages handled by NEMO_POLL_CHECK() in
+# a compute loop; not-due checks do not poll; the not-due cost counted by
+# callgrind (<= 10 instructions per check, loop included); and "func-t":
+# code built with -finstrument-functions and libnemo-instrument.
+nemo_c_test(test_pollcheck SOURCES test_pollcheck.c LABELS "unit;concurrency")
+add_executable(pollcheck_cost pollcheck_cost.c)
+target_compile_options(pollcheck_cost PRIVATE ${NEMO_WARNINGS})
+target_link_libraries(pollcheck_cost PRIVATE nemo_static)
+if(NOT NEMO_SANITIZE)
+  add_test(NAME pollcheck.cost COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/test_pollcheck_cost.sh $<TARGET_FILE:pollcheck_cost>)
+  set_tests_properties(pollcheck.cost PROPERTIES LABELS unit TIMEOUT 120)
+endif()
+add_executable(functrace functrace.c)
+target_compile_options(functrace PRIVATE ${NEMO_WARNINGS} -finstrument-functions)
+target_link_libraries(functrace PRIVATE nemo-instrument nemo_shared Threads::Threads)
+add_test(NAME pollcheck.functrace COMMAND functrace)
+set_tests_properties(pollcheck.functrace PROPERTIES LABELS "unit;concurrency" TIMEOUT 120)

@@ -15,6 +15,7 @@
 #include <nemo/domain.h>
 #include <nemo/notify.h>
 #include <nemo/am.h>
+#include <nemo/poll.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -19,6 +19,8 @@
 #define _GNU_SOURCE
 #include "messaging_internal.h"
 
+#include <nemo/poll.h>
+
 #include <errno.h>
 #include <linux/membarrier.h>
 #include <sched.h>
@@ -30,6 +32,8 @@
 #include <unistd.h>
 
 __thread nemo_place *nemo__tls_place __attribute__((tls_model("initial-exec")));
+/* NEMO_POLL_CHECK's deadline (src/poll/poll.c): never, outside a place. */
+__thread uint64_t nemo__poll_due __attribute__((tls_model("initial-exec"))) = UINT64_MAX;
 #define tls_place nemo__tls_place
 
 nemo_place_id nemo_place_self(void)
@@ -280,6 +284,7 @@ int nemo_domain_get_counters(nemo_domain *d, nemo_domain_counters *out)
 			SUM(overflowed, c_overflowed);
 			SUM(overflow_dropped, c_ovf_dropped);
 			SUM(kicks_fd, c_kicks_fd);
+			SUM(poll_checks, c_poll_checks);
 #undef SUM
 		}
 	}
@@ -504,6 +509,9 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 			p->hdepth = 0;
 			p->user_ctx = a.context;
 			p->guest = false;
+			p->poll_thresh_ns = NEMO_POLL_THRESHOLD_DEFAULT_NS;
+			p->poll_thresh_ticks = 0;     /* set below, with the clock */
+			p->poll_next = 0;
 			p->ovf = NULL;
 			p->ovf_head = p->ovf_tail = p->ovf_cap = p->ovf_n = 0;
 			atomic_store_explicit(&p->efd, -1, memory_order_relaxed);
@@ -557,6 +565,9 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 		return err;
 	}
 	pthread_setspecific(exit_key, d);
+	nemo_clock_init();
+	tls_place->poll_thresh_ticks = nemo_ns_to_ticks((double)NEMO_POLL_THRESHOLD_DEFAULT_NS);
+	nemo__poll_due = 0;         /* the first threshold check decides */
 	if (a.flags & NEMO_PLACE_INTERRUPTS) {
 		sigset_t set;
 		sigemptyset(&set);
@@ -602,6 +613,7 @@ int nemo_place_leave(void)
 		memcpy(&old, me->old_mask, me->old_mask_len);
 	uint64_t gen = me->gen;
 	tls_place = NULL;
+	nemo__poll_due = UINT64_MAX;
 	atomic_signal_fence(memory_order_seq_cst);
 	pthread_mutex_lock(&d->lock);
 	atomic_store_explicit(&me->status, nemo__status(gen, NEMO__ST_FREE),

@@ -213,6 +213,9 @@ typedef struct nemo_place {
 	void *user_ctx;               /* nemo_place_set_context: passed to handlers */
 	bool guest;                   /* joined by a send from a plain thread */
 	uint32_t fd_read;             /* eventfd writes read back */
+	/* Threshold checks (src/poll/poll.c): the threshold, and the tick
+	 * after which the next check polls (in nemo_ticks() units). */
+	uint64_t poll_thresh_ns, poll_thresh_ticks, poll_next;
 	/* The overflow (queue.c, OVERFLOW): an array of ovf_cap entries
 	 * (mmap'd: it may grow in a signal handler), live ones in
 	 * [ovf_head, ovf_tail), ovf_n of them not yet delivered. */
@@ -230,6 +233,7 @@ typedef struct nemo_place {
 	_Atomic uint64_t c_kicks_futex, c_kicks_signal, c_kicks_avoided, c_kicks_skipped;
 	_Atomic uint64_t c_full_waits, c_send_failures, c_interrupts, c_sleeps;
 	_Atomic uint64_t c_overflowed, c_ovf_dropped, c_kicks_fd;
+	_Atomic uint64_t c_poll_checks, c_poll_check_handled;
 } nemo_place;
 
 /* An action of the ADT (src/am/). */
@@ -402,6 +406,10 @@ bool nemo__pending(nemo_place *me);
  * joins it as a guest place, once (domain.c): 0; EXDEV if the thread is a
  * place of another domain; the errors of nemo_place_join. */
 int nemo__place_adopt(struct nemo_domain *d, const char *fn);
+
+/* The calling thread's next threshold-check tick (nemo/poll.h; defined in
+ * domain.c, which resets it at join and leave: the place's lifecycle). */
+extern __thread uint64_t nemo__poll_due __attribute__((tls_model("initial-exec")));
 
 /* Signal handler install (domain.c). */
 int nemo__irq_install(int sig);
