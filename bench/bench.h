@@ -17,10 +17,12 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "stats.h"
 
@@ -77,8 +79,8 @@ typedef struct bench_opts {
 	int rounds;                   /* unicast, broadcast, preload: rows interleaved in this many rounds */
 	double seconds;               /* throughput: measured seconds; preload: per child run */
 	long batch;                   /* throughput: messages per batch */
-	const char *json_path;
-	FILE *json_file;              /* opened at parse time: unwritable = usage error */
+	const char *json_path;        /* --json (main.c opens it at parse time: */
+	const char *summary_path;     /* --summary    unwritable = usage error) */
 	const char *samples_dir;
 	bool quiet;
 	uint64_t seed;
@@ -100,6 +102,7 @@ enum {
 	OPT_GAPS = 1u << 10,          /* --gaps */
 	OPT_POLL = 1u << 11,          /* --poll-delay-us, --poll-policy (broadcast) */
 	OPT_PAIRS = 1u << 12,         /* --pairs (coherence) */
+	OPT_SUMMARY = 1u << 13,       /* --summary: the suite has a summary table */
 };
 
 /** Broadcast: the random delay before a signal to polling waiters, us. */
@@ -194,12 +197,60 @@ FILE *samples_create(const bench_opts *o, const char *name, char **rel);
 /** The machine object of docs/bench-json.md. */
 json_t *machine_json(void);
 
+/* --summary FILE (summary.c): the summary table as Markdown or CSV. */
+/** FILE ends in .md or .csv (any case), or is - (Markdown on stdout). */
+bool summary_path_ok(const char *path);
+bool summary_is_csv(const char *path);
+/** Write the summary table of the suite's results to f: CSV if path ends
+ *  in .csv, else Markdown, which says so when interrupted_by (a signal). */
+void summary_write(FILE *f, const char *path, const char *suite_name, json_t *results,
+		   int interrupted_by);
+
 /* ------------------------------------------------------------------ */
 /* Harness                                                             */
 /* ------------------------------------------------------------------ */
 
+/* ------------------------------------------------------------------ */
+/* Interruption (interrupt.c; docs/bench-json.md "Interrupted runs")  */
+/* ------------------------------------------------------------------ */
+/*
+ * The first SIGINT, SIGTERM or SIGHUP asks the run to stop: every suite
+ * ends the row it is measuring at the next trial boundary (a row keeps
+ * the trials it has; one with none is left out), measures no further
+ * row, and returns; main.c then writes what was kept, marked
+ * "interrupted", and ends the process with the signal.  A second signal
+ * ends it at once, leaving every output FILE as it was.
+ */
+
+/** Install the handlers (before any output file is opened). */
+void interrupt_install(void);
+/** The three signals, as a set (to block them). */
+void interrupt_sigset(sigset_t *set);
+/**
+ * Main thread only: the signal that interrupted the run, or 0.  It also
+ * publishes the request to the measuring threads (bench_stop_requested),
+ * so a main thread that waits calls it now and then (progress_join does).
+ */
+int bench_interrupted(void);
+/** Any thread: has the run been asked to stop?  One relaxed load. */
+bool bench_stop_requested(void);
+/** "SIGINT", "SIGTERM", "SIGHUP". */
+const char *interrupt_signal_name(int sig);
+/** Temporary files (and the preload suite's empty folder) that a second
+ *  signal removes; path NULL: none. */
+enum { INTERRUPT_TMP_JSON, INTERRUPT_TMP_SUMMARY, INTERRUPT_TMP_DIR, INTERRUPT_TMP_SLOTS };
+void interrupt_tmp_set(int slot, const char *path);
+/** preload: the running child, which a second signal kills (0: none). */
+void interrupt_child_set(pid_t pid);
+/** End the process with sig (its default action: status 128 + sig). */
+_Noreturn void interrupt_die(int sig);
+
+/** Start a thread with the three signals blocked, so that only the main
+ *  thread takes them (fatal if it cannot). */
+void bench_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
+
 /** Start a thread pinned to cpu (it pins itself first; a failure to pin
- *  is fatal, with the CPU named). */
+ *  is fatal, with the CPU named), as bench_thread_start. */
 void thread_start_pinned(pthread_t *t, int cpu, void *(*fn)(void *), void *arg);
 
 /**

@@ -208,6 +208,7 @@ struct bc_run {
 	const bc_mech *m;
 	bc_ctx *c;
 	long total, warmup;
+	long measured;                /* sender: broadcasts measured (fewer if interrupted) */
 	double *lat;                  /* trials * K, [trial][waiter] */
 	double *snd;
 	double *ctx, *vctx, *cpu;     /* per waiter */
@@ -225,6 +226,7 @@ static void *bc_waiter(void *p)
 	struct bc_waiter_arg *a = p;
 	struct bc_run *r = a->r;
 	bc_ctx *c = r->c;
+	pthread_setname_np(pthread_self(), "bench-waiter");
 	int K = c->waiters, w = a->w;
 	long v0 = 0, t0 = 0, v1, t1;
 	double cpu0 = 0;
@@ -232,7 +234,8 @@ static void *bc_waiter(void *p)
 	 * waiter has announced generation 1, so all of them are set up. */
 	if (r->m->rx_init)
 		r->m->rx_init(c, w);
-	for (long i = 0; i < r->total; i++) {
+	long i = 0;
+	for (; i < r->total; i++) {
 		unsigned gen = (unsigned)i + 1;
 		if (i == r->warmup) {
 			thread_ctx_switches(&v0, &t0);
@@ -246,16 +249,22 @@ static void *bc_waiter(void *p)
 		if (i >= r->warmup)
 			r->lat[(size_t)(i - r->warmup) * (size_t)K + (size_t)w] =
 				nemo_ticks_to_ns((int64_t)(stamp - sent));
+		/* The sender made this broadcast the last (interrupted). */
+		if (atomic_load_explicit(&c->last_gen, memory_order_acquire) == gen) {
+			i++;
+			break;
+		}
 	}
-	r->cpu[w] = thread_cpu_ns() - cpu0;
-	thread_ctx_switches(&v1, &t1);
-	long n = r->total - r->warmup;
-	r->cpu[w] /= (double)n;
-	r->vctx[w] = (double)(v1 - v0) / (double)n;
-	r->ctx[w] = (double)(t1 - t0) / (double)n;
+	long n = i - r->warmup;       /* broadcasts measured */
+	if (n > 0) {
+		r->cpu[w] = (thread_cpu_ns() - cpu0) / (double)n;
+		thread_ctx_switches(&v1, &t1);
+		r->vctx[w] = (double)(v1 - v0) / (double)n;
+		r->ctx[w] = (double)(t1 - t0) / (double)n;
+	}
 	if (r->m->rx_fini)
 		r->m->rx_fini(c, w);
-	atomic_store_explicit(&c->slot[w].ready, (unsigned)r->total + 1, memory_order_release);
+	atomic_store_explicit(&c->slot[w].ready, (unsigned)i + 1, memory_order_release);
 	return NULL;
 }
 
@@ -270,11 +279,18 @@ static void *bc_sender(void *p)
 	struct bc_run *r = p;
 	bc_ctx *c = r->c;
 	uint64_t rng = r->seed | 1;
+	pthread_setname_np(pthread_self(), "bench-sender");
 	if (r->m->tx_init)
 		r->m->tx_init(c);
-	for (long i = 0; i < r->total; i++) {
+	long i = 0;
+	for (; i < r->total; i++) {
 		unsigned gen = (unsigned)i + 1;
 		wait_all(c, gen, r->m->name);
+		/* Interrupted: this broadcast, a whole one, is the row's last;
+		 * every waiter learns it when it wakes. */
+		bool last = bench_stop_requested();
+		if (last)
+			atomic_store_explicit(&c->last_gen, gen, memory_order_release);
 		if (r->m->tx_prepare)
 			r->m->tx_prepare(c, gen);
 		random_delay(&rng, r->dmin, r->dmax);
@@ -286,8 +302,13 @@ static void *bc_sender(void *p)
 			r->snd[i - r->warmup] = nemo_ticks_to_ns((int64_t)(t1 - t0));
 			progress_add(1);
 		}
+		if (last) {
+			i++;
+			break;
+		}
 	}
-	wait_all(c, (unsigned)r->total + 1, r->m->name);
+	r->measured = i > r->warmup ? i - r->warmup : 0;
+	wait_all(c, (unsigned)i + 1, r->m->name);
 	if (r->m->tx_fini)
 		r->m->tx_fini(c);
 	return NULL;
@@ -340,12 +361,14 @@ static bool bc_measure(const bench_opts *o, struct bc_acc *a, long trials, int r
 	a->probe_after = coherence_probe(o->src, a->cpus[0], 1000);
 	if (m->teardown)
 		m->teardown(c);
+	/* All of them, unless the run was interrupted. */
+	long got = r.measured;
 	for (int w = 0; w < K; w++) {
-		a->ctx += r.ctx[w] / K * (double)trials;
-		a->vctx += r.vctx[w] / K * (double)trials;
-		a->cpu += r.cpu[w] / K * (double)trials;
+		a->ctx += r.ctx[w] / K * (double)got;
+		a->vctx += r.vctx[w] / K * (double)got;
+		a->cpu += r.cpu[w] / K * (double)got;
 	}
-	a->n += trials;
+	a->n += got;
 	free(r.ctx);
 	free(r.vctx);
 	free(r.cpu);
@@ -422,10 +445,17 @@ static void bc_emit(const bench_opts *o, struct bc_acc *a, const struct oneway *
 	}
 	json_object_set_new(j, "oversubscribed", json_boolean(a->oversubscribed));
 	/* The floor of the last waiter: the slowest one-way transfer to any
-	 * of the row's waiter CPUs. */
+	 * of the row's waiter CPUs (unknown if an interrupted run did not
+	 * measure them all). */
 	double floor = -1;
 	for (int w = 0; w < K; w++) {
+		if (a->cpus[w] == o->src)
+			continue;
 		double p = oneway_p50_for(ow, a->cpus[w]);
+		if (p < 0) {
+			floor = -1;
+			break;
+		}
 		if (p > floor)
 			floor = p;
 	}
@@ -608,11 +638,11 @@ static int bc_run(const bench_opts *o, json_t *results, json_t *config)
 
 	json_t *skipped = json_array();
 	progress_begin(o, "broadcast", (uint64_t)(nrows + ow.n) * (uint64_t)o->trials);
-	for (int k = 0; k < o->rounds; k++) {
+	for (int k = 0; k < o->rounds && !bench_interrupted(); k++) {
 		long share = o->trials / o->rounds + (k < o->trials % o->rounds ? 1 : 0);
 		if (!share)
 			continue;
-		for (int i = 0; i < nrows; i++) {
+		for (int i = 0; i < nrows && !bench_interrupted(); i++) {
 			if (rows[i].failed)
 				continue;
 			char why[200];
@@ -624,7 +654,7 @@ static int bc_run(const bench_opts *o, json_t *results, json_t *config)
 				if (rows[j].m == rows[i].m && rows[j].K >= rows[i].K)
 					rows[j].failed = true;
 		}
-		for (int i = 0; i < ow.n; i++) {
+		for (int i = 0; i < ow.n && !bench_interrupted(); i++) {
 			char why[200];
 			if (!uc_measure(&oo, &ow.acc[i], o->src, ow.cpu[i], NULL, share, why, sizeof why))
 				fatal("spin: %s", why);
@@ -632,22 +662,28 @@ static int bc_run(const bench_opts *o, json_t *results, json_t *config)
 	}
 	progress_end();
 	for (int i = 0; i < ow.n; i++) {
+		if (!ow.acc[i].n) {
+			ow.p50[i] = -1;       /* interrupted before it */
+			continue;
+		}
 		double *tmp = xcalloc((size_t)ow.acc[i].n, sizeof *tmp);
 		memcpy(tmp, ow.acc[i].lat, sizeof *tmp * (size_t)ow.acc[i].n);
 		ow.p50[i] = stats_median(tmp, (size_t)ow.acc[i].n);
 		free(tmp);
 	}
 	for (int i = 0; i < nrows; i++) {
-		if (!rows[i].failed)
+		if (!rows[i].failed && rows[i].n)
 			bc_emit(o, &rows[i], &ow, results);
 		free(rows[i].cpus);
 		free(rows[i].lat);
 		free(rows[i].snd);
 	}
 	for (int i = 0; i < ow.n; i++) {
-		uc_emit(&oo, &ow.acc[i], o->src, ow.cpu[i], NULL, NULL, NULL, results);
-		json_t *j = json_array_get(results, json_array_size(results) - 1);
-		json_object_set_new(j, "distance", json_integer(bench_cpu_distance(o->src, ow.cpu[i])));
+		if (ow.acc[i].n) {
+			uc_emit(&oo, &ow.acc[i], o->src, ow.cpu[i], NULL, NULL, NULL, results);
+			json_t *j = json_array_get(results, json_array_size(results) - 1);
+			json_object_set_new(j, "distance", json_integer(bench_cpu_distance(o->src, ow.cpu[i])));
+		}
 		uc_acc_free(&ow.acc[i]);
 	}
 
@@ -679,7 +715,7 @@ const suite suite_broadcast = {
 	.name = "broadcast",
 	.summary = "one sender wakes K waiters; first/last waiter latency and spread",
 	.options = OPT_MECHS | OPT_SCENARIOS | OPT_SRC_DST | OPT_WAITERS | OPT_CPUS | OPT_ROUNDS |
-		   OPT_POLL,
+		   OPT_POLL | OPT_SUMMARY,
 	.default_trials = 2000,
 	.default_delay_min_us = 20,
 	.default_delay_max_us = 50,

@@ -21,6 +21,9 @@ typedef struct bc_slot {
 typedef struct bc_ctx {
 	_Alignas(BENCH_CACHELINE) atomic_uint word;   /* generation / futex word */
 	_Alignas(BENCH_CACHELINE) _Atomic uint64_t t_send;
+	/* Set by the sender before the broadcast it makes the row's last
+	 * (the run was interrupted); 0 until then. */
+	atomic_uint last_gen;
 	int waiters;
 	bc_slot *slot;                /* one per waiter */
 	unsigned scenario;            /* SC_POLLING or SC_BLOCKED */

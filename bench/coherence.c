@@ -123,21 +123,21 @@ static int coh_run(const bench_opts *o, json_t *results, json_t *config)
 		     np, total, op.trials, scaled ? " (fewer than the default: many pairs; --trials to choose)" : "");
 
 	progress_begin(o, "coherence", (uint64_t)np * (uint64_t)(one + rtt) * (uint64_t)op.trials);
-	for (int i = 0; i < np; i++) {
-		char why[200];
-		if (one) {
-			if (!unicast_row(&op, unicast_find("spin"), SC_ONE_WAY, pairs[i].src, pairs[i].dst,
-					 results, why, sizeof why))
-				fatal("spin: %s", why);
-			json_object_set_new(json_array_get(results, json_array_size(results) - 1),
-					    "distance", json_integer(pairs[i].distance));
-		}
-		if (rtt) {
-			if (!unicast_row(&op, unicast_find("spin-rtt"), SC_ROUND_TRIP, pairs[i].src,
-					 pairs[i].dst, results, why, sizeof why))
-				fatal("spin-rtt: %s", why);
-			json_object_set_new(json_array_get(results, json_array_size(results) - 1),
-					    "distance", json_integer(pairs[i].distance));
+	/* An interrupted run (bench.h) stops between rows, and within one at
+	 * a trial boundary. */
+	for (int i = 0; i < np && !bench_interrupted(); i++) {
+		for (int k = 0; k < 2 && !bench_interrupted(); k++) {
+			if (!(k ? rtt : one))
+				continue;
+			const char *name = k ? "spin-rtt" : "spin";
+			char why[200];
+			size_t before = json_array_size(results);
+			if (!unicast_row(&op, unicast_find(name), k ? SC_ROUND_TRIP : SC_ONE_WAY,
+					 pairs[i].src, pairs[i].dst, results, why, sizeof why))
+				fatal("%s: %s", name, why);
+			if (json_array_size(results) > before)
+				json_object_set_new(json_array_get(results, before), "distance",
+						    json_integer(pairs[i].distance));
 		}
 	}
 	progress_end();
@@ -149,7 +149,7 @@ static int coh_run(const bench_opts *o, json_t *results, json_t *config)
 const suite suite_coherence = {
 	.name = "coherence",
 	.summary = "cache-line one-way and round-trip latency between CPU pairs (all, or a sample on large machines)",
-	.options = OPT_MECHS | OPT_CPUS | OPT_PAIRS,
+	.options = OPT_MECHS | OPT_CPUS | OPT_PAIRS | OPT_SUMMARY,
 	.default_trials = 2000,
 	.default_delay_min_us = 1,
 	.default_delay_max_us = 3,

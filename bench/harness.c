@@ -122,9 +122,7 @@ void thread_start_pinned(pthread_t *t, int cpu, void *(*fn)(void *), void *arg)
 {
 	struct pinned_start *s = xcalloc(1, sizeof *s);
 	*s = (struct pinned_start){ cpu, fn, arg };
-	int err = pthread_create(t, NULL, pinned_trampoline, s);
-	if (err)
-		fatal("cannot create a thread: %s", strerror(err));
+	bench_thread_start(t, pinned_trampoline, s);
 }
 
 static void *busy_main(void *p)
@@ -353,6 +351,7 @@ static void progress_draw(void)
 
 void progress_tick(void)
 {
+	bench_interrupted();
 	progress_draw();
 }
 
@@ -367,8 +366,11 @@ void progress_join(pthread_t *threads, int n)
 				ts.tv_sec++;
 				ts.tv_nsec -= 1000000000L;
 			}
+			/* Pass on a Ctrl-C to the measuring threads (they
+			 * look between trials). */
+			bench_interrupted();
 			int err = pthread_timedjoin_np(threads[i], NULL, &ts);
-			if (err != ETIMEDOUT)
+			if (err != ETIMEDOUT && err != EINTR)
 				break;
 			progress_draw();
 		}

@@ -51,7 +51,11 @@ static void usage(FILE *out)
 	for (int i = 0; suites[i]; i++)
 		fprintf(out, "  %-12s %s\n", suites[i]->name, suites[i]->summary);
 	fprintf(out, "Results: a summary table on stdout; --json FILE writes the document of\n"
-		     "docs/bench-json.md.  Exit status: 0 ok, 1 run failed, 2 bad usage.\n");
+		     "docs/bench-json.md, --summary FILE.md|FILE.csv the table.\n"
+		     "Ctrl-C (SIGINT, SIGTERM, SIGHUP) stops the run at the next trial and keeps what\n"
+		     "was measured, marked interrupted; a second one stops it at once.\n"
+		     "Exit status: 0 ok, 1 run failed, 2 bad usage, 128+N interrupted by signal N\n"
+		     "(130 for Ctrl-C).\n");
 }
 
 static void suite_help(const suite *s)
@@ -118,13 +122,30 @@ static void suite_help(const suite *s)
 		       "                         adaptive (default spin)\n");
 	}
 	printf("  --json FILE            write the JSON document (docs/bench-json.md): whole, or\n"
-	       "                         not at all (an interrupted run leaves FILE as it was);\n"
+	       "                         not at all (a failed run leaves FILE as it was);\n"
 	       "                         - for standard output (the table then goes to stderr)\n");
+	if (s->options & OPT_SUMMARY)
+		printf("  --summary FILE         write the summary table: FILE.md as Markdown, FILE.csv\n"
+		       "                         as CSV (one line per row), - for Markdown on standard\n"
+		       "                         output; whole or not at all, as --json\n");
 	printf("  --samples DIR          write raw per-%s samples as CSV into DIR\n",
 	       !(s->options & OPT_SECONDS) ? "trial" : (s->options & OPT_ROUNDS) ? "round" : "interval");
 	if (!(s->options & OPT_SECONDS))
 		printf("  --seed N               seed of the random delays (default fixed)\n");
 	printf("  --quiet                no summary table, no progress bar, no warnings\n");
+	printf("\nCtrl-C (or SIGTERM, SIGHUP) stops the run: the row being measured ends at the\n"
+	       "next trial (it keeps the trials it has), no further row is measured, and the\n"
+	       "table, --json and --summary get what was measured, the JSON document marked\n"
+	       "\"interrupted\": true; nemo-bench then says on stderr what it kept and ends\n"
+	       "with the signal (exit status 130 for Ctrl-C, 143 SIGTERM, 129 SIGHUP).  If\n"
+	       "no row was measured yet, it writes nothing: FILE stays as it was.  A second\n"
+	       "Ctrl-C stops it at once, every FILE as it was.%s\n",
+	       !strcmp(s->name, "calibrate") ? "  calibrate finishes its one\n"
+	       "measurement first, and then writes no profile." :
+	       !strcmp(s->name, "preload") ? "  preload kills the running child (that\n"
+	       "round of its row is lost)." :
+	       !strcmp(s->name, "throughput") ? "  A throughput row ends at the end of the\n"
+	       "interval under way, and keeps the intervals it has." : "");
 }
 
 static void list_all(void)
@@ -302,7 +323,7 @@ static void check_trial_option(const suite *s, const char *opt)
 
 enum { O_MECHS = 256, O_SCEN, O_TRIALS, O_WARMUP, O_SRC, O_DST, O_WAITERS, O_CPUS,
        O_DELAY, O_JSON, O_SAMPLES, O_SEED, O_QUIET, O_HELP, O_POLICIES, O_GAPS, O_PROFILE,
-       O_SECONDS, O_BATCH, O_ROUNDS, O_POLL_DELAY, O_POLL_POLICY, O_PAIRS };
+       O_SECONDS, O_BATCH, O_ROUNDS, O_POLL_DELAY, O_POLL_POLICY, O_PAIRS, O_SUMMARY };
 
 static const struct option long_opts[] = {
 	{ "mechanisms", required_argument, NULL, O_MECHS },
@@ -328,79 +349,108 @@ static const struct option long_opts[] = {
 	{ "poll-delay-us", required_argument, NULL, O_POLL_DELAY },
 	{ "poll-policy", required_argument, NULL, O_POLL_POLICY },
 	{ "pairs", required_argument, NULL, O_PAIRS },
+	{ "summary", required_argument, NULL, O_SUMMARY },
 	{ NULL, 0, NULL, 0 },
 };
 
-/* --json FILE: the document is written to a temporary file beside FILE
- * (FILE.tmp.XXXXXX) and renamed over FILE only once it is complete, so a
- * run that fails or is interrupted (Ctrl-C, SIGTERM, SIGHUP) never
- * leaves FILE empty or partial, and an existing FILE survives it; the
- * temporary file is removed on the way out.  --json - writes the
- * document to standard output, and everything else nemo-bench prints
- * there (the summary table) goes to standard error instead. */
-static char json_tmp[PATH_MAX];   /* the temporary file; "" when none */
+/*
+ * --json FILE and --summary FILE: each is written to a temporary file
+ * beside FILE (FILE.tmp.XXXXXX), flushed to disk and renamed over FILE
+ * only once it is complete, so FILE is never empty or partial.  A run
+ * that fails leaves an existing FILE as it was, and so does a run
+ * interrupted before any row was measured; an interrupted run that
+ * measured rows writes them, marked interrupted (interrupt.c; a second
+ * signal ends it at once, FILE as it was).  The temporary file is removed
+ * on the way out.  `-` writes to standard output instead (one of the two
+ * only), and everything else nemo-bench prints there (the summary table)
+ * goes to standard error.
+ */
+typedef struct outfile {
+	const char *opt;              /* "--json", "--summary" */
+	const char *path;             /* NULL: not asked for */
+	FILE *f;
+	int slot;                     /* of its temporary file in tmp_paths */
+} outfile;
 
-static void json_tmp_remove(void)
+enum { OUT_JSON = INTERRUPT_TMP_JSON, OUT_SUMMARY = INTERRUPT_TMP_SUMMARY, OUT_COUNT };
+static char tmp_paths[OUT_COUNT][PATH_MAX];   /* "" when none */
+static const char *stdout_taken;  /* the option that writes to stdout */
+static outfile out[OUT_COUNT];
+
+static void tmp_remove(int slot)
 {
-	if (json_tmp[0])
-		unlink(json_tmp);
-	json_tmp[0] = 0;
+	if (tmp_paths[slot][0]) {
+		interrupt_tmp_set(slot, NULL);
+		unlink(tmp_paths[slot]);
+	}
+	tmp_paths[slot][0] = 0;
 }
 
-static void json_tmp_on_signal(int sig)
+static void tmp_remove_all(void)
 {
-	if (json_tmp[0])
-		unlink(json_tmp);     /* async-signal-safe */
-	signal(sig, SIG_DFL);
-	raise(sig);
+	for (int i = 0; i < OUT_COUNT; i++)
+		tmp_remove(i);
 }
 
-static void json_open(bench_opts *o)
+static void out_open(outfile *o)
 {
-	if (!strcmp(o->json_path, "-")) {
+	if (!strcmp(o->path, "-")) {
+		if (stdout_taken)
+			usage_error("%s - and %s - cannot both write to standard output", stdout_taken, o->opt);
+		stdout_taken = o->opt;
 		int fd = dup(STDOUT_FILENO);
-		if (fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0 || !(o->json_file = fdopen(fd, "w")))
-			usage_error("--json -: cannot use standard output: %s", strerror(errno));
+		if (fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0 || !(o->f = fdopen(fd, "w")))
+			usage_error("%s -: cannot use standard output: %s", o->opt, strerror(errno));
 		return;
 	}
 	struct stat st;
-	if (stat(o->json_path, &st) == 0 && S_ISDIR(st.st_mode))
-		usage_error("cannot write --json %s: it is a directory", o->json_path);
-	int n = snprintf(json_tmp, sizeof json_tmp, "%s.tmp.XXXXXX", o->json_path);
-	if (n < 0 || (size_t)n >= sizeof json_tmp) {
-		json_tmp[0] = 0;
-		usage_error("cannot write --json %s: the path is too long", o->json_path);
+	if (stat(o->path, &st) == 0 && S_ISDIR(st.st_mode))
+		usage_error("cannot write %s %s: it is a directory", o->opt, o->path);
+	char *tmp = tmp_paths[o->slot];
+	int n = snprintf(tmp, PATH_MAX, "%s.tmp.XXXXXX", o->path);
+	if (n < 0 || n >= PATH_MAX) {
+		tmp[0] = 0;
+		usage_error("cannot write %s %s: the path is too long", o->opt, o->path);
 	}
-	int fd = mkstemp(json_tmp);
+	/* The handlers are in place (main): a signal from here on finds the
+	 * name to remove, or stops the run before anything is measured. */
+	int fd = mkstemp(tmp);
 	if (fd < 0) {
 		int e = errno;
-		json_tmp[0] = 0;
-		usage_error("cannot write --json %s: %s", o->json_path, strerror(e));
+		tmp[0] = 0;
+		usage_error("cannot write %s %s: %s", o->opt, o->path, strerror(e));
 	}
-	atexit(json_tmp_remove);
-	struct sigaction sa = { .sa_handler = json_tmp_on_signal };
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	interrupt_tmp_set(o->slot, tmp);
 	/* mkstemp makes it 0600; a results file is as readable as any other. */
 	mode_t mask = umask(0);
 	umask(mask);
-	if (fchmod(fd, 0666 & ~mask) != 0 || !(o->json_file = fdopen(fd, "w")))
-		usage_error("cannot write --json %s: %s", o->json_path, strerror(errno));
+	if (fchmod(fd, 0666 & ~mask) != 0 || !(o->f = fdopen(fd, "w")))
+		usage_error("cannot write %s %s: %s", o->opt, o->path, strerror(errno));
 }
 
-/* Complete the document: flush it to disk, then put it in place. */
-static void json_close(const bench_opts *o)
+/* Complete the file: flush it to disk, then put it in place. */
+static void out_commit(outfile *o)
 {
-	if (fflush(o->json_file) != 0 || (json_tmp[0] && fsync(fileno(o->json_file)) != 0) ||
-	    fclose(o->json_file) != 0)
-		fatal("cannot write --json %s: %s", o->json_path, strerror(errno));
-	if (json_tmp[0]) {
-		if (rename(json_tmp, o->json_path) != 0)
-			fatal("cannot write --json %s: %s", o->json_path, strerror(errno));
-		json_tmp[0] = 0;
+	char *tmp = tmp_paths[o->slot];
+	if (fflush(o->f) != 0 || (tmp[0] && fsync(fileno(o->f)) != 0) || fclose(o->f) != 0)
+		fatal("cannot write %s %s: %s", o->opt, o->path, strerror(errno));
+	o->f = NULL;
+	if (tmp[0]) {
+		if (rename(tmp, o->path) != 0)
+			fatal("cannot write %s %s: %s", o->opt, o->path, strerror(errno));
+		interrupt_tmp_set(o->slot, NULL);
+		tmp[0] = 0;
 	}
+}
+
+/* Nothing to write: FILE stays as it was. */
+static void out_discard(outfile *o)
+{
+	if (!o->f)
+		return;
+	fclose(o->f);
+	o->f = NULL;
+	tmp_remove(o->slot);
 }
 
 static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
@@ -545,6 +595,13 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 		case O_JSON:
 			o->json_path = optarg;
 			break;
+		case O_SUMMARY:
+			check_option(s, OPT_SUMMARY, "--summary");
+			if (!summary_path_ok(optarg))
+				usage_error("--summary %s: the name must end in .md (Markdown) or .csv (CSV), "
+					    "or be - (Markdown on standard output)", optarg);
+			o->summary_path = optarg;
+			break;
 		case O_SAMPLES:
 			o->samples_dir = optarg;
 			break;
@@ -589,8 +646,11 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 		}
 	}
 	/* Open outputs now: a bad path is a usage error, not a lost run. */
-	if (o->json_path)
-		json_open(o);
+	out[OUT_JSON] = (outfile){ .opt = "--json", .path = o->json_path, .slot = OUT_JSON };
+	out[OUT_SUMMARY] = (outfile){ .opt = "--summary", .path = o->summary_path, .slot = OUT_SUMMARY };
+	for (int i = 0; i < OUT_COUNT; i++)
+		if (out[i].path)
+			out_open(&out[i]);
 	if (o->samples_dir)
 		mkdir_p(o->samples_dir);
 }
@@ -718,6 +778,59 @@ static void print_summary(const char *suite_name, json_t *results)
 	}
 }
 
+/* One row, for the list of what an interrupted run kept. */
+static void row_label(json_t *r, char *buf, size_t len)
+{
+	json_t *mode = json_object_get(r, "mode"), *pol = json_object_get(r, "policy");
+	const char *sc = json_string_value(mode ? mode : json_object_get(r, "scenario"));
+	int n = snprintf(buf, len, "%s %s", json_string_value(json_object_get(r, "mechanism")), sc ? sc : "");
+	if (json_is_string(pol) && (!sc || strcmp(sc, json_string_value(pol)) != 0) && n >= 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, " %s", json_string_value(pol));
+	if (json_object_get(r, "waiters") && n >= 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, " K=%d", (int)jnum(r, "waiters", NULL));
+	if (json_object_get(r, "gap_ns") && n >= 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, " gap %g us", jnum(r, "gap_ns", NULL) / 1000);
+	if (json_object_get(r, "src_cpu") && n >= 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, " %d>%d", (int)jnum(r, "src_cpu", NULL),
+			 (int)jnum(r, "dst_cpu", NULL));
+}
+
+/* An interrupted run: on stderr, what it kept and where it went. */
+static void report_kept(const bench_opts *o, int sig, json_t *results)
+{
+	size_t n = json_array_size(results);
+	fprintf(stderr, "nemo-bench: interrupted by %s: kept the %zu row%s measured so far (a row "
+		"stopped early has fewer trials); the rest was not measured\n",
+		interrupt_signal_name(sig), n, n == 1 ? "" : "s");
+	if (!o->quiet) {
+		size_t i;
+		json_t *r;
+		json_array_foreach(results, i, r) {
+			if (i == 20) {
+				fprintf(stderr, "  ... and %zu more\n", n - i);
+				break;
+			}
+			char what[200];
+			row_label(r, what, sizeof what);
+			fprintf(stderr, "  %s: %lld %s\n", what,
+				(long long)json_integer_value(json_object_get(r, "trials")),
+				json_object_get(r, "mode") ? "rounds" :
+				json_object_get(r, "msgs_per_s") ? "intervals" : "trials");
+		}
+	}
+	for (int k = 0; k < OUT_COUNT; k++) {
+		if (!out[k].path)
+			continue;
+		if (strcmp(out[k].path, "-") == 0)
+			fprintf(stderr, "nemo-bench: %s -: written to standard output%s\n", out[k].opt,
+				k == OUT_JSON ? ", marked \"interrupted\": true" : "");
+		else
+			fprintf(stderr, "nemo-bench: %s %s: written%s\n", out[k].opt, out[k].path,
+				k == OUT_JSON ? ", marked \"interrupted\": true" :
+				summary_is_csv(out[k].path) ? "" : ", marked interrupted");
+	}
+}
+
 static void iso_now(char *buf, size_t len)
 {
 	time_t t = time(NULL);
@@ -750,6 +863,9 @@ int main(int argc, char **argv)
 	const suite *s = find_suite(cmd);
 	if (!s)
 		usage_error("unknown suite '%s' (see nemo-bench --help)", cmd);
+	/* Before any output file exists (interrupt.c; out_open). */
+	interrupt_install();
+	atexit(tmp_remove_all);
 	bench_opts o;
 	parse_args(s, argc, argv, &o);
 
@@ -765,21 +881,48 @@ int main(int argc, char **argv)
 	s->run(&o, results, config);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double dur = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	/* Interrupted: the suite stopped early; what it measured is in results. */
+	int sig = bench_interrupted();
+	size_t kept = json_array_size(results);
 
-	if (!o.quiet && s->print)
+	if (o.quiet || (sig && !kept))
+		;                     /* no table (not even an empty one) */
+	else if (s->print)
 		s->print(results);
-	else if (!o.quiet)
+	else
 		print_summary(s->name, results);
-	if (o.json_file) {
-		json_t *doc = json_pack("{s:s,s:s,s:s,s:s,s:f,s:o,s:O,s:O}",
+	if (sig && !kept) {
+		/* Nothing to keep: leave every FILE as it was. */
+		for (int i = 0; i < OUT_COUNT; i++)
+			out_discard(&out[i]);
+		fprintf(stderr, "nemo-bench: interrupted by %s before any row was measured: nothing written",
+			interrupt_signal_name(sig));
+		for (int i = 0; i < OUT_COUNT; i++)
+			if (out[i].path && strcmp(out[i].path, "-") != 0)
+				fprintf(stderr, "; %s left as it was", out[i].path);
+		fputc('\n', stderr);
+		interrupt_die(sig);
+	}
+	if (out[OUT_JSON].f) {
+		json_t *doc = json_pack("{s:s,s:s,s:s,s:s,s:f,s:b,s:o,s:O,s:O}",
 			"tool", "nemo-bench", "version", nemo_version(), "suite", s->name,
-			"started_at", started, "duration_s", dur, "machine", machine_json(),
-			"config", config, "results", results);
-		if (json_dumpf(doc, o.json_file, JSON_INDENT(1) | JSON_REAL_PRECISION(10)) != 0 ||
-		    fputc('\n', o.json_file) == EOF)
+			"started_at", started, "duration_s", dur, "interrupted", sig != 0,
+			"machine", machine_json(), "config", config, "results", results);
+		if (sig)
+			json_object_set_new(doc, "interrupted_by", json_string(interrupt_signal_name(sig)));
+		if (json_dumpf(doc, out[OUT_JSON].f, JSON_INDENT(1) | JSON_REAL_PRECISION(10)) != 0 ||
+		    fputc('\n', out[OUT_JSON].f) == EOF)
 			fatal("cannot write --json %s: %s", o.json_path, strerror(errno));
-		json_close(&o);
+		out_commit(&out[OUT_JSON]);
 		json_decref(doc);
+	}
+	if (out[OUT_SUMMARY].f) {
+		summary_write(out[OUT_SUMMARY].f, o.summary_path, s->name, results, sig);
+		out_commit(&out[OUT_SUMMARY]);
+	}
+	if (sig) {
+		report_kept(&o, sig, results);
+		interrupt_die(sig);
 	}
 	json_decref(config);
 	json_decref(results);

@@ -189,9 +189,11 @@ static int pol_run(const bench_opts *o, json_t *results, json_t *config)
 		units += (uint64_t)trials[g] * (uint64_t)npol * REPEATS;
 	}
 	progress_begin(o, "policy", units);
-	for (int r = 0; r < REPEATS; r++) {
-		for (int g = 0; g < ngap; g++) {
-			for (int p = 0; p < npol; p++) {
+	/* An interrupted run (bench.h) stops between rows, and within one at
+	 * a trial boundary. */
+	for (int r = 0; r < REPEATS && !bench_interrupted(); r++) {
+		for (int g = 0; g < ngap && !bench_interrupted(); g++) {
+			for (int p = 0; p < npol && !bench_interrupted(); p++) {
 				bench_opts og = *o;
 				og.trials = trials[g];
 				og.warmup = trials[g] / 10 < 10 ? 10 : trials[g] / 10;
@@ -199,24 +201,31 @@ static int pol_run(const bench_opts *o, json_t *results, json_t *config)
 				og.seed = o->seed + (uint64_t)r;
 				char why[200], tag[48];
 				snprintf(tag, sizeof tag, "gap%gus-r%d", gaps[g], r);
+				size_t before = json_array_size(results);
 				if (!unicast_row_policy(&og, m, SC_BLOCKED, o->src, o->dst, &pol[p], pols[p],
 							tag, results, why, sizeof why))
 					fatal("nemo-event: %s", why);
-				json_t *rj = json_array_get(results, json_array_size(results) - 1);
+				if (json_array_size(results) == before)
+					continue;     /* interrupted before its first trial */
+				json_t *rj = json_array_get(results, before);
 				json_object_set_new(rj, "gap_ns", json_real(gaps[g] * 1000));
 				json_object_set_new(rj, "repeat", json_integer(r));
 			}
 		}
 	}
 	progress_end();
-	compare(o, results, config, npol, ngap, pols, gaps);
+	/* The comparison needs every (repeat, gap, policy): an interrupted
+	 * run has no config.adaptive_check. */
+	if (json_array_size(results) == (size_t)REPEATS * (size_t)ngap * (size_t)npol &&
+	    !bench_interrupted())
+		compare(o, results, config, npol, ngap, pols, gaps);
 	return 0;
 }
 
 const suite suite_policy = {
 	.name = "policy",
 	.summary = "wait policies (spin, block, hybrid, adaptive) across signal gaps 1 us..10 ms",
-	.options = OPT_SRC_DST | OPT_POLICY | OPT_GAPS,
+	.options = OPT_SRC_DST | OPT_POLICY | OPT_GAPS | OPT_SUMMARY,
 	.default_trials = 2000,
 	.default_delay_min_us = 0,
 	.default_delay_max_us = 0,
@@ -249,14 +258,32 @@ static bool cal_has(const char *name)
 	return strcmp(name, "futex") == 0;
 }
 
+struct cal_measure {
+	const bench_opts *o;
+	double ns, cpu;
+	int err;
+};
+
+static void *cal_thread(void *p)
+{
+	struct cal_measure *c = p;
+	const bench_opts *o = c->o;
+	c->err = nemo_wait_measure((int)(o->trials < 10 ? 10 : o->trials > INT_MAX ? INT_MAX : o->trials),
+				   o->src, o->dst, &c->ns, &c->cpu);
+	return NULL;
+}
+
 static int cal_run(const bench_opts *o, json_t *results, json_t *config)
 {
 	(void)results;
-	double ns = 0, cpu = 0;
-	int err = nemo_wait_measure((int)(o->trials < 10 ? 10 : o->trials > INT_MAX ? INT_MAX : o->trials),
-				    o->src, o->dst, &ns, &cpu);
-	if (err)
-		fatal("measurement failed: %s", nemo_strerror(err));
+	/* The measurement is one library call, which cannot be cut short:
+	 * it runs in a thread of its own (and so do the threads it starts),
+	 * with the signals blocked, so that a Ctrl-C reaches the main thread
+	 * only; an interrupted calibration then writes no profile. */
+	struct cal_measure cm = { .o = o };
+	pthread_t t;
+	bench_thread_start(&t, cal_thread, &cm);
+	progress_join(&t, 1);
 	char path[PATH_MAX];
 	const char *where = o->profile_path;
 	if (!where) {
@@ -264,6 +291,16 @@ static int cal_run(const bench_opts *o, json_t *results, json_t *config)
 			fatal("no profile path: set NEMO_PROFILE or HOME, or pass --profile");
 		where = path;
 	}
+	int sig = bench_interrupted();
+	if (sig) {
+		fprintf(stderr, "nemo-bench: calibrate: interrupted by %s: no profile written (%s is as it was)\n",
+			interrupt_signal_name(sig), where);
+		return 0;
+	}
+	int err = cm.err;
+	double ns = cm.ns, cpu = cm.cpu;
+	if (err)
+		fatal("measurement failed: %s", nemo_strerror(err));
 	err = nemo_wait_profile_write(o->profile_path, ns, cpu);
 	if (err)
 		fatal("cannot write the profile %s: %s", where, nemo_strerror(err));

@@ -280,10 +280,27 @@ static double mono_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+/* Kill the child and reap it. */
+static void kill_child(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	interrupt_child_set(0);
+}
+
 /*
  * Run argv with env, its stdout into a buffer (its stderr is ours), and
  * return its last line parsed as JSON.  Fatal, naming what, if it cannot
  * start, fails, prints no JSON, or runs past limit_s (then it is killed).
+ *
+ * The child starts with SIGINT, SIGTERM and SIGHUP blocked, so that a
+ * Ctrl-C at the terminal (which signals the whole process group) reaches
+ * nemo-bench alone; nemo-bench then kills the child, reaps it, and
+ * returns NULL: an interrupted run (bench.h) keeps the rounds before.  A
+ * second signal kills it from the handler (interrupt.c).  No child
+ * outlives nemo-bench, but for a SIGKILL of nemo-bench itself (the child
+ * then ends after its --seconds).
  */
 static json_t *run_child(char *const argv[], char *const env[], const char *what, double limit_s)
 {
@@ -293,8 +310,20 @@ static json_t *run_child(char *const argv[], char *const env[], const char *what
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, fd[1], STDOUT_FILENO);
+	posix_spawnattr_t attr;
+	posix_spawnattr_init(&attr);
+	sigset_t sigs, old;
+	interrupt_sigset(&sigs);
+	posix_spawnattr_setsigmask(&attr, &sigs);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+	/* The pid is where the handler finds it before a signal can come. */
+	pthread_sigmask(SIG_BLOCK, &sigs, &old);
 	pid_t pid;
-	int err = posix_spawn(&pid, argv[0], &fa, NULL, argv, env);
+	int err = posix_spawn(&pid, argv[0], &fa, &attr, argv, env);
+	if (!err)
+		interrupt_child_set(pid);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	posix_spawnattr_destroy(&attr);
 	posix_spawn_file_actions_destroy(&fa);
 	close(fd[1]);
 	if (err)
@@ -306,6 +335,12 @@ static json_t *run_child(char *const argv[], char *const env[], const char *what
 		struct pollfd p = { .fd = fd[0], .events = POLLIN };
 		int r = poll(&p, 1, 100);
 		progress_tick();
+		if (bench_interrupted()) {
+			kill_child(pid);
+			close(fd[0]);
+			free(out);
+			return NULL;
+		}
 		if (r < 0 && errno != EINTR)
 			fatal("poll: %s", strerror(errno));
 		if (r > 0) {
@@ -324,8 +359,7 @@ static json_t *run_child(char *const argv[], char *const env[], const char *what
 				len += (size_t)got;
 		}
 		if (mono_s() > deadline) {
-			kill(pid, SIGKILL);
-			waitpid(pid, NULL, 0);
+			kill_child(pid);
 			fatal("%s did not end within %.0f s (a lost wake-up?); killed it", what, limit_s);
 		}
 	}
@@ -335,6 +369,7 @@ static json_t *run_child(char *const argv[], char *const env[], const char *what
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR)
 			fatal("waitpid: %s", strerror(errno));
+	interrupt_child_set(0);
 	if (WIFSIGNALED(status))
 		fatal("%s was killed by signal %d (%s); its output: %s", what, WTERMSIG(status),
 		      strsignal(WTERMSIG(status)), out);
@@ -397,6 +432,7 @@ static char tmp_cache[PATH_MAX];
 
 static void remove_cache(void)
 {
+	interrupt_tmp_set(INTERRUPT_TMP_DIR, NULL);
 	if (tmp_cache[0] && rmdir(tmp_cache) != 0)
 		fprintf(stderr, "nemo-bench: warning: cannot remove %s: %s (a child wrote into its "
 			"XDG_CACHE_HOME)\n", tmp_cache, strerror(errno));
@@ -455,6 +491,7 @@ static int pre_run(const bench_opts *o, json_t *results, json_t *config)
 	if (!mkdtemp(tmp_cache))
 		fatal("cannot create a temporary folder %s: %s", tmp_cache, strerror(errno));
 	atexit(remove_cache);
+	interrupt_tmp_set(INTERRUPT_TMP_DIR, tmp_cache);   /* a second Ctrl-C removes it too */
 
 	cpu_set_t set;
 	int ncpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : nemo_cpu_count();
@@ -490,31 +527,37 @@ static int pre_run(const bench_opts *o, json_t *results, json_t *config)
 	json_object_set_new(config, "python", python[0] ? json_string(python) : json_null());
 	json_object_set_new(config, "skipped", skipped);
 
-	/* The runs: rounds x (program, mode), serpentine. */
+	/* The runs: rounds x (program, mode), serpentine.  Row ri's rounds
+	 * so far: rate[ri * rounds + 0 .. done[ri]) (all rounds, unless the
+	 * run was interrupted: bench.h). */
 	int nrow = np * nm;
 	double *rate = xcalloc((size_t)(nrow * o->rounds), sizeof *rate);
 	int *order = xcalloc((size_t)(nrow * o->rounds), sizeof *order);
+	int *done = xcalloc((size_t)nrow, sizeof *done);
 	json_t **last = xcalloc((size_t)nrow, sizeof *last);
 	char ***envs = xcalloc((size_t)nm, sizeof *envs);
 	for (int m = 0; m < nm; m++)
 		envs[m] = child_env(&modes[m], lib, tmp_cache);
 	double limit = 3 * o->seconds + 60;
 	progress_begin(o, "preload", (uint64_t)(nrow * o->rounds));
-	for (int r = 0; r < o->rounds; r++) {
-		for (int k = 0; k < nrow; k++) {
+	for (int r = 0; r < o->rounds && !bench_interrupted(); r++) {
+		for (int k = 0; k < nrow && !bench_interrupted(); k++) {
 			int ri = r % 2 ? nrow - 1 - k : k;
 			int p = progs[ri / nm], m = ri % nm;
 			char what[160];
 			snprintf(what, sizeof what, "%s (%s, round %d)", programs[p].name, modes[m].name, r + 1);
 			json_t *rep = run_child(argv_of[p], envs[m], what, limit);
+			if (!rep)
+				break;        /* interrupted: this round of it is lost */
 			bool ip = json_is_true(json_object_get(rep, "interposed"));
 			if (ip != modes[m].preload)
 				fatal("%s: the child says pthread_cond_* %s libnemo-preload, but this mode %s it%s",
 				      what, ip ? "went to" : "did not go to",
 				      modes[m].preload ? "preloads" : "does not preload",
 				      modes[m].preload ? " (did the loader refuse LD_PRELOAD?)" : "");
-			rate[ri * o->rounds + r] = json_number_value(json_object_get(rep, "per_s"));
-			order[ri * o->rounds + r] = k;
+			rate[ri * o->rounds + done[ri]] = json_number_value(json_object_get(rep, "per_s"));
+			order[ri * o->rounds + done[ri]] = k;
+			done[ri]++;
 			json_decref(last[ri]);
 			last[ri] = rep;
 			progress_add(1);
@@ -527,17 +570,19 @@ static int pre_run(const bench_opts *o, json_t *results, json_t *config)
 		int p = progs[i];
 		double base = 0;
 		for (int m = 0; m < nm; m++) {
-			int ri = i * nm + m;
+			int ri = i * nm + m, n = done[ri];
+			if (!n)
+				continue;     /* interrupted before its first round */
 			double *v = &rate[ri * o->rounds];
-			double *sorted = xcalloc((size_t)o->rounds, sizeof *sorted);
-			memcpy(sorted, v, sizeof *sorted * (size_t)o->rounds);
-			json_t *st = stats_object(sorted, (size_t)o->rounds);
+			double *sorted = xcalloc((size_t)n, sizeof *sorted);
+			memcpy(sorted, v, sizeof *sorted * (size_t)n);
+			json_t *st = stats_object(sorted, (size_t)n);
 			free(sorted);
 			double p50 = json_number_value(json_object_get(st, "p50"));
 			if (m == 0)
 				base = p50;
 			json_t *per = json_array();
-			for (int r = 0; r < o->rounds; r++)
+			for (int r = 0; r < n; r++)
 				json_array_append_new(per, json_real(v[r]));
 			char cmd[256];
 			if (p == PR_HANDOFF)
@@ -550,14 +595,14 @@ static int pre_run(const bench_opts *o, json_t *results, json_t *config)
 				"mechanism", programs[p].name, "mode", modes[m].name,
 				"nemo_wait", modes[m].nemo_wait ? json_string(modes[m].nemo_wait) : json_null(),
 				"preloaded", modes[m].preload, "unit", programs[p].unit, "command", cmd,
-				"seconds", o->seconds, "trials", o->rounds, "rate_per_s", p50,
+				"seconds", o->seconds, "trials", n, "rate_per_s", p50,
 				"rate_per_s_stats", st, "rate_per_s_rounds", per,
 				"ratio_vs_glibc", base > 0 ? json_real(p50 / base) : json_null(),
 				"interposed", modes[m].preload, "report", last[ri]);
 			if (!j)
 				fatal("cannot make a preload row");
 			pre_write_samples(o, programs[p].name, modes[m].name, v, &order[ri * o->rounds],
-					  o->rounds, j);
+					  n, j);
 			json_array_append_new(results, j);
 		}
 	}
@@ -569,6 +614,7 @@ static int pre_run(const bench_opts *o, json_t *results, json_t *config)
 	free(last);
 	free(rate);
 	free(order);
+	free(done);
 	free(modes);
 	free(secs);
 	remove_cache();
@@ -607,7 +653,7 @@ static void pre_print(json_t *results)
 const suite suite_preload = {
 	.name = "preload",
 	.summary = "what the condvar interposer does to real programs (glibc vs preloaded)",
-	.options = OPT_MECHS | OPT_SRC_DST | OPT_SECONDS | OPT_ROUNDS | OPT_POLICY,
+	.options = OPT_MECHS | OPT_SRC_DST | OPT_SECONDS | OPT_ROUNDS | OPT_POLICY | OPT_SUMMARY,
 	.default_trials = 5,
 	.default_delay_min_us = 0,
 	.default_delay_max_us = 0,

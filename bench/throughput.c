@@ -80,7 +80,7 @@ struct tp_sink {
 enum { PH_FIRST, PH_WARMUP, PH_MEASURE, PH_DRAIN };
 
 struct tp_meter {
-	int phase, interval;
+	int phase, interval;          /* interval: those measured so far */
 	uint64_t len_ticks, warm_ticks, stuck_ticks;
 	uint64_t phase_end;
 	uint64_t checked;             /* count at the last clock read */
@@ -136,6 +136,13 @@ static bool meter_check(struct tp_run *r, uint64_t count)
 		fatal("%s: no message for %.0f s after %llu (phase %d); giving up",
 		      r->name, BENCH_STUCK_S, (unsigned long long)count, m->phase);
 	}
+	/* Interrupted (bench.h) before the first interval ended: the row
+	 * measured nothing; stop, drain and check the hand-off as usual. */
+	if (m->phase < PH_MEASURE && bench_stop_requested()) {
+		m->phase = PH_DRAIN;
+		atomic_store_explicit(&r->stop, true, memory_order_relaxed);
+		return false;
+	}
 	switch (m->phase) {
 	case PH_FIRST:
 		if (count) {
@@ -159,7 +166,9 @@ static bool meter_check(struct tp_run *r, uint64_t count)
 		m->stamp[m->interval] = now;
 		m->at[m->interval] = count;
 		progress_add(1);
-		if (m->interval < INTERVALS) {
+		/* An interrupted run ends the row here, at an interval's end:
+		 * it keeps the intervals it has. */
+		if (m->interval < INTERVALS && !bench_stop_requested()) {
 			/* The next interval starts now: a late boundary (the
 			 * receiver was preempted) lengthens one interval, and its
 			 * rate still uses its real length. */
@@ -490,6 +499,7 @@ static void row_json(const bench_opts *o, const tp_mech *m, struct tp_run *r, do
 		     double full, double probe_before, double probe_after, json_t *results)
 {
 	const struct tp_meter *mt = &r->meter;
+	int nint = mt->interval;      /* INTERVALS, fewer if interrupted */
 	double rate[INTERVALS];
 	char name[128], *rel = NULL;
 	snprintf(name, sizeof name, "throughput-%s-polling-%d-%d-b%ld.csv", m->name, o->src, o->dst,
@@ -497,7 +507,7 @@ static void row_json(const bench_opts *o, const tp_mech *m, struct tp_run *r, do
 	FILE *f = samples_create(o, name, &rel);
 	if (f)
 		fprintf(f, "interval,start_s,seconds,messages,msgs_per_s\n");
-	for (int i = 0; i < INTERVALS; i++) {
+	for (int i = 0; i < nint; i++) {
 		double s = nemo_ticks_to_ns((int64_t)(mt->stamp[i + 1] - mt->stamp[i])) / 1e9;
 		uint64_t n = mt->at[i + 1] - mt->at[i];
 		rate[i] = s > 0 ? (double)n / s : 0;
@@ -508,13 +518,13 @@ static void row_json(const bench_opts *o, const tp_mech *m, struct tp_run *r, do
 	}
 	if (f && fclose(f) != 0)
 		fatal("cannot write samples to %s/%s: %s", o->samples_dir, name, strerror(errno));
-	double secs = nemo_ticks_to_ns((int64_t)(mt->stamp[INTERVALS] - mt->stamp[0])) / 1e9;
-	uint64_t msgs = mt->at[INTERVALS] - mt->at[0];
+	double secs = nemo_ticks_to_ns((int64_t)(mt->stamp[nint] - mt->stamp[0])) / 1e9;
+	uint64_t msgs = mt->at[nint] - mt->at[0];
 	json_t *j = json_pack("{s:s,s:s,s:i,s:i,s:i,s:f,s:I,s:I,s:f,s:o,s:f,s:f,s:f}",
 		"mechanism", m->name, "scenario", "polling", "src_cpu", o->src, "dst_cpu", o->dst,
-		"trials", INTERVALS, "seconds", secs, "batch", (json_int_t)o->batch,
+		"trials", nint, "seconds", secs, "batch", (json_int_t)o->batch,
 		"messages", (json_int_t)msgs, "msgs_per_s", secs > 0 ? (double)msgs / secs : 0.0,
-		"msgs_per_s_stats", stats_object(rate, INTERVALS),
+		"msgs_per_s_stats", stats_object(rate, (size_t)nint),
 		"kicks_per_msg", kicks, "full_waits_per_msg", full,
 		"cpu_ns_per_msg", msgs ? (mt->cpu1 - mt->cpu0) / (double)msgs : 0.0);
 	json_object_set_new(j, "coherence_probe_ns",
@@ -539,8 +549,7 @@ static bool tp_row(const bench_opts *o, const tp_mech *m, json_t *results, char 
 	double probe_before = coherence_probe(o->src, o->dst, 1000);
 	struct watchdog wd = { .limit_s = WARMUP_MAX_S + o->seconds * 1.5 + 2 * BENCH_STUCK_S + 10,
 			       .what = m->name };
-	if (pthread_create(&wd.t, NULL, watchdog_main, &wd) != 0)
-		fatal("cannot create a thread");
+	bench_thread_start(&wd.t, watchdog_main, &wd);
 	pthread_t th[2];
 	thread_start_pinned(&th[0], o->dst, m->receiver, r);
 	thread_start_pinned(&th[1], o->src, m->sender, r);
@@ -575,7 +584,8 @@ static bool tp_row(const bench_opts *o, const tp_mech *m, json_t *results, char 
 	} else {
 		ck_teardown(r);
 	}
-	row_json(o, m, r, kicks, full, probe_before, probe_after, results);
+	if (r->meter.interval > 0)    /* none: interrupted before the first */
+		row_json(o, m, r, kicks, full, probe_before, probe_after, results);
 	free(r);
 	return true;
 }
@@ -601,7 +611,7 @@ static int tp_run(const bench_opts *o, json_t *results, json_t *config)
 	json_object_set_new(config, "ck_ring_entries", json_integer(CK_RING_ENTRIES));
 	json_t *skipped = json_array();
 	progress_begin(o, "throughput", (uint64_t)n * INTERVALS);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && !bench_interrupted(); i++) {
 		char why[200];
 		if (!tp_row(o, sel[i], results, why, sizeof why))
 			mechanism_unavailable(o, sel[i]->name, why, skipped);
@@ -614,7 +624,7 @@ static int tp_run(const bench_opts *o, json_t *results, json_t *config)
 const suite suite_throughput = {
 	.name = "throughput",
 	.summary = "messages per second, one sender to one polling receiver (nemo-am vs ck-ring)",
-	.options = OPT_MECHS | OPT_SRC_DST | OPT_SECONDS | OPT_BATCH,
+	.options = OPT_MECHS | OPT_SRC_DST | OPT_SECONDS | OPT_BATCH | OPT_SUMMARY,
 	.default_trials = INTERVALS,
 	.default_delay_min_us = 0,
 	.default_delay_max_us = 0,

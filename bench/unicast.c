@@ -69,6 +69,7 @@ struct uc_run {
 	const uc_mech *m;
 	uc_ctx *c;
 	long total, warmup;
+	long measured;                /* sender: trials measured (fewer if interrupted) */
 	double *lat, *snd;
 	double ctx, vctx, cpu_ns;
 	double dmin, dmax;
@@ -79,12 +80,14 @@ static void *uc_receiver(void *p)
 {
 	struct uc_run *r = p;
 	uc_ctx *c = r->c;
+	pthread_setname_np(pthread_self(), "bench-receiver");   /* top -H, tests */
 	c->rx_tid = (pid_t)syscall(SYS_gettid);
 	if (r->m->rx_init)
 		r->m->rx_init(c);
 	long v0 = 0, t0 = 0, v1, t1;
 	double cpu0 = 0;
-	for (long i = 0; i < r->total; i++) {
+	long i = 0;
+	for (; i < r->total; i++) {
 		unsigned seq = (unsigned)i + 1;
 		if (i == r->warmup) {
 			thread_ctx_switches(&v0, &t0);
@@ -97,16 +100,22 @@ static void *uc_receiver(void *p)
 		uint64_t sent = atomic_load_explicit(&c->t_send, memory_order_acquire);
 		if (i >= r->warmup && !r->m->sender_measures)
 			r->lat[i - r->warmup] = nemo_ticks_to_ns((int64_t)(stamp - sent));
+		/* The sender made this trial the last (interrupted). */
+		if (atomic_load_explicit(&c->last_seq, memory_order_acquire) == seq) {
+			i++;
+			break;
+		}
 	}
-	r->cpu_ns = thread_cpu_ns() - cpu0;
-	thread_ctx_switches(&v1, &t1);
-	long n = r->total - r->warmup;
-	r->cpu_ns /= (double)n;
-	r->vctx = (double)(v1 - v0) / (double)n;
-	r->ctx = (double)(t1 - t0) / (double)n;
+	long n = i - r->warmup;       /* trials measured */
+	if (n > 0) {
+		r->cpu_ns = (thread_cpu_ns() - cpu0) / (double)n;
+		thread_ctx_switches(&v1, &t1);
+		r->vctx = (double)(v1 - v0) / (double)n;
+		r->ctx = (double)(t1 - t0) / (double)n;
+	}
 	if (r->m->rx_fini)
 		r->m->rx_fini(c);
-	atomic_store_explicit(&c->ready, (unsigned)r->total + 1, memory_order_release);
+	atomic_store_explicit(&c->ready, (unsigned)i + 1, memory_order_release);
 	return NULL;
 }
 
@@ -115,11 +124,19 @@ static void *uc_sender(void *p)
 	struct uc_run *r = p;
 	uc_ctx *c = r->c;
 	uint64_t rng = r->seed | 1;
+	/* In top -H; and a test that sees it knows that a row is under way. */
+	pthread_setname_np(pthread_self(), "bench-sender");
 	if (r->m->tx_init)
 		r->m->tx_init(c);
-	for (long i = 0; i < r->total; i++) {
+	long i = 0;
+	for (; i < r->total; i++) {
 		unsigned seq = (unsigned)i + 1;
 		wait_until_eq(&c->ready, seq, BENCH_STUCK_S, r->m->name);
+		/* Interrupted: this trial, a whole one, is the row's last; the
+		 * receiver learns it when it wakes. */
+		bool last = bench_stop_requested();
+		if (last)
+			atomic_store_explicit(&c->last_seq, seq, memory_order_release);
 		random_delay(&rng, r->dmin, r->dmax);
 		uint64_t t0 = nemo_ticks_ordered();
 		atomic_store_explicit(&c->t_send, t0, memory_order_release);
@@ -134,8 +151,13 @@ static void *uc_sender(void *p)
 				r->lat[i - r->warmup] = ns / 2;
 			progress_add(1);
 		}
+		if (last) {
+			i++;
+			break;
+		}
 	}
-	wait_until_eq(&c->ready, (unsigned)r->total + 1, BENCH_STUCK_S, r->m->name);
+	r->measured = i > r->warmup ? i - r->warmup : 0;
+	wait_until_eq(&c->ready, (unsigned)i + 1, BENCH_STUCK_S, r->m->name);
 	if (r->m->tx_fini)
 		r->m->tx_fini(c);
 	return NULL;
@@ -188,16 +210,20 @@ bool uc_measure(const bench_opts *o, uc_acc *acc, int src, int dst,
 	if (m->teardown)
 		m->teardown(c);
 	free(c);
-	acc->ctx += r.ctx * (double)trials;
-	acc->vctx += r.vctx * (double)trials;
-	acc->cpu_ns += r.cpu_ns * (double)trials;
-	acc->n += trials;
+	/* All of them, unless the run was interrupted. */
+	long got = r.measured;
+	acc->ctx += r.ctx * (double)got;
+	acc->vctx += r.vctx * (double)got;
+	acc->cpu_ns += r.cpu_ns * (double)got;
+	acc->n += got;
 	return true;
 }
 
 void uc_emit(const bench_opts *o, uc_acc *acc, int src, int dst,
 	     const nemo_wait_policy *pol, const char *label, const char *tag, json_t *results)
 {
+	if (acc->n == 0)
+		return;               /* interrupted before its first trial */
 	row out = { .mechanism = acc->m->name, .scenario = label ? label : scenario_name(acc->sc),
 		    .tag = tag, .src = src, .dst = dst, .trials = acc->n };
 	out.probe_before = acc->probe_before;
@@ -286,9 +312,9 @@ static int uc_run(const bench_opts *o, json_t *results, json_t *config)
 			warn(o, "mechanism %s has none of the requested scenarios; skipped", sel[i]->name);
 	json_t *skipped = json_array();
 	progress_begin(o, "unicast", (uint64_t)nrows * (uint64_t)o->trials);
-	for (int k = 0; k < o->rounds; k++) {
+	for (int k = 0; k < o->rounds && !bench_interrupted(); k++) {
 		long share = o->trials / o->rounds + (k < o->trials % o->rounds ? 1 : 0);
-		for (int i = 0; i < nrows; i++) {
+		for (int i = 0; i < nrows && !bench_interrupted(); i++) {
 			if (rows[i].failed || !share)
 				continue;
 			char why[200];
@@ -316,7 +342,7 @@ static int uc_run(const bench_opts *o, json_t *results, json_t *config)
 const suite suite_unicast = {
 	.name = "unicast",
 	.summary = "one-way wake latency and sender cost, one sender and one receiver",
-	.options = OPT_MECHS | OPT_SCENARIOS | OPT_SRC_DST | OPT_ROUNDS,
+	.options = OPT_MECHS | OPT_SCENARIOS | OPT_SRC_DST | OPT_ROUNDS | OPT_SUMMARY,
 	.default_trials = 5000,
 	.default_delay_min_us = 20,
 	.default_delay_max_us = 50,

@@ -19,6 +19,9 @@ typedef struct uc_ctx {
 	/* Harness words, each on its own cache line. */
 	_Alignas(BENCH_CACHELINE) atomic_uint ready;   /* receiver: about to wait for seq */
 	_Alignas(BENCH_CACHELINE) _Atomic uint64_t t_send; /* sender's stamp */
+	/* Set by the sender before the trial it makes the row's last (the
+	 * run was interrupted: bench_stop_requested); 0 until then. */
+	atomic_uint last_seq;
 	/* Mechanism words. */
 	_Alignas(BENCH_CACHELINE) atomic_uint word;    /* flag / futex word */
 	_Alignas(BENCH_CACHELINE) atomic_uint word2;   /* second line (ping-pong reply) */
@@ -65,7 +68,8 @@ const uc_mech *unicast_find(const char *name);
  * Measure one row: mechanism m in scenario sc (SC_*; SC_LOADED adds the
  * busy neighbour on dst) from CPU src to CPU dst, o->trials trials, and
  * append it to results.  Returns false if the mechanism cannot run here,
- * with the reason in why.
+ * with the reason in why.  An interrupted run may append a row of fewer
+ * trials, or none (check the size of results).
  */
 bool unicast_row(const bench_opts *o, const uc_mech *m, unsigned sc, int src, int dst,
 		 json_t *results, char *why, size_t whylen);
@@ -96,12 +100,14 @@ void uc_acc_init(uc_acc *acc, const uc_mech *m, unsigned sc, long trials);
  * Measure `trials` more trials (after o->warmup unmeasured ones) of acc's
  * mechanism from CPU src to CPU dst, appended to acc; the delay before
  * each signal is o->delay_*.  Returns false if the mechanism cannot run
- * here, with the reason in why.
+ * here, with the reason in why.  An interrupted run (bench.h) ends it
+ * early, at a trial boundary: acc->n then grew by fewer, maybe none.
  */
 bool uc_measure(const bench_opts *o, uc_acc *acc, int src, int dst,
 		const nemo_wait_policy *pol, long trials, char *why, size_t whylen);
 
-/** Append acc's row to results (as unicast_row_policy's label, tag). */
+/** Append acc's row to results (as unicast_row_policy's label, tag);
+ *  nothing if it has no trials (an interrupted run). */
 void uc_emit(const bench_opts *o, uc_acc *acc, int src, int dst,
 	     const nemo_wait_policy *pol, const char *label, const char *tag, json_t *results);
 

@@ -141,32 +141,128 @@ done
 mkdir "$tmp/dir.json"
 expect_usage_error "it is a directory" unicast --json "$tmp/dir.json"
 
-# --json keeps results: an interrupted run leaves an existing file as it
-# was and no temporary file beside it; a complete run replaces it.
+# wait_row PID: wait until nemo-bench PID measures a row (its thread
+# bench-sender exists), polling: up to 60 s on a loaded machine.  False if
+# PID ended first or never got there.
+wait_row() {
+	local pid=$1 i
+	for i in $(seq 1200); do
+		grep -qx bench-sender /proc/"$pid"/task/*/comm 2>/dev/null && return 0
+		kill -0 "$pid" 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 1
+}
+# json_holds FILE EXPR: FILE is valid JSON, and the Python expression EXPR
+# holds for it (as d).
+json_holds() {
+	python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(0 if eval("(" + sys.argv[2] + ")") else 1)' "$1" "$2"
+}
+ok() { pass=$((pass + 1)); }
+not_ok() {
+	fail=$((fail + 1))
+	echo "FAIL: $1"
+	sed 's/^/    /' "$tmp/err"
+}
+
+# Ctrl-C during a run keeps what was measured: the row under way ends at
+# the next trial, the rest is not measured, and --json and --summary get
+# the rows kept (through a temporary file: none is left), the JSON marked
+# interrupted; exit status 130.  --warmup 0: a row under way has a trial.
 mkdir "$tmp/keep"
 echo '{"earlier": "results"}' >"$tmp/keep/r.json"
-"$bench" unicast --trials 100000 --json "$tmp/keep/r.json" --quiet >/dev/null 2>&1 &
+"$bench" unicast --mechanisms futex --scenarios blocked --warmup 0 --trials 1000000 --rounds 1 \
+	--json "$tmp/keep/r.json" --summary "$tmp/keep/r.md" >"$tmp/out" 2>"$tmp/err" &
 pid=$!
-for _ in $(seq 50); do
-	ls "$tmp/keep"/r.json.tmp.* >/dev/null 2>&1 && break
-	sleep 0.1
-done
-kill -INT $pid
+wait_row $pid && kill -INT $pid
 wait $pid; rc=$?
-if [ $rc -ne 0 ] && [ "$(cat "$tmp/keep/r.json")" = '{"earlier": "results"}' ] &&
-	[ "$(ls "$tmp/keep")" = r.json ]; then
-	pass=$((pass + 1))
+if [ $rc -eq 130 ] && [ "$(ls "$tmp/keep" | tr '\n' ' ')" = "r.json r.md " ] &&
+	json_holds "$tmp/keep/r.json" 'd["interrupted"] is True and d["interrupted_by"] == "SIGINT" and
+		[(r["mechanism"], r["scenario"]) for r in d["results"]] == [("futex", "blocked")] and
+		1 <= d["results"][0]["trials"] < 1000000' &&
+	grep -q "interrupted by SIGINT: kept the 1 row measured" "$tmp/err" &&
+	grep -q "futex blocked 0>1: [0-9]* trials" "$tmp/err" && grep -Eq "^futex +blocked" "$tmp/out" &&
+	grep -q "^| futex | blocked |" "$tmp/keep/r.md" && grep -q "Interrupted by SIGINT" "$tmp/keep/r.md"; then
+	ok
 else
-	fail=$((fail + 1))
-	echo "FAIL: Ctrl-C during --json: exit $rc, folder: $(ls "$tmp/keep" | tr '\n' ' '), r.json: $(head -c 80 "$tmp/keep/r.json")"
+	not_ok "Ctrl-C during a row -> exit $rc, folder: $(ls "$tmp/keep" | tr '\n' ' '), r.json: $(head -c 300 "$tmp/keep/r.json")"
 fi
-if "$bench" unicast --mechanisms futex --trials 20 --rounds 1 --json "$tmp/keep/r.json" --quiet &&
-	grep -q '"suite": "unicast"' "$tmp/keep/r.json" && [ "$(ls "$tmp/keep")" = r.json ]; then
-	pass=$((pass + 1))
+# SIGTERM before any row has a measured trial (still in the warm-up):
+# nothing to keep, so an existing file stays byte for byte; exit 143.
+cp "$tmp/keep/r.json" "$tmp/r.json.before"
+"$bench" unicast --mechanisms futex --scenarios blocked --warmup 1000000 --delay-us 50 --trials 10 \
+	--rounds 1 --json "$tmp/keep/r.json" --quiet >/dev/null 2>"$tmp/err" &
+pid=$!
+wait_row $pid && kill -TERM $pid
+wait $pid; rc=$?
+if [ $rc -eq 143 ] && cmp -s "$tmp/r.json.before" "$tmp/keep/r.json" &&
+	[ "$(ls "$tmp/keep" | tr '\n' ' ')" = "r.json r.md " ] &&
+	grep -q "interrupted by SIGTERM before any row was measured: nothing written; $tmp/keep/r.json left as it was" "$tmp/err"; then
+	ok
 else
-	fail=$((fail + 1))
-	echo "FAIL: a complete run did not replace r.json (folder: $(ls "$tmp/keep" | tr '\n' ' '))"
+	not_ok "SIGTERM before the first trial -> exit $rc, folder: $(ls "$tmp/keep" | tr '\n' ' ')"
 fi
+# A second signal ends the run at once (each trial here waits 1 s, so the
+# first has not ended it yet): FILE as it was, no temporary file.
+"$bench" unicast --mechanisms futex --scenarios blocked --warmup 0 --delay-us 1000000 --trials 5 \
+	--rounds 1 --json "$tmp/keep/r.json" --quiet >/dev/null 2>"$tmp/err" &
+pid=$!
+wait_row $pid && { kill -INT $pid; kill -TERM $pid; }
+wait $pid; rc=$?
+if [ $rc -eq 143 ] && cmp -s "$tmp/r.json.before" "$tmp/keep/r.json" &&
+	[ "$(ls "$tmp/keep" | tr '\n' ' ')" = "r.json r.md " ]; then
+	ok
+else
+	not_ok "a second signal -> exit $rc (wanted 143), folder: $(ls "$tmp/keep" | tr '\n' ' ')"
+fi
+# A complete run replaces the file, not marked interrupted.
+if "$bench" unicast --mechanisms futex --trials 20 --rounds 1 --json "$tmp/keep/r.json" --quiet 2>"$tmp/err" &&
+	json_holds "$tmp/keep/r.json" 'd["suite"] == "unicast" and d["interrupted"] is False and
+		"interrupted_by" not in d' && [ "$(ls "$tmp/keep" | tr '\n' ' ')" = "r.json r.md " ]; then
+	ok
+else
+	not_ok "a complete run did not replace r.json (folder: $(ls "$tmp/keep" | tr '\n' ' '))"
+fi
+
+# --summary: the table as Markdown (.md) or CSV (.csv), one line per row
+# (the JSON of the same run says how many); another name is a usage error.
+expect_usage_error "--summary $tmp/s.txt: the name must end in .md (Markdown) or .csv (CSV)" \
+	unicast --summary "$tmp/s.txt"
+expect_usage_error "--summary $tmp/s: the name must end in .md" unicast --summary "$tmp/s"
+expect_usage_error "--json - and --summary - cannot both write to standard output" unicast --json - --summary -
+expect_usage_error "--summary does not apply to suite calibrate" calibrate --summary "$tmp/c.md"
+"$bench" unicast --mechanisms futex --trials 20 --rounds 1 --json "$tmp/s.json" --summary "$tmp/s.md" \
+	--quiet 2>"$tmp/err"; rc=$?
+"$bench" unicast --mechanisms futex --trials 20 --rounds 1 --json "$tmp/c.json" --summary "$tmp/s.csv" \
+	--quiet 2>>"$tmp/err"; rc2=$?
+rows=$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["results"]))' "$tmp/s.json")
+if [ $rc -eq 0 ] && [ "$rows" -ge 1 ] &&
+	[ "$(head -1 "$tmp/s.md")" = "| mechanism | scenario | src>dst | trials | p50 ns | p99 ns | send p50 | max ns | ctx/tr | probe |" ] &&
+	[ "$(sed -n 2p "$tmp/s.md")" = "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" ] &&
+	[ "$(grep -c '^| futex | [a-z]* | [0-9]*>[0-9]* | 20 |' "$tmp/s.md")" -eq "$rows" ] &&
+	[ "$(wc -l <"$tmp/s.md")" -eq $((rows + 2)) ]; then
+	ok
+else
+	not_ok "--summary s.md (exit $rc, $rows rows):"; sed 's/^/    /' "$tmp/s.md"
+fi
+rows=$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["results"]))' "$tmp/c.json")
+if [ $rc2 -eq 0 ] && [ "$rows" -ge 1 ] &&
+	[ "$(head -1 "$tmp/s.csv")" = "mechanism,scenario,src_cpu,dst_cpu,trials,p50_ns,p99_ns,send_p50_ns,max_ns,ctx_switches_per_trial,probe_ns" ] &&
+	[ "$(grep -Ec '^futex,[a-z]+,[0-9]+,[0-9]+,20(,[0-9.]+){6}$' "$tmp/s.csv")" -eq "$rows" ] &&
+	[ "$(wc -l <"$tmp/s.csv")" -eq $((rows + 1)) ] && [ "$(ls "$tmp" | grep -c '\.tmp\.')" -eq 0 ]; then
+	ok
+else
+	not_ok "--summary s.csv (exit $rc2, $rows rows):"; sed 's/^/    /' "$tmp/s.csv"
+fi
+# --summary -: Markdown alone on stdout, the printed table on stderr.
+"$bench" unicast --mechanisms futex --trials 20 --rounds 1 --summary - >"$tmp/out" 2>"$tmp/err"; rc=$?
+if [ $rc -eq 0 ] && [ "$(head -c 13 "$tmp/out")" = "| mechanism |" ] && grep -q "p50 ns" "$tmp/err" &&
+	! grep -q "  p50 ns" "$tmp/out" && [ ! -e ./- ]; then
+	ok
+else
+	not_ok "--summary - -> exit $rc; stdout starts: $(head -c 80 "$tmp/out")"
+fi
+
 # --json - : the document alone on stdout, the table on stderr.
 "$bench" unicast --mechanisms futex --trials 20 --rounds 1 --json - >"$tmp/out" 2>"$tmp/err"; rc=$?
 if [ $rc -eq 0 ] && [ "$(head -c 1 "$tmp/out")" = "{" ] && grep -q '"suite": "unicast"' "$tmp/out" &&
@@ -177,9 +273,13 @@ else
 	echo "FAIL: --json - -> exit $rc; stdout starts: $(head -c 80 "$tmp/out")"
 fi
 
-# The policy suite's rows say their gap; calibrate prints no empty table.
-"$bench" policy --trials 10 --gaps 1,30 --policies block,adaptive >"$tmp/out" 2>"$tmp/err"; rc=$?
-if [ $rc -eq 0 ] && grep -q "src>dst   gap us" "$tmp/out" && grep -Eq "^nemo-event +block +[0-9]+>[0-9]+ +30 " "$tmp/out"; then
+# The policy suite's rows say their gap, in the table and in --summary;
+# calibrate prints no empty table.
+"$bench" policy --trials 10 --gaps 1,30 --policies block,adaptive --summary "$tmp/p.csv" >"$tmp/out" 2>"$tmp/err"; rc=$?
+if [ $rc -eq 0 ] && grep -q "src>dst   gap us" "$tmp/out" && grep -Eq "^nemo-event +block +[0-9]+>[0-9]+ +30 " "$tmp/out" &&
+	[ "$(head -1 "$tmp/p.csv")" = "mechanism,scenario,src_cpu,dst_cpu,gap_us,repeat,trials,p50_ns,p99_ns,send_p50_ns,max_ns,ctx_switches_per_trial,probe_ns" ] &&
+	[ "$(grep -Ec '^nemo-event,(block|adaptive),[0-9]+,[0-9]+,(1|30),[012],10,' "$tmp/p.csv")" -eq 12 ] &&
+	[ "$(wc -l <"$tmp/p.csv")" -eq 13 ]; then
 	pass=$((pass + 1))
 else
 	fail=$((fail + 1))

@@ -6,11 +6,14 @@ percentiles ordered, CDFs monotonic, the trial counts asked for, raw
 samples that agree with the summary.  No time is asserted.
 """
 import csv
+import glob
 import json
 import os
 import pathlib
 import re
+import signal
 import subprocess
+import time
 
 import jsonschema
 import pytest
@@ -72,6 +75,7 @@ def test_unicast(tmp_path, schema):
     doc, path = run(tmp_path, "unicast", "--trials", "60", "--delay-us", "20:30")
     jsonschema.validate(doc, schema)
     assert doc["suite"] == "unicast"
+    assert doc["interrupted"] is False and "interrupted_by" not in doc
     assert doc["machine"]["cpus"] >= 2
     names = {(r["mechanism"], r["scenario"]) for r in doc["results"]}
     for mech in ("spin", "spin-rtt", "futex", "condvar", "eventfd", "pipe",
@@ -393,3 +397,66 @@ def test_schema_rejects_a_preload_row_without_its_ratio(tmp_path, schema):
     bad["results"][1]["mode"] = "preloaded"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema)
+
+
+def wait_for_row(proc, timeout=60):
+    """Until nemo-bench measures a row (its thread bench-sender exists)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        for comm in glob.glob(f"/proc/{proc.pid}/task/*/comm"):
+            try:
+                if open(comm).read().strip() == "bench-sender":
+                    return True
+            except OSError:
+                pass
+        time.sleep(0.05)
+    return False
+
+
+def test_interrupted(tmp_path, schema):
+    """Ctrl-C in a row: the document has the row with the trials it got,
+    marked interrupted, and passes the schema; the samples agree."""
+    out = tmp_path / "i.json"
+    samples = tmp_path / "samples"
+    proc = subprocess.Popen([BENCH, "unicast", "--quiet", "--mechanisms", "futex,spin",
+                             "--scenarios", "blocked,polling", "--warmup", "0", "--trials", "1000000",
+                             "--rounds", "1", "--json", str(out), "--samples", str(samples)],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for_row(proc)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # It ends by the signal (a shell says 130).
+    assert proc.returncode == -signal.SIGINT, err
+    assert "interrupted by SIGINT: kept the 1 row" in err
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, schema)
+    assert doc["interrupted"] is True and doc["interrupted_by"] == "SIGINT"
+    assert doc["config"]["trials"] == 1000000
+    (row,) = doc["results"]
+    assert (row["mechanism"], row["scenario"]) == ("futex", "blocked")   # the first row
+    assert 1 <= row["trials"] < 1000000
+    check_row(row, out, row["trials"])
+    assert not list(tmp_path.glob("i.json.tmp.*"))
+
+
+def test_schema_checks_the_interrupted_mark(tmp_path, schema):
+    doc, _ = run(tmp_path, "unicast", "--mechanisms", "spin", "--trials", "20")
+    jsonschema.validate(doc, schema)
+    for change in ({"interrupted": True},                               # by what?
+                   {"interrupted_by": "SIGINT"},                        # not interrupted
+                   {"interrupted": True, "interrupted_by": "SIGKILL"},
+                   {"interrupted": "yes"},
+                   {"interrupted": True, "interrupted_by": "SIGINT", "results": []}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**doc, **change}, schema)
+    jsonschema.validate({**doc, "interrupted": True, "interrupted_by": "SIGTERM"}, schema)
+    # Files written before the field existed lack it.
+    old = dict(doc)
+    del old["interrupted"]
+    jsonschema.validate(old, schema)
