@@ -36,3 +36,6 @@ target_compile_options(functrace PRIVATE ${NEMO_WARNINGS} -finstrument-functions
 target_link_libraries(functrace PRIVATE nemo-instrument nemo_shared Threads::Threads)
 add_test(NAME pollcheck.functrace COMMAND functrace)
 set_tests_properties(pollcheck.functrace PROPERTIES LABELS "unit;concurrency" TIMEOUT 120)
+
+# The progress thread (nemo/poll.h): a computing place served by it.
+nemo_c_test(test_progress SOURCES test_progress.c LABELS "unit;concurrency")

@@ -78,6 +78,8 @@ typedef enum nemo_am_context {
 	                                   (run as that call returns, on the normal stack) */
 	NEMO_AM_CTX_WAIT = 1,         /**< in nemo_place_wait, or in a send waiting for room */
 	NEMO_AM_CTX_INTERRUPT = 2,    /**< in the interrupt-mode signal handler */
+	NEMO_AM_CTX_PROGRESS = 3,     /**< on the domain's progress thread, for a place
+	                                   that asked for it (nemo/poll.h) */
 } nemo_am_context;
 
 /** One message, as its handler sees it (valid during the call only). */

@@ -28,7 +28,10 @@
 #ifndef NEMO_POLL_H
 #define NEMO_POLL_H
 
+#include <nemo/domain.h>
 #include <nemo/platform.h>
+
+#include <stdbool.h>
 
 #include <stdint.h>
 
@@ -86,6 +89,78 @@ void nemo__poll_check_due(void);
 			nemo__poll_check_due();                                  \
 	} while (0)
 #endif
+
+/* ------------------------------------------------------------------------
+ * The progress thread
+ *
+ * What MPI calls asynchronous progress: one thread per domain that
+ * handles the messages of the places that ask for it
+ * (nemo_place_set_progress), while those places compute and never poll.
+ * Their handlers then run on the progress thread (msg->context is
+ * NEMO_AM_CTX_PROGRESS; msg->place_ctx is still the place's context), one
+ * at a time per place and never at the same time as one of that place's
+ * own nemo calls: a served place's nemo calls and the progress thread's
+ * drains exclude each other with a per-place lock (an uncontended
+ * lock/unlock per nemo call while it is served).  A handler's sends go
+ * out as the place it runs for.
+ *
+ * When nothing is queued to any served place it waits as any nemo wait
+ * does (its policy: poll for its budget, then sleep in the kernel), and a
+ * sender that finds a served place running kicks the progress thread
+ * instead (src/messaging/kick.c): an idle domain burns no core.
+ * ------------------------------------------------------------------------ */
+
+/** A domain's progress thread (opaque). */
+typedef struct nemo_progress nemo_progress;
+
+/** Progress thread parameters; zero fields take the defaults. */
+typedef struct nemo_progress_attr {
+	int cpu;                      /**< pin it to this CPU; -1 (or cpu 0 with
+	                                   pin 0): not pinned */
+	int pin;                      /**< nonzero: pin to cpu */
+	nemo_wait_policy policy;      /**< how it waits when idle (kind 0: adaptive) */
+} nemo_progress_attr;
+
+/**
+ * Start domain d's progress thread (at most one per domain).
+ * @return 0 with *out set; EINVAL for NULL arguments, a bad CPU or policy;
+ *         EEXIST if d has one already; EIDRM; the error of pthread_create.
+ */
+int nemo_progress_start(nemo_domain *d, const nemo_progress_attr *attr, nemo_progress **out);
+
+/**
+ * Stop the progress thread and free it.  Places it served are served by
+ * their own threads again from their next nemo call (their setting is
+ * kept: nemo_progress_start again resumes it).
+ * @return 0; EINVAL for NULL.
+ */
+int nemo_progress_stop(nemo_progress *p);
+
+/**
+ * Pin the running progress thread to cpu (-1: undo the pinning).
+ * @return 0; EINVAL for NULL or a CPU not available to the process.
+ */
+int nemo_progress_pin(nemo_progress *p, int cpu);
+
+/** What a progress thread has done. */
+typedef struct nemo_progress_counters {
+	uint64_t drains;              /**< places drained that had something */
+	uint64_t handled;             /**< handlers run */
+	uint64_t sleeps;              /**< times it slept in the kernel */
+} nemo_progress_counters;
+
+/** @return 0; EINVAL for NULL arguments. */
+int nemo_progress_get_counters(nemo_progress *p, nemo_progress_counters *out);
+
+/**
+ * The calling place asks (on = true) the domain's progress thread to
+ * handle its messages, or stops asking.  Allowed with or without a
+ * progress thread running (the setting waits for one).  Turning it off
+ * waits until the progress thread has finished with the place.
+ * @return 0; ENOTCONN; EBUSY from inside a handler or with interrupt mode
+ *         on (the two are exclusive: turn interrupts off first).
+ */
+int nemo_place_set_progress(bool on);
 
 #ifdef __cplusplus
 }

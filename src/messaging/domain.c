@@ -219,6 +219,7 @@ int nemo_domain_create(const nemo_domain_attr *attr, nemo_domain **out)
 		d->places[i].idx = i;
 		d->places[i].d = d;
 		atomic_store_explicit(&d->places[i].efd, -1, memory_order_relaxed);
+		pthread_mutex_init(&d->places[i].plock, NULL);
 	}
 	atomic_store_explicit(&d->magic, NEMO__DOMAIN_MAGIC, memory_order_release);
 	*out = d;
@@ -243,6 +244,10 @@ int nemo_domain_destroy(nemo_domain *d)
 		unsigned n = d->nplaces;
 		pthread_mutex_unlock(&d->lock);
 		return NEMO__FAIL(EBUSY, "%u places are still joined: each must leave first", n);
+	}
+	if (d->progress) {
+		pthread_mutex_unlock(&d->lock);
+		return NEMO__FAIL(EBUSY, "its progress thread still runs (nemo_progress_stop first)");
 	}
 	atomic_store_explicit(&d->magic, NEMO__DOMAIN_DEAD, memory_order_release);
 	free_arrays(d);
@@ -396,6 +401,8 @@ int nemo_place_set_interrupts(bool on)
 		nemo__irq_quiesce(me);      /* no signal from now on (kick.c) */
 		return 0;
 	}
+	if (atomic_load_explicit(&me->delegated, memory_order_relaxed))
+		return NEMO__FAIL(EBUSY, "the place is served by the progress thread (nemo_place_set_progress(false) first)");
 	int err = nemo__irq_install(me->d->sig);
 	if (err)
 		return err;
@@ -585,6 +592,13 @@ int nemo_place_leave(void)
 	if (atomic_load_explicit(&me->busy, memory_order_relaxed))
 		return NEMO__FAIL(EBUSY, "called from inside a handler or another nemo call of this place");
 	struct nemo_domain *d = me->d;
+	if (atomic_load_explicit(&me->delegated, memory_order_relaxed)) {
+		/* No longer served by the progress thread (src/poll/progress.c):
+		 * wait for it to finish with us, then drain ourselves. */
+		pthread_mutex_lock(&me->plock);
+		atomic_store_explicit(&me->delegated, 0, memory_order_relaxed);
+		pthread_mutex_unlock(&me->plock);
+	}
 	nemo__busy_enter(me);
 	/* Kept sends first (queue.c, OVERFLOW): delivered, waiting for room
 	 * as a blocking send does, or dropped and counted if their receiver

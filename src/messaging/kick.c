@@ -18,6 +18,9 @@
  *   RUNNING   armed on its eventfd (nemo_place_fd; queue.c, THE FILE
  *             DESCRIPTOR): one write to it, by the kicker whose exchange
  *             takes the arming;
+ *             else served by the domain's progress thread (src/poll/
+ *             progress.c): the progress thread's kick, a FUTEX_WAKE if it
+ *             sleeps;
  *             else with interrupt mode on: a signal (tgkill), the user-space
  *             stand-in for the Nemo paper's IPI; its handler runs the
  *             message handlers on top of whatever the place computes.
@@ -160,6 +163,15 @@ void nemo__kick(nemo_place *me, nemo_place *dst)
 	if (s == NEMO_WAITER_RUNNING) {
 		if (atomic_load_explicit(&dst->fd_armed, memory_order_seq_cst)) {
 			fd_kick(me, dst);
+			return;
+		}
+		if (atomic_load_explicit(&dst->delegated, memory_order_seq_cst)) {
+			/* Served by the progress thread (src/poll/progress.c). */
+			nemo_waiter *pw = atomic_load_explicit(&me->d->prog_w, memory_order_acquire);
+			if (pw && nemo__waiter_kick_issued(pw))
+				NEMO__PCOUNT(me, c_kicks_futex);
+			else
+				NEMO__PCOUNT(me, c_kicks_avoided);
 			return;
 		}
 		if (atomic_load_explicit(&dst->irq_on, memory_order_seq_cst))                /* K0 */

@@ -182,6 +182,10 @@ typedef struct nemo_place {
 	 * as waiting on it and the next kick writes it. */
 	_Atomic int efd;
 	_Atomic uint32_t fd_armed;
+	/* Served by the domain's progress thread (src/poll/progress.c):
+	 * then every consumer of this place - its own thread in a nemo call,
+	 * or the progress thread - holds plock. */
+	_Atomic int delegated;
 
 	/* Interrupt-mode kickers between their read of irq_on and the end
 	 * of their tgkill, and the signals sent (kick.c, STALE SIGNALS):
@@ -192,6 +196,8 @@ typedef struct nemo_place {
 	 * writes made (queue.c, THE FILE DESCRIPTOR). */
 	_Atomic uint32_t fd_kickers;
 	_Atomic uint32_t fd_writes;
+
+	pthread_mutex_t plock;
 
 	/* Owner-private (the occupant's thread and its signal handler). */
 	_Alignas(NEMO__CACHELINE) struct nemo_domain *d;
@@ -270,6 +276,10 @@ struct nemo_domain {
 	nemo__action *adt;
 	_Atomic uint32_t *alt;        /* [P][E]: action + 1, 0 unmapped */
 	_Atomic(nemo__deliver_fn) deliver;
+	/* The progress thread's waiter slot while one runs (src/poll/
+	 * progress.c): kicked for delegated places that are RUNNING. */
+	_Atomic(nemo_waiter *) prog_w;
+	void *progress;               /* the nemo_progress of this domain, or NULL */
 	struct nemo_domain *dead_next;/* destroyed domains (domain.c) */
 	/* The word every place sleeps on, each with its slot's bit (the
 	 * waiter layer's SHARED WORD): a broadcast wakes all sleepers with
@@ -328,6 +338,9 @@ int nemo__domain_check_in(const struct nemo_domain *d, const char *fn);
  * interrupt handler defers; leaving the outermost call handles what it
  * deferred. */
 void nemo__busy_enter(nemo_place *me);
+/* True while the calling thread holds the plock of the place it acts as
+ * (queue.c; src/poll/progress.c sets it around its drains). */
+extern __thread bool nemo__holds_plock;
 void nemo__busy_exit(nemo_place *me);
 
 /* The destination place of id, if id names an active place of d:

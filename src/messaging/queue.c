@@ -378,8 +378,22 @@ static inline uint32_t slots_for(size_t len)
 
 /* ------------------------------------------------------------ busy */
 
+/* The calling thread holds the plock of the place it acts as (a
+ * delegated place in a nemo call, or the progress thread draining it:
+ * src/poll/progress.c). */
+__thread bool nemo__holds_plock;
+#define holds_plock nemo__holds_plock
+
 void nemo__busy_enter(nemo_place *me)
 {
+	/* Served by the progress thread: exclude it for this call.  Decided
+	 * before busy is read: while the progress thread drains us it holds
+	 * the lock and has busy set, so busy says nothing about our nesting
+	 * (the lock-holder flag does). */
+	if (__builtin_expect(atomic_load_explicit(&me->delegated, memory_order_relaxed), 0) && !holds_plock) {
+		pthread_mutex_lock(&me->plock);
+		holds_plock = true;
+	}
 	int b = atomic_load_explicit(&me->busy, memory_order_relaxed);
 	atomic_store_explicit(&me->busy, b + 1, memory_order_relaxed);
 	atomic_signal_fence(memory_order_seq_cst);
@@ -404,8 +418,13 @@ void nemo__busy_exit(nemo_place *me)
 			nemo__drain(me, NEMO_AM_CTX_POLL, false);
 		atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
 		atomic_signal_fence(memory_order_seq_cst);
-		if (!atomic_load_explicit(&me->irq_pending, memory_order_relaxed))
+		if (!atomic_load_explicit(&me->irq_pending, memory_order_relaxed)) {
+			if (__builtin_expect(holds_plock, 0)) {
+				holds_plock = false;
+				pthread_mutex_unlock(&me->plock);
+			}
 			return;
+		}
 		atomic_store_explicit(&me->busy, 1, memory_order_relaxed);
 		atomic_signal_fence(memory_order_seq_cst);
 	}

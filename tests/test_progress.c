@@ -1,0 +1,151 @@
+/*
+ * test_progress.c - the progress thread (nemo/poll.h): a place that only
+ * computes and never calls nemo has every message handled, on the
+ * progress thread, never at the same time as the place's own nemo calls
+ * (ThreadSanitizer checks the handler's plain counter); replies from
+ * those handlers go out as the place; an idle progress thread sleeps;
+ * stopping it hands the place back to its own polls; bad use is an error.
+ */
+#define _GNU_SOURCE
+#include "check.h"
+
+#include <nemo/nemo.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { ACT_WORK = 1, ACT_REPLY = 2 };
+#define MSGS 50000u
+
+struct served {
+	unsigned long handled;        /* plain: only one thread at a time may run its handlers */
+	unsigned long in_progress_ctx;
+	nemo_place_id id;
+};
+
+static struct served x;
+static atomic_int phase;          /* 1: x joined and served; 2: stop computing; 3: x may leave */
+static atomic_ulong replies, reply_src_bad;
+
+static void on_work(const nemo_am_msg *m, void *ctx)
+{
+	(void)ctx;
+	struct served *s = m->place_ctx;
+	s->handled++;
+	if (m->context == NEMO_AM_CTX_PROGRESS)
+		s->in_progress_ctx++;
+	if (m->arg & 1)
+		nemo_am_reply(m, ACT_REPLY, 0, NULL, 0, 0);
+}
+
+static void on_reply(const nemo_am_msg *m, void *ctx)
+{
+	(void)ctx;
+	if (m->src != x.id || !m->is_reply)
+		atomic_fetch_add(&reply_src_bad, 1);
+	atomic_fetch_add(&replies, 1);
+}
+
+static void *served_main(void *p)
+{
+	nemo_domain *d = p;
+	nemo_place_attr a = { .context = &x };
+	CHECK_EQ_INT(nemo_place_join(d, &a, &x.id), 0);
+	CHECK_EQ_INT(nemo_place_set_progress(true), 0);
+	CHECK_EQ_INT(nemo_place_set_interrupts(true), EBUSY);
+	atomic_store(&phase, 1);
+	/* Compute; now and then a nemo call of our own (it excludes the
+	 * progress thread for its length). */
+	volatile unsigned long sink = 0;
+	for (unsigned long i = 0; atomic_load(&phase) < 2; i++) {
+		sink += i * i;
+		if (i % 100000 == 0)
+			CHECK_EQ_INT(nemo_poll(NULL), 0);
+	}
+	struct timespec ms = { 0, 1000000 };
+	while (atomic_load(&phase) < 3)
+		nanosleep(&ms, NULL);   /* idle without burning a CPU */
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	return NULL;
+}
+
+static double cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int main(void)
+{
+	nemo_domain *d;
+	CHECK_EQ_INT(nemo_domain_create(NULL, &d), 0);
+	CHECK_EQ_INT(nemo_action_register(d, ACT_WORK, on_work, NULL), 0);
+	CHECK_EQ_INT(nemo_action_register(d, ACT_REPLY, on_reply, NULL), 0);
+
+	/* Errors. */
+	nemo_progress *p = NULL, *p2 = NULL;
+	CHECK_EQ_INT(nemo_progress_start(d, NULL, NULL), EINVAL);
+	CHECK_EQ_INT(nemo_progress_start(NULL, NULL, &p), EINVAL);
+	nemo_progress_attr bad = { .pin = 1, .cpu = -3 };
+	CHECK_EQ_INT(nemo_progress_start(d, &bad, &p), EINVAL);
+	CHECK_EQ_INT(nemo_progress_stop(NULL), EINVAL);
+	CHECK_EQ_INT(nemo_place_set_progress(true), ENOTCONN);
+
+	CHECK_EQ_INT(nemo_progress_start(d, NULL, &p), 0);
+	CHECK_EQ_INT(nemo_progress_start(d, NULL, &p2), EEXIST);
+	CHECK_EQ_INT(nemo_progress_pin(p, 0), 0);
+	CHECK_EQ_INT(nemo_progress_pin(p, -1), 0);
+	CHECK_EQ_INT(nemo_progress_pin(p, 100000), EINVAL);
+
+	pthread_t t;
+	pthread_create(&t, NULL, served_main, d);
+	while (atomic_load(&phase) < 1)
+		sched_yield();
+	nemo_place_id me;
+	CHECK_EQ_INT(nemo_place_join(d, NULL, &me), 0);
+	for (unsigned i = 0; i < MSGS; i++)
+		CHECK_EQ_INT(nemo_am_send(x.id, ACT_WORK, i, 0), 0);
+	while (atomic_load(&replies) < MSGS / 2) {
+		struct timespec dl = in_ms(CLOCK_MONOTONIC, 100);
+		nemo_place_wait(&dl, NULL);
+	}
+	atomic_store(&phase, 2);
+	CHECK_EQ_INT(atomic_load(&reply_src_bad), 0);
+	nemo_progress_counters c;
+	CHECK_EQ_INT(nemo_progress_get_counters(p, &c), 0);
+	CHECK(c.handled > 0);
+	CHECK_EQ_INT(nemo_domain_destroy(d), EBUSY);
+
+	/* Idle: it sleeps.  (A resource bound, not a latency: a sleeping
+	 * thread uses no CPU; the bound is 20% of the wall time.) */
+	struct timespec quarter = { 0, 250000000 };
+	nanosleep(&quarter, NULL);
+	nemo_progress_counters c0, c1;
+	nemo_progress_get_counters(p, &c0);
+	double cpu0 = cpu_s();
+	nanosleep(&quarter, NULL);
+	nanosleep(&quarter, NULL);
+	double cpu1 = cpu_s();
+	nemo_progress_get_counters(p, &c1);
+	printf("progress: %lu of %u handled on the progress thread (%llu drains); idle 0.5 s used %.1f ms of CPU, "
+	       "%llu sleeps\n", x.in_progress_ctx, MSGS, (unsigned long long)c.drains, (cpu1 - cpu0) * 1e3,
+	       (unsigned long long)c1.sleeps);
+	CHECK(cpu1 - cpu0 < 0.1);
+	CHECK(c1.sleeps >= 1);
+
+	/* Stopped: the place's own nemo calls handle its messages again. */
+	CHECK_EQ_INT(nemo_progress_stop(p), 0);
+	CHECK_EQ_INT(nemo_am_send(x.id, ACT_WORK, 2, 0), 0);
+	atomic_store(&phase, 3);
+	pthread_join(t, NULL);          /* its leave handles the last one */
+	CHECK_EQ_INT(x.handled, MSGS + 1);
+	CHECK(x.in_progress_ctx > 0);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	CHECK_EQ_INT(nemo_domain_destroy(d), 0);
+	return check_exit("test_progress");
+}
