@@ -39,3 +39,8 @@ set_tests_properties(pollcheck.functrace PROPERTIES LABELS "unit;concurrency" TI
 
 # The progress thread (nemo/poll.h): a computing place served by it.
 nemo_c_test(test_progress SOURCES test_progress.c LABELS "unit;concurrency")
+
+# The polling watchdog (nemo/poll.h).  Not under ThreadSanitizer: its
+# signals' handlers run only at the watched thread's next intercepted
+# call, and the watched thread computes with none (as example.interrupts).
+nemo_c_test(test_watchdog SOURCES test_watchdog.c LABELS unit)

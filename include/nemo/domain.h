@@ -228,6 +228,7 @@ typedef struct nemo_domain_counters {
 	uint64_t overflow_dropped;    /**< kept sends whose receiver left before delivery */
 	uint64_t kicks_fd;            /**< kicks that wrote a place's eventfd (nemo_place_fd) */
 	uint64_t poll_checks;         /**< threshold checks that polled (nemo/poll.h) */
+	uint64_t kicks_deferred;      /**< signals left to the polling watchdog (nemo/poll.h) */
 } nemo_domain_counters;
 
 /**

@@ -162,6 +162,63 @@ int nemo_progress_get_counters(nemo_progress *p, nemo_progress_counters *out);
  */
 int nemo_place_set_progress(bool on);
 
+/* ------------------------------------------------------------------------
+ * The polling watchdog
+ *
+ * Perkovic & Keleher's watchdog: a place in interrupt mode is interrupted
+ * only when a message has waited for it longer than T; a message it
+ * handles in time (at a poll, a threshold check, a wait) costs no signal.
+ * One watchdog thread per domain watches the places that set a T
+ * (nemo_place_set_watchdog).  A sender that finds such a place running
+ * starts the place's clock instead of signalling it; any drain of the
+ * place stops it; the watchdog signals the place when its clock passes T.
+ *
+ * Cost: while nothing is waiting the watchdog sleeps in the kernel with no
+ * timer (an idle machine stays idle).  The first sender that starts a
+ * clock while the watchdog sleeps wakes it (one FUTEX_WAKE, about 2 us of
+ * that sender's time); while clocks run it sleeps until the earliest
+ * deadline (timer slack 1 ns), so a message handled in time costs no
+ * signal, no syscall for its sender, and the watchdog one wake-up per T
+ * at most.  The interrupt itself costs what interrupt mode costs (a
+ * tgkill and a signal handler, several microseconds).
+ * ------------------------------------------------------------------------ */
+
+/** A domain's polling watchdog (opaque). */
+typedef struct nemo_watchdog nemo_watchdog;
+
+/** Largest T: 1 s. */
+#define NEMO_WATCHDOG_T_MAX_NS 1000000000ull
+
+/**
+ * Start domain d's watchdog (at most one per domain).
+ * @return 0 with *out set; EINVAL for NULL; EEXIST if d has one; EIDRM;
+ *         the error of pthread_create.
+ */
+int nemo_watchdog_start(nemo_domain *d, nemo_watchdog **out);
+
+/** Stop and free it; places with a T are signalled at once again.
+ *  @return 0; EINVAL for NULL. */
+int nemo_watchdog_stop(nemo_watchdog *w);
+
+/** What a watchdog has done. */
+typedef struct nemo_watchdog_counters {
+	uint64_t fired;               /**< places signalled because a message waited past T */
+	uint64_t wakeups;             /**< times it woke (to check a deadline, or kicked) */
+	uint64_t sleeps;              /**< times it slept with nothing waiting (no timer) */
+} nemo_watchdog_counters;
+
+/** @return 0; EINVAL for NULL arguments. */
+int nemo_watchdog_get_counters(nemo_watchdog *w, nemo_watchdog_counters *out);
+
+/**
+ * Put the calling place under the domain's watchdog with T = t_ns (0:
+ * off - an interrupt-mode place is signalled at once, as without a
+ * watchdog).  It matters only while interrupt mode is on and a watchdog
+ * runs; without one, senders signal at once.
+ * @return 0; ENOTCONN; EINVAL for t_ns above NEMO_WATCHDOG_T_MAX_NS.
+ */
+int nemo_place_set_watchdog(uint64_t t_ns);
+
 #ifdef __cplusplus
 }
 #endif

@@ -245,9 +245,10 @@ int nemo_domain_destroy(nemo_domain *d)
 		pthread_mutex_unlock(&d->lock);
 		return NEMO__FAIL(EBUSY, "%u places are still joined: each must leave first", n);
 	}
-	if (d->progress) {
+	if (d->progress || d->watchdog) {
 		pthread_mutex_unlock(&d->lock);
-		return NEMO__FAIL(EBUSY, "its progress thread still runs (nemo_progress_stop first)");
+		return NEMO__FAIL(EBUSY, "its %s still runs (%s first)", d->progress ? "progress thread" : "watchdog",
+				  d->progress ? "nemo_progress_stop" : "nemo_watchdog_stop");
 	}
 	atomic_store_explicit(&d->magic, NEMO__DOMAIN_DEAD, memory_order_release);
 	free_arrays(d);
@@ -290,6 +291,7 @@ int nemo_domain_get_counters(nemo_domain *d, nemo_domain_counters *out)
 			SUM(overflow_dropped, c_ovf_dropped);
 			SUM(kicks_fd, c_kicks_fd);
 			SUM(poll_checks, c_poll_checks);
+			SUM(kicks_deferred, c_kicks_deferred);
 #undef SUM
 		}
 	}
@@ -519,6 +521,9 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 			p->poll_thresh_ns = NEMO_POLL_THRESHOLD_DEFAULT_NS;
 			p->poll_thresh_ticks = 0;     /* set below, with the clock */
 			p->poll_next = 0;
+			atomic_store_explicit(&p->wd_ticks, 0, memory_order_relaxed);
+			atomic_store_explicit(&p->wd_since, 0, memory_order_relaxed);
+			atomic_store_explicit(&p->delegated, 0, memory_order_relaxed);
 			p->ovf = NULL;
 			p->ovf_head = p->ovf_tail = p->ovf_cap = p->ovf_n = 0;
 			atomic_store_explicit(&p->efd, -1, memory_order_relaxed);

@@ -21,6 +21,9 @@
  *             else served by the domain's progress thread (src/poll/
  *             progress.c): the progress thread's kick, a FUTEX_WAKE if it
  *             sleeps;
+ *             else with interrupt mode on and a polling watchdog (src/poll/
+ *             watchdog.c): nothing now - the watchdog signals it if the
+ *             message is still waiting after T;
  *             else with interrupt mode on: a signal (tgkill), the user-space
  *             stand-in for the Nemo paper's IPI; its handler runs the
  *             message handlers on top of whatever the place computes.
@@ -90,19 +93,48 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* K1-K3: signal dst, which K0 found in interrupt mode. */
-static void irq_kick(nemo_place *me, nemo_place *dst)
+bool nemo__irq_signal(nemo_place *dst)
 {
+	bool sent = false;
 	atomic_fetch_add_explicit(&dst->irq_kickers, 1, memory_order_seq_cst);           /* K1 */
 	if (atomic_load_explicit(&dst->irq_on, memory_order_seq_cst)) {                  /* K2 */
 		pid_t tid = atomic_load_explicit(&dst->tid, memory_order_relaxed);
-		syscall(SYS_tgkill, getpid(), tid, me->d->sig);
+		syscall(SYS_tgkill, getpid(), tid, dst->d->sig);
 		atomic_fetch_add_explicit(&dst->irq_sent, 1, memory_order_relaxed);
-		NEMO__PCOUNT(me, c_kicks_signal);
-	} else {
-		NEMO__PCOUNT(me, c_kicks_avoided);
+		sent = true;
 	}
 	atomic_fetch_sub_explicit(&dst->irq_kickers, 1, memory_order_release);           /* K3 */
+	return sent;
+}
+
+/* K1-K3: signal dst, which K0 found in interrupt mode. */
+static void irq_kick(nemo_place *me, nemo_place *dst)
+{
+	if (nemo__irq_signal(dst))
+		NEMO__PCOUNT(me, c_kicks_signal);
+	else
+		NEMO__PCOUNT(me, c_kicks_avoided);
+}
+
+/* W1-W2 (src/poll/watchdog.c, THE WATCHDOG): dst runs in interrupt mode
+ * under a watchdog: instead of a signal now, start its clock (if no
+ * message of it is waiting already) and make sure the watchdog is awake. */
+static void wd_defer(nemo_place *me, nemo_place *dst, nemo_waiter *ww)
+{
+	uint64_t zero = 0, now = nemo_ticks();
+	NEMO__PCOUNT(me, c_kicks_deferred);
+	if (atomic_load_explicit(&dst->wd_since, memory_order_relaxed) ||
+	    !atomic_compare_exchange_strong_explicit(&dst->wd_since, &zero, now ? now : 1,
+						     memory_order_seq_cst, memory_order_relaxed))  /* W1 */
+		return;       /* its clock runs already: that sender woke the watchdog */
+	if (!atomic_load_explicit(&me->d->wd_w, memory_order_seq_cst)) {
+		/* W6: the watchdog stopped meanwhile: signal now ourselves. */
+		if (atomic_exchange_explicit(&dst->wd_since, 0, memory_order_seq_cst))
+			irq_kick(me, dst);
+		return;
+	}
+	if (nemo__waiter_kick_issued(ww))                                                  /* W2 */
+		NEMO__PCOUNT(me, c_kicks_futex);
 }
 
 void nemo__irq_quiesce(nemo_place *me)
@@ -161,6 +193,14 @@ void nemo__kick(nemo_place *me, nemo_place *dst)
 		return;
 	uint32_t s = atomic_load_explicit(&w->state, memory_order_seq_cst);
 	if (s == NEMO_WAITER_RUNNING) {
+		if (atomic_load_explicit(&dst->wd_ticks, memory_order_relaxed) &&
+		    atomic_load_explicit(&dst->irq_on, memory_order_seq_cst)) {
+			nemo_waiter *ww = atomic_load_explicit(&me->d->wd_w, memory_order_acquire);
+			if (ww) {
+				wd_defer(me, dst, ww);
+				return;
+			}
+		}
 		if (atomic_load_explicit(&dst->fd_armed, memory_order_seq_cst)) {
 			fd_kick(me, dst);
 			return;

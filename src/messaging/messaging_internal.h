@@ -186,6 +186,9 @@ typedef struct nemo_place {
 	 * then every consumer of this place - its own thread in a nemo call,
 	 * or the progress thread - holds plock. */
 	_Atomic int delegated;
+	/* The polling watchdog (src/poll/watchdog.c): T in ticks (0: off),
+	 * read by senders that find the place running in interrupt mode. */
+	_Atomic uint64_t wd_ticks;
 
 	/* Interrupt-mode kickers between their read of irq_on and the end
 	 * of their tgkill, and the signals sent (kick.c, STALE SIGNALS):
@@ -196,6 +199,10 @@ typedef struct nemo_place {
 	 * writes made (queue.c, THE FILE DESCRIPTOR). */
 	_Atomic uint32_t fd_kickers;
 	_Atomic uint32_t fd_writes;
+	/* The tick since which a message has waited for the watchdog's T
+	 * (0: none): CAS 0 -> now by the sender that deferred its signal,
+	 * cleared by a drain and by the watchdog when it fires. */
+	_Atomic uint64_t wd_since;
 
 	pthread_mutex_t plock;
 
@@ -239,7 +246,7 @@ typedef struct nemo_place {
 	_Atomic uint64_t c_kicks_futex, c_kicks_signal, c_kicks_avoided, c_kicks_skipped;
 	_Atomic uint64_t c_full_waits, c_send_failures, c_interrupts, c_sleeps;
 	_Atomic uint64_t c_overflowed, c_ovf_dropped, c_kicks_fd;
-	_Atomic uint64_t c_poll_checks, c_poll_check_handled;
+	_Atomic uint64_t c_poll_checks, c_poll_check_handled, c_kicks_deferred;
 } nemo_place;
 
 /* An action of the ADT (src/am/). */
@@ -279,6 +286,9 @@ struct nemo_domain {
 	/* The progress thread's waiter slot while one runs (src/poll/
 	 * progress.c): kicked for delegated places that are RUNNING. */
 	_Atomic(nemo_waiter *) prog_w;
+	/* The watchdog's waiter slot while one runs (src/poll/watchdog.c). */
+	_Atomic(nemo_waiter *) wd_w;
+	void *watchdog;               /* the nemo_watchdog of this domain, or NULL */
 	void *progress;               /* the nemo_progress of this domain, or NULL */
 	struct nemo_domain *dead_next;/* destroyed domains (domain.c) */
 	/* The word every place sleeps on, each with its slot's bit (the
@@ -375,6 +385,10 @@ void nemo__publish(nemo_place *me, unsigned dst_idx, bool push);
 
 /* The one kick decision (kick.c): make dst notice its queues now. */
 void nemo__kick(nemo_place *me, nemo_place *dst);
+
+/* Signal dst now if it is in interrupt mode (K1-K3 of kick.c), for a
+ * thread that is not a place (the watchdog): true if a signal was sent. */
+bool nemo__irq_signal(nemo_place *dst);
 
 /* Interrupts of me were just turned off (irq_on := 0, seq_cst): wait
  * until no kicker that saw them on is still sending its signal, and take

@@ -1306,7 +1306,7 @@ unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final)
 {
 	struct nemo_domain *d = me->d;
 	unsigned total = 0;
-	bool more = false;
+	bool more = false, any_left = false;
 	if (final) {
 		/* L2: every queue, by CAS, until a pass finds nothing. */
 		for (;;) {
@@ -1319,6 +1319,12 @@ unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final)
 		}
 	}
 	unsigned budget = d->R + NEMO_NOTIFY_FIFO_LEN;
+	/* The watchdog's clock (src/poll/watchdog.c, W3): we are looking now.
+	 * Cleared before the hint words are read, so a message whose sender
+	 * started the clock after this is either taken below or starts it
+	 * again (its bit is still set, or set anew). */
+	if (__builtin_expect(atomic_load_explicit(&me->wd_since, memory_order_relaxed) != 0, 0))
+		atomic_store_explicit(&me->wd_since, 0, memory_order_seq_cst);
 	/* D1: the hot queues first: a polling receiver finds a hot sender's
 	 * entry there before the sender's hint bit arrives. */
 	for (unsigned i = 0; i < NEMO__HOT; i++) {
@@ -1341,11 +1347,18 @@ unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final)
 			if (got)
 				hot_add(me, s);
 			if (left) {
+				any_left = true;
 				/* Stopped at the budget: keep s findable. */
 				atomic_fetch_or_explicit(&row[w], 1ull << b, memory_order_relaxed);
 			}
 			total += got;
 		}
+	}
+	if ((more || any_left) && atomic_load_explicit(&me->wd_ticks, memory_order_relaxed)) {
+		/* Work left for later: its clock runs from now (W3). */
+		uint64_t zero = 0, now = nemo_ticks();
+		atomic_compare_exchange_strong_explicit(&me->wd_since, &zero, now ? now : 1, memory_order_seq_cst,
+							memory_order_relaxed);
 	}
 	if (more) {
 		/* A hot queue hit the budget: find it again next time. */

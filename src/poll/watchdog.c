@@ -1,0 +1,250 @@
+/*
+ * watchdog.c - the polling watchdog (nemo/poll.h): a place in interrupt
+ * mode is signalled only when a message has waited for it longer than T.
+ *
+ * THE WATCHDOG
+ *
+ * State per place: wd_ticks (T in ticks, 0: not watched; written by the
+ * place, read by senders) and wd_since (the tick since which a message
+ * has waited, 0: none).  Per domain: wd_w, the watchdog thread's waiter
+ * slot (RUNNING, SLEEPING), published while it runs.
+ *
+ *   W1  a sender whose kick finds the place RUNNING, with interrupt mode on
+ *       and wd_ticks set, while a watchdog runs (kick.c, wd_defer): no
+ *       signal; CAS(wd_since, 0 -> now, seq_cst).  If it set the clock:
+ *   W2  kick wd_w (the waiter layer's kick: a FUTEX_WAKE only if the
+ *       watchdog sleeps).  A sender that finds the clock running already
+ *       does nothing: the one that started it did W2.
+ *   W3  every drain of the place (queue.c, nemo__drain) first stores
+ *       wd_since := 0 (seq_cst, only if set), then reads its hint words;
+ *       a drain that leaves work (its budget) starts the clock itself.
+ *   W4  the watchdog's pass: for every watched, active place with
+ *       s = wd_since != 0: if now - s >= T: CAS(wd_since, s -> 0) and, if
+ *       that succeeded, signal the place (kick.c's K1-K3: only if
+ *       interrupt mode is still on); else note s + T as a deadline.
+ *   W5  no deadline: exchange(state, SLEEPING, seq_cst), re-read every
+ *       watched place's wd_since (seq_cst); any set -> RUNNING, pass
+ *       again; else futex_wait(state, SLEEPING) with no timeout.
+ *       A deadline: sleep until the earliest (timer slack 1 ns), on a
+ *       word that nemo_watchdog_stop wakes.
+ *
+ *   W6  stopping: the thread clears wd_w (seq_cst) and exits; then every
+ *       running clock is taken (exchange, seq_cst) and its place
+ *       signalled.  A sender that started a clock re-reads wd_w (seq_cst)
+ *       after its CAS and, finding it NULL, takes its clock back and
+ *       signals itself: store-buffering again, so one of the two signals
+ *       (both, at worst: a spurious signal).  A place that turns its T
+ *       to 0 while a sender defers to it: the pass treats a running clock
+ *       with T 0 as expired.
+ *
+ * WHY NO MESSAGE WAITS FOREVER.  A message m to a watched place r whose
+ * sender's S4 found its hint bit clear reaches W1 (or, if r was polling
+ * or sleeping, the ordinary kick).  After W1 either the clock runs from a
+ * tick no later than m's enqueue, or it was running already from an
+ * earlier tick.  The clock is cleared only by W3 - a drain that reads the
+ * hint words after the clear, so it takes m if m's bit was set before
+ * (the ordinary argument of queue.c), and otherwise m's sender reaches W1
+ * after the clear and starts it again - or by W4, which signals r, whose
+ * handler drains.  A sender whose bit was already set relies on the
+ * sender that set it: the bit stays set until a drain (W3) exchanges it,
+ * and that drain takes m.  The watchdog cannot sleep through a running
+ * clock: W1;W2 and W5 are the store-buffering pattern (the CAS, then the
+ * load of its state; its exchange, then the loads of the clocks), so W5
+ * sees the clock or W2 sees SLEEPING and wakes it.  A clock that runs
+ * although its message was taken (the sender's W1 came after the drain
+ * that took it) costs one spurious signal at most: the handler finds
+ * nothing.  So every message is handled by a poll of r's own or by a
+ * signal at most T (plus the watchdog's wake-up and the signal's delivery)
+ * after it was queued.
+ */
+#define _GNU_SOURCE
+#include <nemo/poll.h>
+
+#include "../messaging/messaging_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+
+struct nemo_watchdog {
+	struct nemo_domain *d;
+	pthread_t thread;
+	_Atomic int stop;
+	_Atomic uint32_t stop_word;   /* its timed sleeps wait on this */
+	_Atomic(nemo_waiter *) w;
+	_Atomic int started;
+	_Atomic uint64_t fired, wakeups, sleeps;
+};
+
+/* W4: one pass; returns the earliest deadline, UINT64_MAX for none. */
+static uint64_t pass(struct nemo_watchdog *g)
+{
+	struct nemo_domain *d = g->d;
+	uint64_t now = nemo_ticks(), next = UINT64_MAX;
+	for (unsigned i = 0; i < d->P; i++) {
+		nemo_place *x = &d->places[i];
+		uint64_t s = atomic_load_explicit(&x->wd_since, memory_order_seq_cst);
+		if (!s)
+			continue;
+		/* T 0: the place turned its watchdog off after a sender had
+		 * deferred to it: signal now. */
+		uint64_t t = atomic_load_explicit(&x->wd_ticks, memory_order_relaxed);
+		if ((atomic_load_explicit(&x->status, memory_order_acquire) & 3u) != NEMO__ST_ACTIVE) {
+			atomic_compare_exchange_strong_explicit(&x->wd_since, &s, 0, memory_order_seq_cst,
+								memory_order_relaxed);
+			continue;
+		}
+		if (now - s >= t) {
+			if (atomic_compare_exchange_strong_explicit(&x->wd_since, &s, 0, memory_order_seq_cst,
+								    memory_order_relaxed) &&
+			    nemo__irq_signal(x))
+				atomic_fetch_add_explicit(&g->fired, 1, memory_order_relaxed);
+		} else if (s + t < next) {
+			next = s + t;
+		}
+	}
+	return next;
+}
+
+/* W5: anything waiting?  (seq_cst loads, after publishing SLEEPING) */
+static bool any_clock(struct nemo_watchdog *g)
+{
+	struct nemo_domain *d = g->d;
+	for (unsigned i = 0; i < d->P; i++) {
+		if (atomic_load_explicit(&d->places[i].wd_since, memory_order_seq_cst))
+			return true;
+	}
+	return false;
+}
+
+static void *wd_main(void *arg)
+{
+	struct nemo_watchdog *g = arg;
+	nemo_waiter *w = nemo_waiter_self();
+	if (!w) {
+		atomic_store_explicit(&g->started, -1, memory_order_release);
+		return NULL;
+	}
+	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);   /* T may be tens of microseconds */
+	atomic_store_explicit(&w->bword, NULL, memory_order_relaxed);
+	atomic_store_explicit(&g->w, w, memory_order_relaxed);
+	atomic_store_explicit(&g->d->wd_w, w, memory_order_release);
+	atomic_store_explicit(&g->started, 1, memory_order_release);
+	while (!atomic_load_explicit(&g->stop, memory_order_acquire)) {
+		uint64_t next = pass(g);
+		if (next == UINT64_MAX) {
+			atomic_exchange_explicit(&w->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst);   /* W5 */
+			if (atomic_load_explicit(&g->stop, memory_order_seq_cst) || any_clock(g)) {
+				atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
+				continue;
+			}
+			atomic_fetch_add_explicit(&g->sleeps, 1, memory_order_relaxed);
+			nemo_futex_wait((uint32_t *)&w->state, NEMO_WAITER_SLEEPING, NULL, NEMO_FUTEX_PRIVATE);
+			atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
+		} else {
+			uint64_t now = nemo_ticks();
+			if (next > now) {
+				double ns = nemo_ticks_to_ns((int64_t)(next - now));
+				struct timespec rel = { (time_t)(ns / 1e9), (long)(ns - (double)(time_t)(ns / 1e9) * 1e9) };
+				if (rel.tv_nsec < 0 || rel.tv_nsec >= 1000000000)
+					rel.tv_nsec = 0;
+				nemo_futex_wait((uint32_t *)&g->stop_word, 0, &rel, NEMO_FUTEX_PRIVATE);
+			}
+		}
+		atomic_fetch_add_explicit(&g->wakeups, 1, memory_order_relaxed);
+	}
+	atomic_store_explicit(&g->d->wd_w, NULL, memory_order_seq_cst);   /* W6 */
+	return NULL;
+}
+
+int nemo_watchdog_start(nemo_domain *d, nemo_watchdog **out)
+{
+	if (!out)
+		return NEMO__FAIL(EINVAL, "out is NULL");
+	int err = nemo__domain_check(d);
+	if (err)
+		return err;
+	nemo_clock_init();
+	struct nemo_watchdog *g = calloc(1, sizeof *g);
+	if (!g)
+		return ENOMEM;
+	g->d = d;
+	pthread_mutex_lock(&d->lock);
+	if (d->watchdog) {
+		pthread_mutex_unlock(&d->lock);
+		free(g);
+		return NEMO__FAIL(EEXIST, "the domain has a watchdog already");
+	}
+	d->watchdog = g;
+	pthread_mutex_unlock(&d->lock);
+	err = pthread_create(&g->thread, NULL, wd_main, g);
+	if (!err) {
+		while (!atomic_load_explicit(&g->started, memory_order_acquire))
+			sched_yield();
+		if (atomic_load_explicit(&g->started, memory_order_acquire) < 0) {
+			pthread_join(g->thread, NULL);
+			err = ENOMEM;
+		}
+	}
+	if (err) {
+		pthread_mutex_lock(&d->lock);
+		d->watchdog = NULL;
+		pthread_mutex_unlock(&d->lock);
+		free(g);
+		return err;
+	}
+	*out = g;
+	return 0;
+}
+
+int nemo_watchdog_stop(nemo_watchdog *g)
+{
+	if (!g)
+		return NEMO__FAIL(EINVAL, "the watchdog is NULL");
+	atomic_store_explicit(&g->stop, 1, memory_order_seq_cst);
+	atomic_store_explicit(&g->stop_word, 1, memory_order_seq_cst);
+	nemo_futex_wake((uint32_t *)&g->stop_word, 1, NEMO_FUTEX_PRIVATE, NULL);
+	nemo_waiter *w = atomic_load_explicit(&g->w, memory_order_acquire);
+	if (w)
+		nemo__waiter_kick_issued(w);
+	pthread_join(g->thread, NULL);
+	/* Clocks left running: their places are signalled by their next
+	 * senders at once from now on; signal those waiting now. */
+	struct nemo_domain *d = g->d;
+	for (unsigned i = 0; i < d->P; i++) {
+		nemo_place *x = &d->places[i];
+		uint64_t s = atomic_exchange_explicit(&x->wd_since, 0, memory_order_seq_cst);
+		if (s && (atomic_load_explicit(&x->status, memory_order_acquire) & 3u) == NEMO__ST_ACTIVE)
+			nemo__irq_signal(x);
+	}
+	pthread_mutex_lock(&d->lock);
+	d->watchdog = NULL;
+	pthread_mutex_unlock(&d->lock);
+	free(g);
+	return 0;
+}
+
+int nemo_watchdog_get_counters(nemo_watchdog *g, nemo_watchdog_counters *out)
+{
+	if (!g || !out)
+		return NEMO__FAIL(EINVAL, "%s is NULL", g ? "out" : "the watchdog");
+	out->fired = atomic_load_explicit(&g->fired, memory_order_relaxed);
+	out->wakeups = atomic_load_explicit(&g->wakeups, memory_order_relaxed);
+	out->sleeps = atomic_load_explicit(&g->sleeps, memory_order_relaxed);
+	return 0;
+}
+
+int nemo_place_set_watchdog(uint64_t t_ns)
+{
+	nemo_place *me = nemo__place_self();
+	if (!me)
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
+	if (t_ns > NEMO_WATCHDOG_T_MAX_NS)
+		return NEMO__FAIL(EINVAL, "T of %llu ns is above 1 s", (unsigned long long)t_ns);
+	nemo_clock_init();
+	uint64_t t = t_ns ? nemo_ns_to_ticks((double)t_ns) : 0;
+	atomic_store_explicit(&me->wd_ticks, t_ns && !t ? 1 : t, memory_order_seq_cst);
+	return 0;
+}

@@ -1,0 +1,167 @@
+/*
+ * test_watchdog.c - the polling watchdog (nemo/poll.h): a message to a
+ * place that computes without polling is handled by an interrupt, never
+ * before T has passed since it was sent; messages handled in time by the
+ * place's own checks cost no signal; a flood to a place that never polls
+ * is handled in full; an idle watchdog sleeps; bad values are errors.
+ * (The only time compared is a lower bound - the watchdog cannot fire
+ * before T - which no load can break.)
+ */
+#define _GNU_SOURCE
+#include "check.h"
+
+#include <nemo/nemo.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+enum { ACT_STAMP = 1, ACT_COUNT = 2 };
+
+static atomic_ulong stamped, counted, early, ctx_not_irq;
+static atomic_int mode;              /* 0 compute without polling; 1 compute with checks; 9 leave */
+static uint64_t t_ticks;
+static _Atomic nemo_place_id xid = NEMO_PLACE_NONE;
+
+static void on_stamp(const nemo_am_msg *m, void *ctx)
+{
+	(void)ctx;
+	uint64_t now = nemo_ticks();
+	if (now - m->arg < t_ticks)
+		atomic_fetch_add(&early, 1);
+	if (m->context != NEMO_AM_CTX_INTERRUPT)
+		atomic_fetch_add(&ctx_not_irq, 1);
+	atomic_fetch_add(&stamped, 1);
+}
+
+static void on_count(const nemo_am_msg *m, void *ctx)
+{
+	(void)m;
+	(void)ctx;
+	atomic_fetch_add(&counted, 1);
+}
+
+static void *watched(void *p)
+{
+	nemo_domain *d = p;
+	nemo_place_id id;
+	nemo_place_attr a = { .flags = NEMO_PLACE_INTERRUPTS };
+	CHECK_EQ_INT(nemo_place_join(d, &a, &id), 0);
+	CHECK_EQ_INT(nemo_place_set_watchdog(20000000), 0);       /* 20 ms */
+	CHECK_EQ_INT(nemo_poll_threshold_set(20000), 0);          /* checks: 20 us */
+	atomic_store(&xid, id);
+	volatile uint64_t sink = 0;
+	for (uint64_t i = 0;; i++) {
+		int m = atomic_load_explicit(&mode, memory_order_relaxed);
+		if (m == 9)
+			break;
+		sink += i;
+		if (m == 1)
+			NEMO_POLL_CHECK();
+	}
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	return NULL;
+}
+
+static double cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int main(void)
+{
+	nemo_clock_init();
+	t_ticks = nemo_ns_to_ticks(20e6);
+	nemo_domain *d;
+	CHECK_EQ_INT(nemo_domain_create(NULL, &d), 0);
+	CHECK_EQ_INT(nemo_action_register(d, ACT_STAMP, on_stamp, NULL), 0);
+	CHECK_EQ_INT(nemo_action_register(d, ACT_COUNT, on_count, NULL), 0);
+
+	nemo_watchdog *w = NULL, *w2 = NULL;
+	CHECK_EQ_INT(nemo_watchdog_start(d, NULL), EINVAL);
+	CHECK_EQ_INT(nemo_watchdog_start(NULL, &w), EINVAL);
+	CHECK_EQ_INT(nemo_watchdog_stop(NULL), EINVAL);
+	CHECK_EQ_INT(nemo_place_set_watchdog(1000), ENOTCONN);
+	CHECK_EQ_INT(nemo_watchdog_start(d, &w), 0);
+	CHECK_EQ_INT(nemo_watchdog_start(d, &w2), EEXIST);
+
+	pthread_t t;
+	pthread_create(&t, NULL, watched, d);
+	nemo_place_id me;
+	CHECK_EQ_INT(nemo_place_join(d, NULL, &me), 0);
+	CHECK_EQ_INT(nemo_place_set_watchdog(NEMO_WATCHDOG_T_MAX_NS + 1), EINVAL);
+	while (atomic_load(&xid) == NEMO_PLACE_NONE)
+		sched_yield();
+	nemo_place_id x = atomic_load(&xid);
+
+	/* 1. It never polls: each message is handled by an interrupt, not
+	 *    before T. */
+	for (int i = 0; i < 5; i++) {
+		CHECK_EQ_INT(nemo_am_send(x, ACT_STAMP, nemo_ticks(), 0), 0);
+		while (atomic_load(&stamped) < (unsigned long)i + 1)
+			sched_yield();
+	}
+	CHECK_EQ_INT(atomic_load(&early), 0);
+	CHECK_EQ_INT(atomic_load(&ctx_not_irq), 0);
+	nemo_watchdog_counters wc;
+	CHECK_EQ_INT(nemo_watchdog_get_counters(w, &wc), 0);
+	CHECK(wc.fired >= 5);
+
+	/* 2. A flood to it, still never polling: all handled. */
+	for (unsigned i = 0; i < 20000; i++)
+		CHECK_EQ_INT(nemo_am_send(x, ACT_COUNT, i, 0), 0);
+	while (atomic_load(&counted) < 20000)
+		sched_yield();
+
+	/* 3. It checks every 20 us: messages handled in time cost no signal. */
+	atomic_store(&mode, 1);
+	nemo_domain_counters c0, c1;
+	CHECK_EQ_INT(nemo_domain_get_counters(d, &c0), 0);
+	nemo_watchdog_counters w0, w1;
+	nemo_watchdog_get_counters(w, &w0);
+	struct timespec gap = { 0, 200000 };
+	for (unsigned i = 0; i < 500; i++) {
+		CHECK_EQ_INT(nemo_am_send(x, ACT_COUNT, i, 0), 0);
+		nanosleep(&gap, NULL);
+	}
+	while (atomic_load(&counted) < 20500)
+		sched_yield();
+	CHECK_EQ_INT(nemo_domain_get_counters(d, &c1), 0);
+	nemo_watchdog_get_counters(w, &w1);
+	printf("watchdog: 5 interrupts past T (20 ms); a 20000-message flood handled; 500 messages to a "
+	       "place checking every 20 us: %llu signals, %llu deferred kicks, %llu fired\n",
+	       (unsigned long long)(c1.kicks_signal - c0.kicks_signal),
+	       (unsigned long long)(c1.kicks_deferred - c0.kicks_deferred),
+	       (unsigned long long)(w1.fired - w0.fired));
+	CHECK_EQ_INT(c1.kicks_signal - c0.kicks_signal, 0);
+	/* With T = 20 ms and a check every 20 us, firing needs a 20 ms stall
+	 * of the watched thread: allow a few under heavy load. */
+	CHECK(w1.fired - w0.fired <= 5);
+	CHECK(c1.kicks_deferred - c0.kicks_deferred > 0);
+
+	/* 4. Idle: the watchdog sleeps with no timer. */
+	atomic_store(&mode, 9);
+	pthread_join(t, NULL);
+	struct timespec quarter = { 0, 250000000 };
+	nanosleep(&quarter, NULL);
+	nemo_watchdog_get_counters(w, &w0);
+	double cpu0 = cpu_s();
+	nanosleep(&quarter, NULL);
+	nanosleep(&quarter, NULL);
+	double cpu1 = cpu_s();
+	nemo_watchdog_get_counters(w, &w1);
+	printf("watchdog idle 0.5 s: %.2f ms of CPU, %llu wake-ups\n", (cpu1 - cpu0) * 1e3,
+	       (unsigned long long)(w1.wakeups - w0.wakeups));
+	CHECK(cpu1 - cpu0 < 0.05);
+	CHECK_EQ_INT(w1.wakeups - w0.wakeups, 0);
+
+	CHECK_EQ_INT(nemo_domain_destroy(d), EBUSY);
+	CHECK_EQ_INT(nemo_watchdog_stop(w), 0);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	CHECK_EQ_INT(nemo_domain_destroy(d), 0);
+	return check_exit("test_watchdog");
+}
