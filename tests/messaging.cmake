@@ -44,3 +44,6 @@ nemo_c_test(test_progress SOURCES test_progress.c LABELS "unit;concurrency")
 # signals' handlers run only at the watched thread's next intercepted
 # call, and the watched thread computes with none (as example.interrupts).
 nemo_c_test(test_watchdog SOURCES test_watchdog.c LABELS unit)
+
+# Notification delays (NEMO_DOMAIN_DELAYS).
+nemo_c_test(test_delays SOURCES test_delays.c LABELS "unit;concurrency")

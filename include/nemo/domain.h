@@ -187,7 +187,15 @@ typedef struct nemo_domain_attr {
 	int irq_signal;               /**< interrupt-mode signal (0: SIGURG) */
 	unsigned overflow_max;        /**< sends a place may keep in its overflow
 	                                   ("Sends from handlers"), 1..2^24 (0: 65536) */
+	unsigned flags;               /**< NEMO_DOMAIN_* */
 } nemo_domain_attr;
+
+/** nemo_domain_attr.flags */
+enum {
+	NEMO_DOMAIN_DELAYS = 1u << 0, /**< record each active message's notification delay
+	                                   (enqueue to handler start) per place:
+	                                   nemo_place_delays (nemo/poll.h) */
+};
 
 /** The largest nemo_domain_attr.overflow_max. */
 #define NEMO_OVERFLOW_MAX (1u << 24)

@@ -219,6 +219,42 @@ int nemo_watchdog_get_counters(nemo_watchdog *w, nemo_watchdog_counters *out);
  */
 int nemo_place_set_watchdog(uint64_t t_ns);
 
+/* ------------------------------------------------------------------------
+ * Notification delays
+ *
+ * In a domain created with NEMO_DOMAIN_DELAYS (nemo/domain.h), every
+ * active message's delay - from its enqueue to the start of its handler -
+ * is added to its receiving place's histogram: seed 002's measure of what
+ * a polling strategy costs the messages.  Notifications (nemo_notify) are
+ * not measured.
+ * ------------------------------------------------------------------------ */
+
+/** Histogram buckets: bucket k counts delays of [2^k, 2^(k+1)) ns (bucket
+ *  0 also 0 ns; the last everything from 2^47 ns up). */
+#define NEMO_DELAY_BUCKETS 48
+
+/** A place's notification delays since it joined. */
+typedef struct nemo_delay_stats {
+	uint64_t count;               /**< messages measured */
+	uint64_t sum_ns;              /**< total delay */
+	uint64_t max_ns;              /**< longest */
+	uint64_t buckets[NEMO_DELAY_BUCKETS];
+} nemo_delay_stats;
+
+/**
+ * A snapshot of place id's delays (any thread).
+ * @return 0; EINVAL; EIDRM; ENOTSUP if d was created without
+ *         NEMO_DOMAIN_DELAYS; ESRCH if id is not a place of d.
+ */
+int nemo_place_delays(nemo_domain *d, nemo_place_id id, nemo_delay_stats *out);
+
+/**
+ * The q-quantile (0..1) of s, as the upper edge of its bucket (within a
+ * factor of 2 below; never above max_ns).
+ * @return 0; EINVAL; ENOENT if s is empty.
+ */
+int nemo_delay_percentile(const nemo_delay_stats *s, double q, uint64_t *ns);
+
 #ifdef __cplusplus
 }
 #endif

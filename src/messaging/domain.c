@@ -75,7 +75,7 @@ static void big_free(void *p, size_t size)
 
 /* Sizes of the arrays of a domain. */
 struct sizes {
-	size_t places, hints, links, rings, out, in, adt, alt;
+	size_t places, hints, links, rings, out, in, adt, alt, stamps;
 };
 
 static struct sizes sizes_of(const struct nemo_domain *d)
@@ -90,6 +90,7 @@ static struct sizes sizes_of(const struct nemo_domain *d)
 		.in = pairs * sizeof(nemo__in),
 		.adt = (size_t)d->A * sizeof(nemo__action),
 		.alt = P * d->E * sizeof(uint32_t),
+		.stamps = (d->flags & NEMO_DOMAIN_DELAYS) ? pairs * d->R * sizeof(uint64_t) : 0,
 	};
 }
 
@@ -104,6 +105,9 @@ static void free_arrays(struct nemo_domain *d)
 	big_free(d->in, z.in);
 	big_free(d->adt, z.adt);
 	big_free((void *)d->alt, z.alt);
+	if (d->stamps)
+		big_free(d->stamps, z.stamps);
+	d->stamps = NULL;
 	d->places = NULL;
 	d->hints = NULL;
 	d->links = NULL;
@@ -170,6 +174,9 @@ int nemo_domain_create(const nemo_domain_attr *attr, nemo_domain **out)
 		a.irq_signal = SIGURG;
 	if (!a.overflow_max)
 		a.overflow_max = 65536;
+	if (a.flags & ~(unsigned)NEMO_DOMAIN_DELAYS)
+		return NEMO__FAIL(EINVAL, "flags 0x%x: unknown bits 0x%x (NEMO_DOMAIN_DELAYS)", a.flags,
+				  a.flags & ~(unsigned)NEMO_DOMAIN_DELAYS);
 	if (a.overflow_max > NEMO_OVERFLOW_MAX)
 		return NEMO__FAIL(EINVAL, "overflow_max %u is above %u", a.overflow_max, NEMO_OVERFLOW_MAX);
 	if (a.max_places > NEMO_PLACES_MAX)
@@ -196,6 +203,7 @@ int nemo_domain_create(const nemo_domain_attr *attr, nemo_domain **out)
 	d->E = a.max_events;
 	d->sig = a.irq_signal;
 	d->ovf_max = a.overflow_max;
+	d->flags = a.flags;
 	d->HW = (d->P + 63) / 64;
 	d->hw_stride = (d->HW + 7) / 8 * 8;        /* whole cache lines per receiver */
 	struct sizes z = sizes_of(d);
@@ -207,7 +215,10 @@ int nemo_domain_create(const nemo_domain_attr *attr, nemo_domain **out)
 	d->in = big_alloc(z.in);
 	d->adt = big_alloc(z.adt);
 	d->alt = big_alloc(z.alt);
-	if (!d->places || !d->hints || !d->links || !d->rings || !d->out || !d->in || !d->adt || !d->alt) {
+	if (z.stamps)
+		d->stamps = big_alloc(z.stamps);
+	if (!d->places || !d->hints || !d->links || !d->rings || !d->out || !d->in || !d->adt || !d->alt ||
+	    (z.stamps && !d->stamps)) {
 		free_arrays(d);
 		pthread_mutex_destroy(&d->lock);
 		free(d);
@@ -524,6 +535,11 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 			atomic_store_explicit(&p->wd_ticks, 0, memory_order_relaxed);
 			atomic_store_explicit(&p->wd_since, 0, memory_order_relaxed);
 			atomic_store_explicit(&p->delegated, 0, memory_order_relaxed);
+			atomic_store_explicit(&p->dl_count, 0, memory_order_relaxed);
+			atomic_store_explicit(&p->dl_sum_ns, 0, memory_order_relaxed);
+			atomic_store_explicit(&p->dl_max_ns, 0, memory_order_relaxed);
+			for (unsigned k = 0; k < 48; k++)
+				atomic_store_explicit(&p->dl_bucket[k], 0, memory_order_relaxed);
 			p->ovf = NULL;
 			p->ovf_head = p->ovf_tail = p->ovf_cap = p->ovf_n = 0;
 			atomic_store_explicit(&p->efd, -1, memory_order_relaxed);

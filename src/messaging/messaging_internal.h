@@ -247,6 +247,11 @@ typedef struct nemo_place {
 	_Atomic uint64_t c_full_waits, c_send_failures, c_interrupts, c_sleeps;
 	_Atomic uint64_t c_overflowed, c_ovf_dropped, c_kicks_fd;
 	_Atomic uint64_t c_poll_checks, c_poll_check_handled, c_kicks_deferred;
+
+	/* Notification delays (NEMO_DOMAIN_DELAYS; src/poll/delay.c): owner
+	 * writes, relaxed; bucket k counts delays in [2^k, 2^(k+1)) ns. */
+	_Alignas(NEMO__CACHELINE) _Atomic uint64_t dl_count, dl_sum_ns, dl_max_ns;
+	_Atomic uint64_t dl_bucket[48];      /* NEMO_DELAY_BUCKETS */
 } nemo_place;
 
 /* An action of the ADT (src/am/). */
@@ -270,6 +275,10 @@ struct nemo_domain {
 	unsigned P, R, HW, A, E;
 	unsigned Rbits;               /* R = 2^Rbits */
 	unsigned ovf_max;             /* overflow entries per place (queue.c, OVERFLOW) */
+	unsigned flags;               /* NEMO_DOMAIN_* */
+	/* NEMO_DOMAIN_DELAYS: the enqueue tick of each ring slot, beside the
+	 * rings ([(r*P+s)*R + pos]); NULL otherwise. */
+	uint64_t *stamps;
 	int sig;
 	unsigned nplaces;
 
@@ -437,6 +446,9 @@ int nemo__place_adopt(struct nemo_domain *d, const char *fn);
 /* The calling thread's next threshold-check tick (nemo/poll.h; defined in
  * domain.c, which resets it at join and leave: the place's lifecycle). */
 extern __thread uint64_t nemo__poll_due __attribute__((tls_model("initial-exec")));
+
+/* Record one notification delay of me (src/poll/delay.c; owner only). */
+void nemo__delay_record(nemo_place *me, uint64_t enq_ticks);
 
 /* Signal handler install (domain.c). */
 int nemo__irq_install(int sig);

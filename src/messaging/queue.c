@@ -667,6 +667,8 @@ static int ring_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id 
 		__builtin_prefetch(&ring[(p + NEMO__PREFETCH_SLOTS) & mask], 1);
 	hs->meta = meta;
 	hs->arg = arg;
+	if (__builtin_expect(d->stamps != NULL, 0))         /* NEMO_DOMAIN_DELAYS */
+		d->stamps[((size_t)r * d->P + me->idx) * d->R + (p & mask)] = nemo_ticks();
 	uint32_t seq = nemo__slot_seq(p, d->Rbits, nemo__rtag(nemo__id_gen(dest)));
 	atomic_store_explicit(&hs->seq, seq, memory_order_release);
 	o->tail = p + need;
@@ -751,6 +753,8 @@ static int batch_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id
 				__builtin_prefetch(&ring[(p + NEMO__PREFETCH_SLOTS) & mask], 1);
 			hs->meta = meta;
 			hs->arg = args[done + i];
+			if (__builtin_expect(d->stamps != NULL, 0))
+				d->stamps[((size_t)r * d->P + me->idx) * d->R + (p & mask)] = nemo_ticks();
 			atomic_store_explicit(&hs->seq, nemo__slot_seq(p, rb, rtag), memory_order_release);
 		}
 		o->tail = p;
@@ -1275,6 +1279,7 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 		}
 		uint32_t meta = hs->meta;
 		uint64_t arg = hs->arg;
+		uint64_t stamp = d->stamps ? d->stamps[((size_t)me->idx * d->P + s) * d->R + (p & mask)] : 0;
 		uint32_t len = nemo__meta_len(meta);
 		uint32_t need = slots_for(len);
 		unsigned char buf[NEMO__WIRE_PAYLOAD_MAX];
@@ -1290,6 +1295,8 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 		n++;
 		NEMO__PCOUNT(me, c_am_handled);
 		nemo__deliver_fn fn = atomic_load_explicit(&d->deliver, memory_order_acquire);
+		if (stamp)
+			nemo__delay_record(me, stamp);
 		if (fn) {
 			me->hdepth++;
 			fn(me, nemo__make_id(s, sg), meta, arg, len ? buf : NULL, len, ctx);
