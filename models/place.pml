@@ -66,7 +66,8 @@
  *
  * MAPPING TO THE C CODE
  *
- * Sender (nemo__msg_send for the ring, notify_send for the FIFO, both in
+ * Sender (nemo__ring_put for the ring, nemo__notify_put for the FIFO, both
+ * ending in send_commit (S2-S5), in
  * src/messaging/queue.c):
  *   S0  nemo__dest(): load(status) != ACTIVE of the id's generation -> ESRCH
  *   G1  (-DGEN, claim(): the second occupant's first entry) wait until

@@ -331,106 +331,15 @@ int nemo_domain_places(nemo_domain *d, nemo_place_id *ids, size_t cap, size_t *n
 	if (d->places) {
 		for (unsigned i = 0; i < d->P; i++) {
 			uint64_t s = atomic_load_explicit(&d->places[i].status, memory_order_acquire);
-			if ((s & 3u) != NEMO__ST_ACTIVE)
+			if (nemo__status_state(s) != NEMO__ST_ACTIVE)
 				continue;
 			if (k < cap)
-				ids[k] = nemo__make_id(i, s >> 2);
+				ids[k] = nemo__make_id(i, nemo__status_gen(s));
 			k++;
 		}
 	}
 	pthread_mutex_unlock(&d->lock);
 	*n = k;
-	return 0;
-}
-
-/* ------------------------------------------------------ interrupt mode */
-
-/* The signal handler: run the handlers now, unless the thread is inside
- * a nemo call or has interrupts off - then remember, and the call's exit
- * (nemo__busy_exit) or nemo_place_set_interrupts(true) runs them. */
-static void irq_handler(int sig, siginfo_t *si, void *uc)
-{
-	(void)sig;
-	(void)si;
-	(void)uc;
-	nemo_place *me = tls_place;
-	if (!me)
-		return;
-	int saved = errno;
-	if (atomic_load_explicit(&me->busy, memory_order_relaxed) ||
-	    !atomic_load_explicit(&me->irq_on, memory_order_relaxed)) {
-		atomic_store_explicit(&me->irq_pending, 1, memory_order_relaxed);
-		errno = saved;
-		return;
-	}
-	atomic_store_explicit(&me->busy, 1, memory_order_relaxed);
-	atomic_signal_fence(memory_order_seq_cst);
-	NEMO__PCOUNT(me, c_interrupts);
-	/* Until nothing is left: a sender that found its hint bit set will
-	 * not signal again, so what remains queued must be handled now. */
-	while (nemo__drain(me, NEMO_AM_CTX_INTERRUPT, false) || nemo__pending(me))
-		;
-	if (me->ovf_n)
-		nemo__ovf_flush(me);    /* what its handlers kept (queue.c, OVERFLOW) */
-	atomic_signal_fence(memory_order_seq_cst);
-	atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
-	errno = saved;
-}
-
-static pthread_mutex_t irq_lock = PTHREAD_MUTEX_INITIALIZER;
-
-int nemo__irq_install(int sig)
-{
-	int err = 0;
-	pthread_mutex_lock(&irq_lock);
-	struct sigaction old;
-	if (sigaction(sig, NULL, &old) != 0) {
-		err = errno;
-	} else if ((old.sa_flags & SA_SIGINFO) && old.sa_sigaction == irq_handler) {
-		err = 0;      /* installed already */
-	} else if (!(old.sa_flags & SA_SIGINFO) &&
-		   (old.sa_handler == SIG_DFL || old.sa_handler == SIG_IGN)) {
-		struct sigaction sa;
-		memset(&sa, 0, sizeof sa);
-		sa.sa_sigaction = irq_handler;
-		sa.sa_flags = SA_SIGINFO | SA_RESTART;
-		sigemptyset(&sa.sa_mask);
-		if (sigaction(sig, &sa, NULL) != 0)
-			err = errno;
-	} else {
-		err = EBUSY;  /* someone else's handler: not ours to replace */
-	}
-	pthread_mutex_unlock(&irq_lock);
-	return err;
-}
-
-int nemo_place_set_interrupts(bool on)
-{
-	nemo_place *me = tls_place;
-	if (!me)
-		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
-	if (!on) {
-		atomic_store_explicit(&me->irq_on, 0, memory_order_seq_cst);       /* Q1 */
-		nemo__irq_quiesce(me);      /* no signal from now on (kick.c) */
-		return 0;
-	}
-	if (atomic_load_explicit(&me->delegated, memory_order_relaxed))
-		return NEMO__FAIL(EBUSY, "the place is served by the progress thread (nemo_place_set_progress(false) first)");
-	int err = nemo__irq_install(me->d->sig);
-	if (err)
-		return err;
-	/* Make sure the signal is not blocked in this thread. */
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, me->d->sig);
-	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-	atomic_store_explicit(&me->irq_on, 1, memory_order_seq_cst);
-	/* What arrived while interrupts were off (a sender that saw them off
-	 * did not signal): the same store/load pattern as W6 of queue.c. */
-	nemo__busy_enter(me);
-	if (nemo__pending(me) || atomic_exchange_explicit(&me->irq_pending, 0, memory_order_relaxed))
-		nemo__drain(me, NEMO_AM_CTX_POLL, false);
-	nemo__busy_exit(me);
 	return 0;
 }
 
@@ -513,12 +422,12 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 		for (unsigned i = 0; i < d->P; i++) {
 			nemo_place *p = &d->places[i];
 			uint64_t s = atomic_load_explicit(&p->status, memory_order_relaxed);
-			if ((s & 3u) != NEMO__ST_FREE)
+			if (nemo__status_state(s) != NEMO__ST_FREE)
 				continue;
 			/* The next generation; 0 is skipped at the wrap (2^48
 			 * joins), so that a sender-generation word of 0 names
 			 * no occupant. */
-			uint64_t gen = ((s >> 2) + 1) & NEMO__GEN_MASK;
+			uint64_t gen = (nemo__status_gen(s) + 1) & NEMO__GEN_MASK;
 			if (!gen)
 				gen = 1;
 			p->gen = gen;
@@ -605,6 +514,28 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 	return 0;
 }
 
+/*
+ * WHY A SEND RACING A LEAVE IS DELIVERED XOR FAILED
+ *
+ * nemo_place_leave: L1 status := LEAVING (seq_cst), then the asymmetric
+ * barrier; L2 the final drain: every queue, consuming each entry by
+ * CAS(entry -> 0) instead of a read, passes until one finds nothing;
+ * L3 status := FREE.  A sender whose S3 read ACTIVE wrote its entry
+ * before the barrier took effect on its CPU (below), so its entry is
+ * visible to L2, which consumes it: delivered.  A sender whose S3 reads
+ * otherwise races L2 with its own CAS on the same word: exactly one CAS
+ * wins - consumed (the sender returns 0) or taken back (ESRCH).  Later
+ * occupants never consume the taken-back entry: its rtag is the old
+ * generation's.  A ring entry read by an ordinary drain before L1 is not
+ * retracted although its seq is still valid: every drain publishes ack
+ * before it returns, hence before L1, and a sender that saw L1 (or
+ * anything after it) sees that ack at S3.  models/place.pml -DLEAVE
+ * checks this (-DRING, the read-only ring; spin found the retract of an
+ * already-handled entry before the ack check was added), and that the
+ * broken variants "no re-check at S3" (a message lost), "plain reads in
+ * the final drain" (handled and failed) and "no barrier after L1" (a
+ * message lost) are caught.
+ */
 int nemo_place_leave(void)
 {
 	nemo_place *me = tls_place;
@@ -706,7 +637,7 @@ int nemo__test_set_gen(nemo_domain *d, unsigned idx, uint64_t gen)
 		err = EIDRM;
 	else if (idx >= d->P)
 		err = EINVAL;
-	else if ((atomic_load_explicit(&d->places[idx].status, memory_order_relaxed) & 3u) != NEMO__ST_FREE)
+	else if (nemo__status_state(atomic_load_explicit(&d->places[idx].status, memory_order_relaxed)) != NEMO__ST_FREE)
 		err = EBUSY;
 	else
 		atomic_store_explicit(&d->places[idx].status, nemo__status(gen, NEMO__ST_FREE),

@@ -1,6 +1,7 @@
 /*
- * messaging_internal.h - the messaging layer's structures, shared with the
- * active-message layer above it (src/am/) but not with users.
+ * messaging_internal.h - the messaging layer's structures (places, queues,
+ * and the active messages they carry: am.c), shared with the polling layer
+ * above it (src/poll/) but not with users.
  *
  * Memory of a domain with P places (all allocated at creation):
  *
@@ -16,7 +17,7 @@
  *                      notification pages
  *   rings[(r*P+s)*R]   the message ring from s to r: R 16-byte slots
  *   out[s][r], in[r][s] sender-private and receiver-private positions
- *   adt[A], alt[P][E]  the active-message tables (owned by src/am/)
+ *   adt[A], alt[P][E]  the active-message tables (am.c)
  *
  * The protocol over these is written out at the top of queue.c.
  */
@@ -55,6 +56,14 @@ enum { NEMO__ST_FREE = 0, NEMO__ST_ACTIVE = 1, NEMO__ST_LEAVING = 2 };
 static inline uint64_t nemo__status(uint64_t gen, unsigned st)
 {
 	return ((gen & NEMO__GEN_MASK) << 2) | st;
+}
+static inline unsigned nemo__status_state(uint64_t status)
+{
+	return (unsigned)(status & 3u);
+}
+static inline uint64_t nemo__status_gen(uint64_t status)
+{
+	return status >> 2;
 }
 
 /* The receiver tag of queue entries: the low 30 bits of the receiving
@@ -102,6 +111,14 @@ static inline uint32_t nemo__meta(uint32_t action, uint32_t event_plus1, uint32_
 static inline uint32_t nemo__meta_len(uint32_t meta)
 {
 	return (meta >> 25) & 0x3Fu;
+}
+static inline uint32_t nemo__meta_action(uint32_t meta)
+{
+	return meta & 0xFFFu;
+}
+static inline uint32_t nemo__meta_event1(uint32_t meta)   /* event + 1, 0: none */
+{
+	return (meta >> 12) & 0x1FFFu;
 }
 
 /* The largest payload the ring carries: a user's NEMO_AM_PAYLOAD_MAX plus
@@ -254,17 +271,16 @@ typedef struct nemo_place {
 	_Atomic uint64_t dl_bucket[48];      /* NEMO_DELAY_BUCKETS */
 } nemo_place;
 
-/* An action of the ADT (src/am/). */
+/* An action of the ADT (am.c). */
 typedef struct nemo__action {
 	_Atomic(nemo_am_handler) fn;
 	void *ctx;
 } nemo__action;
 
-/* The hook by which the messaging layer hands a ring message to the
- * active-message layer (set by src/am/ when the first action is
- * registered: layers call down, never up). */
-typedef void (*nemo__deliver_fn)(nemo_place *me, nemo_place_id src, uint32_t meta, uint64_t arg,
-				 const void *payload, size_t len, nemo_am_context ctx);
+/* Run one ring message's action (am.c): the ring's payload format is the
+ * active message's, and its dispatch is part of this layer. */
+void nemo__am_deliver(nemo_place *me, nemo_place_id src, uint32_t meta, uint64_t arg,
+		      const void *payload, size_t len, nemo_am_context ctx);
 
 #define NEMO__DOMAIN_MAGIC 0x6e656d6fu   /* "nemo" */
 #define NEMO__DOMAIN_DEAD 0x64656164u    /* "dead" */
@@ -291,7 +307,6 @@ struct nemo_domain {
 	nemo__in *in;
 	nemo__action *adt;
 	_Atomic uint32_t *alt;        /* [P][E]: action + 1, 0 unmapped */
-	_Atomic(nemo__deliver_fn) deliver;
 	/* The progress thread's waiter slot while one runs (src/poll/
 	 * progress.c): kicked for delegated places that are RUNNING. */
 	_Atomic(nemo_waiter *) prog_w;
@@ -338,6 +353,9 @@ static inline _Atomic uint32_t *nemo__alt_row(struct nemo_domain *d, unsigned p)
 	atomic_store_explicit(&(p)->field, \
 		atomic_load_explicit(&(p)->field, memory_order_relaxed) + (n), memory_order_relaxed)
 #define NEMO__PCOUNT(p, field) NEMO__PADD(p, field, 1)
+/* The same through a pointer to the counter. */
+#define NEMO__PADD1(ctr) \
+	atomic_store_explicit((ctr), atomic_load_explicit((ctr), memory_order_relaxed) + 1, memory_order_relaxed)
 
 /* The calling thread's place (NULL if none).  Readable from the
  * interrupt signal handler (initial-exec TLS); inline: every send and
@@ -374,6 +392,23 @@ nemo_place *nemo__dest(struct nemo_domain *d, nemo_place_id id, uint64_t *st);
  */
 int nemo__msg_send(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
 		   uint64_t arg, const void *payload, size_t len, unsigned flags);
+
+/* The raw puts (queue.c): S0-S5 for one entry, waiting for room (unless
+ * NEMO_NONBLOCK) but without the overflow's rules, which nemo__msg_send /
+ * nemo__msg_send_batch / nemo__notify_send add (overflow.c). */
+int nemo__ring_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
+		   uint64_t arg, const void *payload, size_t len, unsigned flags);
+int nemo__batch_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
+		    const uint64_t *args, size_t n, unsigned flags, size_t *sent);
+int nemo__notify_put(nemo_place *me, nemo_place_id dest, uint32_t chan, unsigned flags);
+/* nemo_notify's send, with the overflow's rules (overflow.c). */
+int nemo__notify_send(nemo_place *me, nemo_place_id dest, uint32_t chan, unsigned flags);
+
+/* The queue to dst is full (or still holds a previous occupant's
+ * entries): wait for room, serving our own queues (queue.c).  room(arg)
+ * says whether there is room now.  Returns 0, ESRCH, EAGAIN, EDEADLK. */
+int nemo__wait_room(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r, unsigned flags,
+		    bool (*room)(void *), void *arg);
 
 /* Enqueue n one-slot messages (same meta, args[i]) from me to dest, as
  * nemo__msg_send does one: returns 0 or the error that stopped it, with

@@ -57,7 +57,7 @@
  * futex_wait on the domain's shared word, or about to be), and its 64-bit
  * status word: gen << 2 | FREE / ACTIVE / LEAVING.
  *
- * SEND (s to r; nemo__msg_send, notify_send, nemo__publish)
+ * SEND (s to r; nemo__ring_put, nemo__notify_put, send_commit, nemo__publish)
  *
  *   S0  st := load(r.status, acquire); not ACTIVE of the id's generation
  *       -> ESRCH, nothing written.
@@ -108,22 +108,6 @@
  *   a handler may itself poll or wait without seeing its own message
  *   again, and may wait for room in a queue to the same sender.
  *
- * WAIT (r; nemo_place_wait with the ops below, through nemo__wait_loop,
- * the waiter layer's one decision of how long to poll)
- *
- *   W1  state := POLLING; poll: if nemo__pending() (any hint word, or a
- *       hot queue non-empty) then drain; return once something was handled.
- *   B1  seen := load(domain's bseq, seq_cst)
- *   W2  exchange(state, SLEEPING, seq_cst)
- *   W3  if nemo__pending() (seq_cst loads): state := RUNNING, drain.
- *   W4  futex_wait_bitset(bseq, seen, own bit): the waiter layer's SHARED
- *       WORD (a kick CASes state SLEEPING -> RUNNING, then bumps bseq and
- *       wakes the bit), so that a broadcast wakes all its sleepers with
- *       one syscall (nemo__kick_many)
- *   W5  state := RUNNING; drain; done if something was handled, else B1.
- *   W6  leaving the wait: store(state, RUNNING, seq_cst), and if interrupt
- *       mode is on, check nemo__pending() once more and drain.
- *
  * WHY NO WAKE-UP IS LOST
  *
  * S4;S5 and W2;W3 are the store-buffering pattern (as in waiter.c): s
@@ -145,26 +129,10 @@
  * "kick before hint", "check before publishing SLEEPING", "bseq read
  * after publishing SLEEPING".
  *
- * WHY A SEND RACING A LEAVE IS DELIVERED XOR FAILED
- *
- * nemo_place_leave: L1 status := LEAVING (seq_cst), then the asymmetric
- * barrier; L2 the final drain: every queue, consuming each entry by
- * CAS(entry -> 0) instead of a read, passes until one finds nothing;
- * L3 status := FREE.  A sender whose S3 read ACTIVE wrote its entry
- * before the barrier took effect on its CPU (below), so its entry is
- * visible to L2, which consumes it: delivered.  A sender whose S3 reads
- * otherwise races L2 with its own CAS on the same word: exactly one CAS
- * wins - consumed (the sender returns 0) or taken back (ESRCH).  Later
- * occupants never consume the taken-back entry: its rtag is the old
- * generation's.  A ring entry read by an ordinary drain before L1 is not
- * retracted although its seq is still valid: every drain publishes ack
- * before it returns, hence before L1, and a sender that saw L1 (or
- * anything after it) sees that ack at S3.  models/place.pml -DLEAVE
- * checks this (-DRING, the read-only ring; spin found the retract of an
- * already-handled entry before the ack check was added), and that the
- * broken variants "no re-check at S3" (a message lost), "plain reads in
- * the final drain" (handled and failed) and "no barrier after L1" (a
- * message lost) are caught.
+ * (The leave protocol, WHY A SEND RACING A LEAVE IS DELIVERED XOR FAILED,
+ * is written beside its code, nemo_place_leave in domain.c; the wait,
+ * W1-W6, beside nemo_place_wait in placewait.c; OVERFLOW, how a send
+ * from a handler never waits, in overflow.c; interrupt deferral in irq.c.)
  *
  * WHO SENT IT
  *
@@ -250,113 +218,6 @@
  * waits the same way.  A send from a handler does not wait (OVERFLOW).
  * (EDEADLK, for a handler nested more than 8 deep in such waits, is kept
  * as a guard; handlers no longer enter them.)
- *
- * OVERFLOW
- *
- * Why.  A handler that waits for room runs other handlers meanwhile, and
- * those may wait in turn: the worker pool whose handlers reply to a
- * client that is busy sending tasks nests until the depth limit, and the
- * replies failed with EDEADLK (thousands of 100,000).  Alternatives
- * weighed: credits in every send (a shared counter per pair: a line
- * transfer per message, and the user still picks the window); a reply
- * slot reserved per request (the requester must know its replies in
- * advance; a handler may send anything, not only replies); refusing the
- * send (what failed).  Chosen: a handler never waits, and what does not
- * fit is kept by the sender, in order, in memory only it touches.
- *
- * The overflow of a place: an array of entries {dest id, kind (ring or
- * FIFO), meta, arg, payload} in send order, [ovf_head, ovf_tail), with
- * ovf_n not yet delivered, and per receiver index the counts out.ovf_ring
- * and out.ovf_nf.  Only the owner thread touches it: in its nemo calls,
- * or from the interrupt handler, which runs handlers only when the
- * thread is in no nemo call - so a flush pass and a push never overlap.
- * It is allocated with mmap (safe in a signal handler, unlike malloc),
- * grows by doubling, and squeezes out delivered entries when at least
- * half are delivered.
- *
- *   K1  a send in a handler (hdepth > 0), without NEMO_NONBLOCK: if
- *       nothing is kept for that receiver and queue, try the send with
- *       NEMO_NONBLOCK; EAGAIN (full, or G1 not yet possible) or something
- *       already kept -> append an entry (ENOBUFS at overflow_max), return
- *       0.  Later sends to the same queue append behind it: order.
- *   K2  flush (nemo__ovf_flush): one pass in order; each entry re-resolves
- *       its receiver (S0) and is sent with NEMO_NONBLOCK | NEMO_MORE; an
- *       EAGAIN marks that receiver's queue stuck for the rest of the pass
- *       (its later entries stay behind it); ESRCH (the receiver left) or
- *       ENOENT (a notification handler gone) drops the entry, counted in
- *       overflow_dropped and logged under NEMO_DEBUG; then one
- *       publication (S4, S5) per receiver that got something.  Run by
- *       nemo_poll, every try of nemo_place_wait, every round of a wait for
- *       room, the end of an interrupt, and nemo_place_leave (which waits
- *       until everything is delivered or dropped).
- *   K3  a send from outside a handler to a receiver with kept entries on
- *       that queue first waits for them (flush, serving its own queues).
- *   K4  nemo_place_wait does not sleep while ovf_n > 0: nobody would
- *       wake it when room appears (receivers do not kick senders).  It
- *       yields and tries again.
- *
- * THE BACKPRESSURE.  Kept entries alone would only move the unbounded
- * queue: a client that sends 10^6 tasks and never waits leaves each
- * worker holding its share of the replies (the pool reached the default
- * bound, 65536, at 10^6 tasks).  So a place that keeps entries for r says
- * so: link(r <- s).held = 1 while out.ovf_ring + out.ovf_nf > 0 (a relaxed
- * store at the first entry and after the last; on the line r reads for
- * its own queue, so a client pays one load that hits its cache).  A send
- * from r to s outside a handler that finds held set waits as for a full
- * queue - draining its own queues, which makes room for the kept replies
- * - until s has delivered them.  The flag is a hint for a wait that
- * polls (no sleep depends on it), so relaxed order is enough.  In the
- * request/reply pattern this bounds what a worker keeps for a client by
- * what that client had queued to it: one ring of tasks.  Cycles cannot
- * deadlock: every place that waits on held serves its own queues, which
- * is what the holder needs to flush.  NEMO_NONBLOCK sends do not wait on
- * held: then only overflow_max bounds the overflow.
- *
- * What is not guaranteed: a kept send whose receiver leaves first is
- * dropped (counted); its sender was told 0, as a receiver that left just
- * after taking a message would not have handled it either.  A place in
- * interrupt mode that computes for a long time without a nemo call keeps
- * its entries until its next call or interrupt.
- *
- * THE FILE DESCRIPTOR
- *
- * nemo_place_fd gives the place an eventfd (efd) for event loops.  The
- * place counts as waiting on it while fd_armed = 1: from the end of
- * nemo_place_fd or nemo_poll (and of nemo_place_wait, once the place has
- * a descriptor) until its next nemo_poll or nemo_place_wait.
- *
- *   F1  arm: store(fd_armed, 1, seq_cst)
- *   F2  if ovf_n or nemo__pending() (seq_cst loads of the hint words):
- *       if exchange(fd_armed, 0) == 1, write the eventfd ourselves and
- *       fetch_add(fd_writes, 1, release): the loop comes back at once
- *   F3  a kicker (kick.c; only after S4 set its hint bit, or NEMO_PUSH)
- *       that reads the place RUNNING with fd_armed = 1 (seq_cst):
- *       fetch_add(fd_kickers, 1); if exchange(fd_armed, 0) == 1: write
- *       the eventfd, then fetch_add(fd_writes, 1, release);
- *       fetch_sub(fd_kickers, 1, release)
- *   F4  on entry to nemo_poll / nemo_place_wait: exchange(fd_armed, 0)
- *   F5  if load(fd_writes, acquire) is ahead of fd_read (the writes read
- *       back so far): read the eventfd and add its value to fd_read
- *   F6  leave: exchange(fd_armed, 0), wait until fd_kickers is 0, close
- *
- * No message is missed: S4;F3 and F1;F2 are the store-buffering pattern,
- * all seq_cst, so the kicker sees the place armed (and writes), or F2
- * sees the hint (and writes itself); a hint that was already set when S4
- * looked was set by a sender that went through F3 itself, or is seen by
- * F2.  Exactly one of the exchanges takes an arming, so a place gets at
- * most one write per arming.  The descriptor is not left readable for
- * nothing: a write is counted after it is made, so F5 reads only when the
- * eventfd holds at least what it counts, and reading takes all of it; a
- * write made but not yet counted at F5 is read by the next nemo_poll (the
- * descriptor is readable, so the loop comes back).  F6 against F3: a
- * kicker whose exchange took the arming incremented fd_kickers before,
- * and F6's exchange comes after it in fd_armed's order, so F6 waits for
- * that kicker's write before closing (a write to a closed, reused
- * descriptor would reach someone else's file).  models/placefd.pml checks
- * this with spin (and that arming without F2, or F5 only when the flag
- * was taken, are caught).  Cost: one write(2) for the sender when the
- * place is armed, none while it is inside nemo_poll; the receiver pays
- * epoll_wait and one read(2) per wake-up.
  */
 #define _GNU_SOURCE
 #include "messaging_internal.h"
@@ -364,9 +225,6 @@
 #include <errno.h>
 #include <sched.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #define NEMO__SERVE_DEPTH_MAX 8
 #define NEMO__PREFETCH_SLOTS 16     /* 4 lines ahead */
@@ -374,60 +232,6 @@
 static inline uint32_t slots_for(size_t len)
 {
 	return 1u + (uint32_t)((len + 11) / 12);
-}
-
-/* ------------------------------------------------------------ busy */
-
-/* The calling thread holds the plock of the place it acts as (a
- * delegated place in a nemo call, or the progress thread draining it:
- * src/poll/progress.c). */
-__thread bool nemo__holds_plock;
-#define holds_plock nemo__holds_plock
-
-void nemo__busy_enter(nemo_place *me)
-{
-	/* Served by the progress thread: exclude it for this call.  Decided
-	 * before busy is read: while the progress thread drains us it holds
-	 * the lock and has busy set, so busy says nothing about our nesting
-	 * (the lock-holder flag does). */
-	if (__builtin_expect(atomic_load_explicit(&me->delegated, memory_order_relaxed), 0) && !holds_plock) {
-		pthread_mutex_lock(&me->plock);
-		holds_plock = true;
-	}
-	int b = atomic_load_explicit(&me->busy, memory_order_relaxed);
-	atomic_store_explicit(&me->busy, b + 1, memory_order_relaxed);
-	atomic_signal_fence(memory_order_seq_cst);
-}
-
-void nemo__busy_exit(nemo_place *me)
-{
-	atomic_signal_fence(memory_order_seq_cst);
-	int b = atomic_load_explicit(&me->busy, memory_order_relaxed) - 1;
-	if (b > 0) {
-		atomic_store_explicit(&me->busy, b, memory_order_relaxed);
-		return;
-	}
-	/* Leaving the outermost call: run what an interrupt deferred.  The
-	 * check after clearing busy closes the window in which a signal
-	 * sees busy set but we have already looked at irq_pending. */
-	for (;;) {
-		/* A plain load first: a locked exchange on every send and poll
-		 * costs more than the rest of a batched send. */
-		if (atomic_load_explicit(&me->irq_pending, memory_order_relaxed) &&
-		    atomic_exchange_explicit(&me->irq_pending, 0, memory_order_relaxed))
-			nemo__drain(me, NEMO_AM_CTX_POLL, false);
-		atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
-		atomic_signal_fence(memory_order_seq_cst);
-		if (!atomic_load_explicit(&me->irq_pending, memory_order_relaxed)) {
-			if (__builtin_expect(holds_plock, 0)) {
-				holds_plock = false;
-				pthread_mutex_unlock(&me->plock);
-			}
-			return;
-		}
-		atomic_store_explicit(&me->busy, 1, memory_order_relaxed);
-		atomic_signal_fence(memory_order_seq_cst);
-	}
 }
 
 /* ------------------------------------------------------------ lookup */
@@ -517,7 +321,7 @@ int nemo_flush(nemo_place_id dest)
  * entries: WHO SENT IT): wait for room, serving our own queues.
  * room(arg) says whether there is room now.  Returns 0, ESRCH (dst is
  * leaving: nothing more can reach it), EAGAIN, EDEADLK. */
-static int wait_room(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r, unsigned flags,
+int nemo__wait_room(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r, unsigned flags,
 		     bool (*room)(void *), void *arg)
 {
 	if (flags & NEMO_NONBLOCK)
@@ -583,7 +387,7 @@ static __attribute__((noinline)) int claim(nemo_place *me, nemo_place *dst, uint
 	struct idle q = { o, lk, me->gen };
 	bool (*idle)(void *) = ring ? ring_idle : nf_idle;
 	if (!idle(&q)) {
-		int err = wait_room(me, dst, st, r, flags, idle, &q);
+		int err = nemo__wait_room(me, dst, st, r, flags, idle, &q);
 		if (err)
 			return err;
 	}
@@ -612,22 +416,67 @@ static bool ring_has_room(void *p)
 	return rr->o->tail + rr->need - rr->o->ack_seen <= rr->R;
 }
 
-/* S3 found the receiver leaving: was the ring entry with head hs and
- * seq, ending before position end, delivered?  Yes if the receiver's ack
- * passed it (an ordinary drain read it: every drain publishes ack before
- * it returns, hence before L1, whose store S3 has just seen), or if our
- * CAS fails (the final drain took it).  No if the CAS takes it back. */
-static bool ring_delivered(nemo__link *lk, nemo__slot *hs, uint32_t seq, uint32_t end)
+/* S3 found the receiver leaving: take the ring entry with head hs and
+ * seq, ending before position end, back if it was not delivered.  It was
+ * delivered if the receiver's ack passed it (an ordinary drain read it:
+ * every drain publishes ack before it returns, hence before L1, whose
+ * store S3 has just seen), or if our CAS fails (the final drain took it).
+ * Returns true when our CAS took it back: not delivered. */
+static bool ring_take_back(nemo__link *lk, nemo__slot *hs, uint32_t seq, uint32_t end)
 {
 	uint32_t ack = atomic_load_explicit(&lk->ack, memory_order_acquire);
 	if ((int32_t)(ack - end) >= 0)
-		return true;
+		return false;
 	uint32_t exp = seq;
-	return !atomic_compare_exchange_strong_explicit(&hs->seq, &exp, 0, memory_order_acq_rel,
-							memory_order_acquire);
+	return atomic_compare_exchange_strong_explicit(&hs->seq, &exp, 0, memory_order_acq_rel,
+						       memory_order_acquire);
 }
 
-static int ring_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
+/* S2-S5, the commit every single send ends with, after its entry is
+ * written (S1).  If S3 finds the receiver leaving, take_back(arg) decides
+ * (true: the entry was taken back, rewinding the sender's position ->
+ * ESRCH; false: the receiver took it -> 0, no kick needed).  *sent counts
+ * the entry (c_am_sent or c_nf_sent of me). */
+static int send_commit(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, unsigned flags,
+		       _Atomic uint64_t *sent, bool (*take_back)(void *), void *arg, const char *fn)
+{
+	if (!nemo__asym)
+		NEMO__FENCE();                                               /* S2 */
+	if (atomic_load_explicit(&dst->status, memory_order_seq_cst) != st) { /* S3 */
+		if (take_back(arg)) {
+			NEMO__PCOUNT(me, c_send_failures);
+			return nemo__fail(ESRCH, fn, "place %#llx left during the send: not delivered",
+					  (unsigned long long)dest);
+		}
+		NEMO__PADD1(sent);     /* read before, or taken by, the leave */
+		return 0;
+	}
+	NEMO__PADD1(sent);
+	unsigned r = nemo_place_index(dest);
+	if (flags & NEMO_MORE)
+		me->out_row[r].deferred = 1;
+	else
+		nemo__publish(me, r, flags & NEMO_PUSH);                     /* S4, S5 */
+	return 0;
+}
+
+struct ring_back {
+	nemo__out *o;
+	nemo__link *lk;
+	nemo__slot *hs;
+	uint32_t seq, p, end;
+};
+
+static bool ring_back(void *arg)
+{
+	struct ring_back *b = arg;
+	if (!ring_take_back(b->lk, b->hs, b->seq, b->end))
+		return false;
+	b->o->tail = b->p;
+	return true;
+}
+
+int nemo__ring_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
 		    uint64_t arg, const void *payload, size_t len, unsigned flags)
 {
 	struct nemo_domain *d = me->d;
@@ -643,7 +492,7 @@ static int ring_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id 
 	if (o->tail + need - o->ack_seen > d->R) {
 		struct ring_room rr = { o, lk, need, d->R };
 		if (!ring_has_room(&rr)) {
-			int err = wait_room(me, dst, st, r, flags, ring_has_room, &rr);
+			int err = nemo__wait_room(me, dst, st, r, flags, ring_has_room, &rr);
 			if (err)
 				return err;
 		}
@@ -672,24 +521,8 @@ static int ring_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id 
 	uint32_t seq = nemo__slot_seq(p, d->Rbits, nemo__rtag(nemo__id_gen(dest)));
 	atomic_store_explicit(&hs->seq, seq, memory_order_release);
 	o->tail = p + need;
-	if (!nemo__asym)
-		NEMO__FENCE();                   /* S2 */
-	if (atomic_load_explicit(&dst->status, memory_order_seq_cst) != st) { /* S3 */
-		if (!ring_delivered(lk, hs, seq, p + need)) {
-			o->tail = p;
-			NEMO__PCOUNT(me, c_send_failures);
-			return nemo__fail(ESRCH, "send", "place %#llx left during the send: not delivered",
-					  (unsigned long long)dest);
-		}
-		NEMO__PCOUNT(me, c_am_sent);   /* read before, or taken by, the leave */
-		return 0;
-	}
-	NEMO__PCOUNT(me, c_am_sent);
-	if (flags & NEMO_MORE)
-		o->deferred = 1;
-	else
-		nemo__publish(me, r, flags & NEMO_PUSH);                     /* S4, S5 */
-	return 0;
+	struct ring_back b = { o, lk, hs, seq, p, p + need };
+	return send_commit(me, dst, st, dest, flags, &me->c_am_sent, ring_back, &b, "send");
 }
 
 /* A batch of one-slot messages: S1 for each (room permitting), then one
@@ -703,16 +536,16 @@ static uint32_t batch_settle(nemo_place *me, nemo__slot *ring, uint32_t mask, ne
 {
 	unsigned rb = me->d->Rbits;
 	uint32_t p = first;
-	while (p != end && ring_delivered(lk, &ring[p & mask], nemo__slot_seq(p, rb, rtag), p + 1))
+	while (p != end && !ring_take_back(lk, &ring[p & mask], nemo__slot_seq(p, rb, rtag), p + 1))
 		p++;
 	*delivered = p - first;
 	/* The rest: ours to take back (their CASes cannot fail now). */
 	for (uint32_t q = p; q != end; q++)
-		ring_delivered(lk, &ring[q & mask], nemo__slot_seq(q, rb, rtag), q + 1);
+		ring_take_back(lk, &ring[q & mask], nemo__slot_seq(q, rb, rtag), q + 1);
 	return p;           /* the new tail */
 }
 
-static int batch_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
+int nemo__batch_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
 		     const uint64_t *args, size_t n, unsigned flags, size_t *sent)
 {
 	struct nemo_domain *d = me->d;
@@ -740,7 +573,7 @@ static int batch_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id
 		}
 		if (!room) {
 			struct ring_room rr = { o, lk, 1, d->R };
-			err = wait_room(me, dst, st, r, flags, ring_has_room, &rr);
+			err = nemo__wait_room(me, dst, st, r, flags, ring_has_room, &rr);
 			if (err)
 				break;
 			continue;
@@ -790,6 +623,26 @@ struct nf_room {
 	_Atomic uint64_t *e;
 };
 
+/* S3 found the receiver leaving: take the FIFO entry back (CAS it to 0)
+ * unless its final drain took it (then the CAS fails).  No ack check: an
+ * ordinary drain writes 0 back. */
+struct nf_back {
+	nemo__out *o;
+	_Atomic uint64_t *e;
+	uint64_t v;
+	uint32_t p;
+};
+
+static bool nf_back(void *arg)
+{
+	struct nf_back *b = arg;
+	uint64_t exp = b->v;
+	if (!atomic_compare_exchange_strong_explicit(b->e, &exp, 0, memory_order_acq_rel, memory_order_acquire))
+		return false;
+	b->o->nf_tail = b->p;
+	return true;
+}
+
 static bool nf_has_room(void *p)
 {
 	struct nf_room *nr = p;
@@ -797,7 +650,7 @@ static bool nf_has_room(void *p)
 	return atomic_load_explicit(e, memory_order_acquire) == 0;
 }
 
-static int notify_send(nemo_place *me, nemo_place_id dest, uint32_t chan, unsigned flags)
+int nemo__notify_put(nemo_place *me, nemo_place_id dest, uint32_t chan, unsigned flags)
 {
 	struct nemo_domain *d = me->d;
 	uint64_t st;
@@ -822,7 +675,7 @@ static int notify_send(nemo_place *me, nemo_place_id dest, uint32_t chan, unsign
 	}
 	struct nf_room nr = { o, lk, NULL };
 	if (!nf_has_room(&nr)) {
-		int err = wait_room(me, dst, st, r, flags, nf_has_room, &nr);
+		int err = nemo__wait_room(me, dst, st, r, flags, nf_has_room, &nr);
 		if (err)
 			return err;
 	}
@@ -833,328 +686,8 @@ static int notify_send(nemo_place *me, nemo_place_id dest, uint32_t chan, unsign
 	uint64_t v = nemo__nf_entry(chan, nemo__rtag(nemo__id_gen(dest)));
 	atomic_store_explicit(nr.e, v, memory_order_release);                /* S1 */
 	o->nf_tail = p + 1;
-	if (!nemo__asym)
-		NEMO__FENCE();                   /* S2 */
-	if (atomic_load_explicit(&dst->status, memory_order_seq_cst) != st) { /* S3 */
-		uint64_t exp = v;
-		if (atomic_compare_exchange_strong_explicit(nr.e, &exp, 0, memory_order_acq_rel,
-							    memory_order_acquire)) {
-			o->nf_tail = p;
-			NEMO__PCOUNT(me, c_send_failures);
-			return nemo__fail(ESRCH, "nemo_notify", "place %#llx left during the send: not delivered",
-					  (unsigned long long)dest);
-		}
-		NEMO__PCOUNT(me, c_nf_sent);
-		return 0;
-	}
-	NEMO__PCOUNT(me, c_nf_sent);
-	if (flags & NEMO_MORE)
-		o->deferred = 1;
-	else
-		nemo__publish(me, r, flags & NEMO_PUSH);                     /* S4, S5 */
-	return 0;
-}
-
-/* ------------------------------------------------------------ overflow */
-
-/* Room for one more entry: squeeze out delivered ones when at least half
- * are delivered, else double the array (mmap/mremap: system calls, safe
- * in the interrupt-mode signal handler, where malloc is not). */
-static int ovf_room(nemo_place *me)
-{
-	if (me->ovf_tail < me->ovf_cap)
-		return 0;
-	if (me->ovf_cap && me->ovf_n <= me->ovf_cap / 2) {
-		uint32_t k = 0;
-		for (uint32_t i = me->ovf_head; i < me->ovf_tail; i++)
-			if (me->ovf[i].kind != NEMO__OVF_DONE)
-				me->ovf[k++] = me->ovf[i];
-		me->ovf_head = 0;
-		me->ovf_tail = k;
-		return 0;
-	}
-	uint32_t cap = me->ovf_cap ? me->ovf_cap * 2 : 64;
-	size_t old = (size_t)me->ovf_cap * sizeof *me->ovf, sz = (size_t)cap * sizeof *me->ovf;
-	/* mmap, copy, munmap rather than mremap: ThreadSanitizer does not
-	 * follow mremap, and a grown array is rare. */
-	void *p = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return ENOMEM;
-	if (me->ovf) {
-		memcpy(p, me->ovf, old);
-		munmap(me->ovf, old);
-	}
-	me->ovf = p;
-	me->ovf_cap = cap;
-	return 0;
-}
-
-void nemo__ovf_free(nemo_place *me)
-{
-	if (me->ovf)
-		munmap(me->ovf, (size_t)me->ovf_cap * sizeof *me->ovf);
-	me->ovf = NULL;
-	me->ovf_cap = me->ovf_head = me->ovf_tail = me->ovf_n = 0;
-}
-
-/* Keep a send that found its queue full inside a handler (OVERFLOW). */
-static int ovf_push(nemo_place *me, unsigned kind, nemo_place_id dest, uint32_t meta, uint64_t arg,
-		    const void *payload, size_t len, unsigned flags)
-{
-	unsigned r = nemo_place_index(dest);
-	nemo__out *o = &me->out_row[r];
-	if (me->ovf_n >= me->d->ovf_max)
-		return nemo__fail(ENOBUFS, "send", "the queue to place %#llx is full and this place's overflow "
-				  "already holds %u sends (nemo_domain_attr.overflow_max): not queued",
-				  (unsigned long long)dest, me->ovf_n);
-	if (ovf_room(me))
-		return nemo__fail(ENOMEM, "send", "the queue to place %#llx is full and the overflow cannot grow: "
-				  "not queued", (unsigned long long)dest);
-	nemo__ovf_entry *e = &me->ovf[me->ovf_tail++];
-	e->dest = dest;
-	e->arg = arg;
-	e->meta = meta;
-	e->kind = (uint8_t)kind;
-	e->len = (uint8_t)len;
-	if (len)
-		memcpy(e->payload, payload, len);
-	me->ovf_n++;
-	if (!o->ovf_ring && !o->ovf_nf)   /* tell r: its sends to us wait now */
-		atomic_store_explicit(&nemo__link_of(me->d, r, me->idx)->held, 1, memory_order_relaxed);
-	if (kind == NEMO__OVF_RING)
-		o->ovf_ring++;
-	else
-		o->ovf_nf++;
-	NEMO__PCOUNT(me, c_overflowed);
-	/* What is already in the ring must be heard of, to make room. */
-	if (o->deferred && !(flags & NEMO_MORE))
-		nemo__publish(me, r, false);
-	return 0;
-}
-
-static void ovf_done(nemo_place *me, nemo__ovf_entry *e)
-{
-	unsigned r = nemo_place_index(e->dest);
-	nemo__out *o = &me->out_row[r];
-	if (e->kind == NEMO__OVF_RING)
-		o->ovf_ring--;
-	else
-		o->ovf_nf--;
-	if (!o->ovf_ring && !o->ovf_nf)
-		atomic_store_explicit(&nemo__link_of(me->d, r, me->idx)->held, 0, memory_order_relaxed);
-	e->kind = NEMO__OVF_DONE;
-	me->ovf_n--;
-}
-
-uint32_t nemo__ovf_flush(nemo_place *me)
-{
-	if (!me->ovf_n)
-		return 0;
-	struct nemo_domain *d = me->d;
-	/* Receivers whose queue is still full in this pass: their later
-	 * entries wait too (order).  And those we sent to (to publish). */
-	uint64_t stuck_ring[NEMO_PLACES_MAX / 64] = { 0 }, stuck_nf[NEMO_PLACES_MAX / 64] = { 0 };
-	uint64_t sent[NEMO_PLACES_MAX / 64] = { 0 };
-	bool any = false;
-	for (uint32_t i = me->ovf_head; i < me->ovf_tail && me->ovf_n; i++) {
-		nemo__ovf_entry *e = &me->ovf[i];
-		if (e->kind == NEMO__OVF_DONE)
-			continue;
-		unsigned r = nemo_place_index(e->dest);
-		uint64_t *stuck = e->kind == NEMO__OVF_RING ? stuck_ring : stuck_nf, bit = 1ull << (r % 64);
-		if (stuck[r / 64] & bit)
-			continue;
-		int err;
-		if (e->kind == NEMO__OVF_RING) {
-			uint64_t st;
-			nemo_place *dst = nemo__dest(d, e->dest, &st);
-			err = dst ? ring_put(me, dst, st, e->dest, e->meta, e->arg, e->len ? e->payload : NULL, e->len,
-					     NEMO_NONBLOCK | NEMO_MORE)
-				  : ESRCH;
-		} else {
-			err = notify_send(me, e->dest, (uint32_t)e->arg, NEMO_NONBLOCK | NEMO_MORE);
-		}
-		if (err == EAGAIN) {
-			stuck[r / 64] |= bit;
-			continue;
-		}
-		if (err) {
-			/* The receiver left (or, for a notification, cleared its
-			 * handler) after the send was kept: it cannot be
-			 * delivered, and its sender has been told 0.  Count it,
-			 * and say so under NEMO_DEBUG. */
-			NEMO__PCOUNT(me, c_ovf_dropped);
-			nemo__fail(err, "overflow", "a kept %s to place %#llx could not be delivered: dropped "
-				   "(counted in overflow_dropped)", e->kind == NEMO__OVF_RING ? "message" : "notification",
-				   (unsigned long long)e->dest);
-		} else {
-			sent[r / 64] |= 1ull << (r % 64);
-			any = true;
-		}
-		ovf_done(me, e);
-	}
-	while (me->ovf_head < me->ovf_tail && me->ovf[me->ovf_head].kind == NEMO__OVF_DONE)
-		me->ovf_head++;
-	if (me->ovf_head == me->ovf_tail)
-		me->ovf_head = me->ovf_tail = 0;
-	if (any) {
-		unsigned rs[NEMO_PLACES_MAX];
-		size_t n = 0;
-		for (unsigned w = 0; w < NEMO_PLACES_MAX / 64; w++)
-			for (uint64_t x = sent[w]; x; x &= x - 1) {
-				unsigned r = w * 64 + (unsigned)__builtin_ctzll(x);
-				if (me->out_row[r].deferred)
-					rs[n++] = r;
-			}
-		nemo__publish_many(me, rs, n, false);
-	}
-	return me->ovf_n;
-}
-
-/* Outside a handler: deliver what the overflow holds for receiver r on
- * one queue, waiting for room as a blocking send does (NEMO_NONBLOCK:
- * EAGAIN if any is left). */
-struct ovf_q {
-	nemo_place *me;
-	nemo__out *o;
-	bool ring;
-};
-
-static bool ovf_q_empty(void *p)
-{
-	struct ovf_q *q = p;
-	nemo__ovf_flush(q->me);
-	return q->ring ? !q->o->ovf_ring : !q->o->ovf_nf;
-}
-
-static int ovf_wait_dest(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r, unsigned flags, bool ring)
-{
-	struct ovf_q q = { me, &me->out_row[r], ring };
-	if (ovf_q_empty(&q))
-		return 0;
-	int err = wait_room(me, dst, st, r, flags, ovf_q_empty, &q);
-	if (err == ESRCH)
-		nemo__ovf_flush(me);      /* drops what was kept for it, counted */
-	return err;
-}
-
-/* Does r keep sends for us?  Then our sends to r wait until it has
- * delivered them (OVERFLOW, THE BACKPRESSURE). */
-static inline bool held_by(nemo_place *me, unsigned r)
-{
-	return atomic_load_explicit(&me->link_row[r].held, memory_order_relaxed) != 0;
-}
-
-static bool not_held(void *p)
-{
-	struct ovf_q *q = p;
-	return !held_by(q->me, (unsigned)(q->o - q->me->out_row));
-}
-
-/* Outside a handler, before a send to r: what we kept for r goes first;
- * and if r keeps sends for us, serve our queues until it has delivered
- * them.  NEMO_NONBLOCK: EAGAIN for the first, no wait for the second. */
-static int send_slow_prelude(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r, unsigned flags, bool ring)
-{
-	nemo__out *o = &me->out_row[r];
-	if (ring ? o->ovf_ring : o->ovf_nf) {
-		int err = ovf_wait_dest(me, dst, st, r, flags, ring);
-		if (err)
-			return err;
-	}
-	if (held_by(me, r) && !(flags & NEMO_NONBLOCK)) {
-		struct ovf_q q = { me, o, ring };
-		return wait_room(me, dst, st, r, flags, not_held, &q);
-	}
-	return 0;
-}
-
-void nemo__ovf_flush_all(nemo_place *me)
-{
-	for (unsigned n = 1; nemo__ovf_flush(me); n++) {
-		me->serve_depth++;
-		nemo__drain(me, NEMO_AM_CTX_WAIT, false);
-		me->serve_depth--;
-		nemo_cpu_relax();
-		if (n % 64 == 0)
-			sched_yield();
-	}
-}
-
-int nemo__msg_send(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
-		   uint64_t arg, const void *payload, size_t len, unsigned flags)
-{
-	unsigned r = nemo_place_index(dest);
-	nemo__out *o = &me->out_row[r];
-	if (__builtin_expect(!o->ovf_ring && !me->hdepth && !held_by(me, r), 1))
-		return ring_put(me, dst, st, dest, meta, arg, payload, len, flags);
-	if (me->hdepth && !(flags & NEMO_NONBLOCK)) {
-		/* In a handler: never wait (OVERFLOW). */
-		if (!o->ovf_ring) {
-			int err = ring_put(me, dst, st, dest, meta, arg, payload, len, flags | NEMO_NONBLOCK);
-			if (err != EAGAIN)
-				return err;
-		}
-		return ovf_push(me, NEMO__OVF_RING, dest, meta, arg, payload, len, flags);
-	}
-	int err = send_slow_prelude(me, dst, st, r, flags, true);
-	return err ? err : ring_put(me, dst, st, dest, meta, arg, payload, len, flags);
-}
-
-int nemo__msg_send_batch(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
-			 const uint64_t *args, size_t n, unsigned flags, size_t *sent)
-{
-	unsigned r = nemo_place_index(dest);
-	nemo__out *o = &me->out_row[r];
-	if (__builtin_expect(!o->ovf_ring && !me->hdepth && !held_by(me, r), 1))
-		return batch_put(me, dst, st, dest, meta, args, n, flags, sent);
-	*sent = 0;
-	if (me->hdepth && !(flags & NEMO_NONBLOCK)) {
-		size_t k = 0;
-		if (!o->ovf_ring) {
-			int err = batch_put(me, dst, st, dest, meta, args, n, flags | NEMO_NONBLOCK, &k);
-			if (err != EAGAIN) {
-				*sent = k;
-				return err;
-			}
-		}
-		for (; k < n; k++) {
-			int err = ovf_push(me, NEMO__OVF_RING, dest, meta, args[k], NULL, 0, flags | NEMO_MORE);
-			if (err) {
-				*sent = k;
-				return err;
-			}
-		}
-		if (o->deferred && !(flags & NEMO_MORE))
-			nemo__publish(me, nemo_place_index(dest), flags & NEMO_PUSH);
-		*sent = n;
-		return 0;
-	}
-	int err = send_slow_prelude(me, dst, st, r, flags, true);
-	return err ? err : batch_put(me, dst, st, dest, meta, args, n, flags, sent);
-}
-
-/* nemo_notify's send, with the overflow's rules (as nemo__msg_send). */
-static int notify_send_kept(nemo_place *me, nemo_place_id dest, uint32_t chan, unsigned flags)
-{
-	unsigned r = nemo_place_index(dest);
-	nemo__out *o = r < me->d->P ? &me->out_row[r] : NULL;
-	if (__builtin_expect(!o || (!o->ovf_nf && !me->hdepth && !held_by(me, r)), 1))
-		return notify_send(me, dest, chan, flags);
-	if (me->hdepth && !(flags & NEMO_NONBLOCK)) {
-		if (!o->ovf_nf) {
-			int err = notify_send(me, dest, chan, flags | NEMO_NONBLOCK);
-			if (err != EAGAIN)
-				return err;
-		}
-		return ovf_push(me, NEMO__OVF_NF, dest, 0, chan, NULL, 0, flags);
-	}
-	uint64_t st;
-	nemo_place *dst = nemo__dest(me->d, dest, &st);
-	if (!dst)
-		return notify_send(me, dest, chan, flags);   /* its ESRCH; and drop the kept ones */
-	int err = send_slow_prelude(me, dst, st, r, flags, false);
-	return err ? err : notify_send(me, dest, chan, flags);
+	struct nf_back b = { o, nr.e, v, p };
+	return send_commit(me, dst, st, dest, flags, &me->c_nf_sent, nf_back, &b, "nemo_notify");
 }
 
 int nemo_notify(nemo_place_id dest, uint32_t chan, unsigned flags)
@@ -1168,7 +701,7 @@ int nemo_notify(nemo_place_id dest, uint32_t chan, unsigned flags)
 	if (chan > NEMO_NOTIFY_CHAN_MAX)
 		return NEMO__FAIL(ERANGE, "channel %u is above %u", chan, NEMO_NOTIFY_CHAN_MAX);
 	nemo__busy_enter(me);
-	int err = notify_send_kept(me, dest, chan, flags);
+	int err = nemo__notify_send(me, dest, chan, flags);
 	nemo__busy_exit(me);
 	return err;
 }
@@ -1294,14 +827,11 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 			publish_ack(lk, in);
 		n++;
 		NEMO__PCOUNT(me, c_am_handled);
-		nemo__deliver_fn fn = atomic_load_explicit(&d->deliver, memory_order_acquire);
 		if (stamp)
 			nemo__delay_record(me, stamp);
-		if (fn) {
-			me->hdepth++;
-			fn(me, nemo__make_id(s, sg), meta, arg, len ? buf : NULL, len, ctx);
-			me->hdepth--;
-		}
+		me->hdepth++;
+		nemo__am_deliver(me, nemo__make_id(s, sg), meta, arg, len ? buf : NULL, len, ctx);
+		me->hdepth--;
 	}
 	publish_ack(lk, in);
 	if (!final && n >= budget)
@@ -1403,185 +933,4 @@ bool nemo__pending(nemo_place *me)
 		if (atomic_load_explicit(&row[w], memory_order_seq_cst))
 			return true;
 	return false;
-}
-
-/* --------------------------------------------------------- poll, wait */
-
-int nemo_poll(unsigned *handled)
-{
-	nemo_place *me = nemo__place_self();
-	if (!me)
-		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
-	nemo__busy_enter(me);
-	bool fd = atomic_load_explicit(&me->efd, memory_order_relaxed) >= 0;
-	if (fd)
-		nemo__fd_disarm(me);
-	unsigned n = nemo__drain(me, NEMO_AM_CTX_POLL, false);
-	if (me->ovf_n)
-		nemo__ovf_flush(me);
-	if (fd)
-		nemo__fd_arm(me);
-	nemo__busy_exit(me);
-	if (handled)
-		*handled = n;
-	return 0;
-}
-
-/* ------------------------------------------------- the file descriptor */
-
-void nemo__fd_disarm(nemo_place *me)
-{
-	atomic_exchange_explicit(&me->fd_armed, 0, memory_order_seq_cst);                 /* F4 */
-	/* F5: read back the writes we know of (a kicker counts its write
-	 * after making it, so each counted one is in the eventfd). */
-	uint32_t w = atomic_load_explicit(&me->fd_writes, memory_order_acquire);
-	if ((int32_t)(w - me->fd_read) > 0) {
-		uint64_t v;
-		if (read(atomic_load_explicit(&me->efd, memory_order_relaxed), &v, sizeof v) == (ssize_t)sizeof v)
-			me->fd_read += (uint32_t)v;
-	}
-}
-
-/* Write the eventfd ourselves: something is waiting already. */
-static void fd_self_write(nemo_place *me)
-{
-	uint64_t one = 1;
-	if (write(atomic_load_explicit(&me->efd, memory_order_relaxed), &one, sizeof one) == (ssize_t)sizeof one)
-		atomic_fetch_add_explicit(&me->fd_writes, 1, memory_order_release);
-}
-
-void nemo__fd_arm(nemo_place *me)
-{
-	atomic_store_explicit(&me->fd_armed, 1, memory_order_seq_cst);                    /* F1 */
-	if (me->ovf_n || nemo__pending(me)) {                                               /* F2 */
-		/* Undo, and make the descriptor readable: the loop comes back. */
-		if (atomic_exchange_explicit(&me->fd_armed, 0, memory_order_seq_cst))
-			fd_self_write(me);
-	}
-}
-
-int nemo_place_fd(int *fd)
-{
-	nemo_place *me = nemo__place_self();
-	if (!me)
-		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
-	if (!fd)
-		return NEMO__FAIL(EINVAL, "fd is NULL");
-	int e = atomic_load_explicit(&me->efd, memory_order_relaxed);
-	if (e < 0) {
-		e = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		if (e < 0)
-			return NEMO__FAIL(errno, "cannot create the place's eventfd");
-		me->fd_read = atomic_load_explicit(&me->fd_writes, memory_order_relaxed);
-		atomic_store_explicit(&me->efd, e, memory_order_release);
-	}
-	nemo__busy_enter(me);
-	nemo__fd_arm(me);
-	nemo__busy_exit(me);
-	*fd = e;
-	return 0;
-}
-
-void nemo__fd_close(nemo_place *me)
-{
-	int e = atomic_load_explicit(&me->efd, memory_order_relaxed);
-	if (e < 0)
-		return;
-	atomic_exchange_explicit(&me->fd_armed, 0, memory_order_seq_cst);                 /* F6 */
-	for (unsigned n = 1; atomic_load_explicit(&me->fd_kickers, memory_order_seq_cst); n++) {
-		nemo_cpu_relax();
-		if (n % 64 == 0)
-			sched_yield();      /* a kicker preempted inside its bracket */
-	}
-	atomic_store_explicit(&me->efd, -1, memory_order_relaxed);
-	close(e);
-}
-
-static bool place_try_take(void *arg)
-{
-	nemo_place *me = arg;
-	/* The drain itself, not "pending, then drain": its empty checks
-	 * cost as much as nemo__pending's, and a message found is handled
-	 * without a second look. */
-	unsigned n = nemo__drain(me, NEMO_AM_CTX_WAIT, false);
-	if (me->ovf_n)
-		nemo__ovf_flush(me);
-	me->handled += n;
-	return n > 0;
-}
-
-static bool place_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *bits)
-{
-	nemo_place *me = arg;
-	nemo_waiter *w = atomic_load_explicit(&me->waiter, memory_order_relaxed);
-	_Atomic uint32_t *bseq = &me->d->bseq;
-	/* Sleep on the domain's word with our bit (waiter.c, SHARED WORD):
-	 * set each time, since a handler may have waited on a nemo_cond in
-	 * between and left bword NULL. */
-	atomic_store_explicit(&w->bword, bseq, memory_order_relaxed);
-	uint32_t seen = atomic_load_explicit(bseq, memory_order_seq_cst);                 /* B1 */
-	atomic_exchange_explicit(&w->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst);  /* W2 */
-	if (me->ovf_n || nemo__pending(me)) {                                              /* W3 */
-		/* Undo; futex_wait then returns at once (state != SLEEPING)
-		 * and the loop's try_take drains.  A place with kept sends
-		 * does not sleep (nobody would wake it when room appears): it
-		 * yields, and tries again (OVERFLOW). */
-		atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
-		if (me->ovf_n)
-			sched_yield();
-		*word = (uint32_t *)&w->state;
-		*val = NEMO_WAITER_SLEEPING;
-		return false;
-	}
-	NEMO__PCOUNT(me, c_sleeps);
-	*word = (uint32_t *)bseq;                                                          /* B2 */
-	*val = seen;
-	*bits = w->bbit;
-	return false;                                                                      /* W4 */
-}
-
-static void place_sleep_end(void *arg)
-{
-	nemo_place *me = arg;
-	nemo_waiter *w = atomic_load_explicit(&me->waiter, memory_order_relaxed);
-	atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);      /* W5 */
-}
-
-static const nemo__wait_ops place_ops = {
-	.try_take = place_try_take,
-	.sleep_begin = place_sleep_begin,
-	.sleep_end = place_sleep_end,
-	.futex_flags = NEMO_FUTEX_PRIVATE,
-};
-
-int nemo_place_wait(const struct timespec *abstime, unsigned *handled)
-{
-	nemo_place *me = nemo__place_self();
-	if (!me)
-		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
-	int rc = nemo__check_deadline(CLOCK_MONOTONIC, abstime);
-	if (rc)
-		return rc;
-	nemo__busy_enter(me);
-	if (atomic_load_explicit(&me->efd, memory_order_relaxed) >= 0)
-		nemo__fd_disarm(me);        /* it waits here now, not on its descriptor */
-	unsigned outer = me->handled;   /* a handler may wait too: nest the count */
-	me->handled = 0;
-	nemo_waiter *w = atomic_load_explicit(&me->waiter, memory_order_relaxed);
-	atomic_store_explicit(&w->state, NEMO_WAITER_POLLING, memory_order_relaxed);      /* W1 */
-	rc = nemo__wait_loop(&place_ops, me, &me->policy, CLOCK_MONOTONIC, abstime, 0);
-	atomic_store_explicit(&w->bword, NULL, memory_order_relaxed);
-	atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_seq_cst);      /* W6 */
-	if (atomic_load_explicit(&me->irq_on, memory_order_relaxed) && nemo__pending(me))
-		me->handled += nemo__drain(me, NEMO_AM_CTX_WAIT, false);
-	if (atomic_load_explicit(&me->efd, memory_order_relaxed) >= 0)
-		nemo__fd_arm(me);           /* back to waiting on its descriptor */
-	unsigned n = me->handled;
-	me->handled = outer + n;
-	nemo__busy_exit(me);
-	if (rc == ETIMEDOUT && n)
-		rc = 0;
-	if (handled)
-		*handled = n;
-	return rc;
 }

@@ -80,12 +80,12 @@ static unsigned pass(struct nemo_progress *p)
 	for (unsigned i = 0; i < d->P; i++) {
 		nemo_place *x = &d->places[i];
 		if (!atomic_load_explicit(&x->delegated, memory_order_relaxed) ||
-		    (atomic_load_explicit(&x->status, memory_order_acquire) & 3u) != NEMO__ST_ACTIVE)
+		    nemo__status_state(atomic_load_explicit(&x->status, memory_order_acquire)) != NEMO__ST_ACTIVE)
 			continue;
 		if (pthread_mutex_trylock(&x->plock) != 0)
 			continue;     /* its own thread is in a nemo call: it drains */
 		if (atomic_load_explicit(&x->delegated, memory_order_relaxed) &&
-		    (atomic_load_explicit(&x->status, memory_order_acquire) & 3u) == NEMO__ST_ACTIVE) {
+		    nemo__status_state(atomic_load_explicit(&x->status, memory_order_acquire)) == NEMO__ST_ACTIVE) {
 			nemo__tls_place = x;
 			nemo__holds_plock = true;      /* handlers' nemo calls: locked already */
 			atomic_store_explicit(&x->busy, 1, memory_order_relaxed);

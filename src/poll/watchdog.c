@@ -91,7 +91,7 @@ static uint64_t pass(struct nemo_watchdog *g)
 		/* T 0: the place turned its watchdog off after a sender had
 		 * deferred to it: signal now. */
 		uint64_t t = atomic_load_explicit(&x->wd_ticks, memory_order_relaxed);
-		if ((atomic_load_explicit(&x->status, memory_order_acquire) & 3u) != NEMO__ST_ACTIVE) {
+		if (nemo__status_state(atomic_load_explicit(&x->status, memory_order_acquire)) != NEMO__ST_ACTIVE) {
 			atomic_compare_exchange_strong_explicit(&x->wd_since, &s, 0, memory_order_seq_cst,
 								memory_order_relaxed);
 			continue;
@@ -216,7 +216,7 @@ int nemo_watchdog_stop(nemo_watchdog *g)
 	for (unsigned i = 0; i < d->P; i++) {
 		nemo_place *x = &d->places[i];
 		uint64_t s = atomic_exchange_explicit(&x->wd_since, 0, memory_order_seq_cst);
-		if (s && (atomic_load_explicit(&x->status, memory_order_acquire) & 3u) == NEMO__ST_ACTIVE)
+		if (s && nemo__status_state(atomic_load_explicit(&x->status, memory_order_acquire)) == NEMO__ST_ACTIVE)
 			nemo__irq_signal(x);
 	}
 	pthread_mutex_lock(&d->lock);

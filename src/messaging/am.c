@@ -19,17 +19,17 @@
  * length (6 bits).
  */
 #define _GNU_SOURCE
-#include "../messaging/messaging_internal.h"
+#include "messaging_internal.h"
 
 #include <errno.h>
 #include <string.h>
 
 /* The messaging layer's hook: run one message's action. */
-static void am_deliver(nemo_place *me, nemo_place_id src, uint32_t meta, uint64_t arg,
-		       const void *payload, size_t len, nemo_am_context ctx)
+void nemo__am_deliver(nemo_place *me, nemo_place_id src, uint32_t meta, uint64_t arg,
+		      const void *payload, size_t len, nemo_am_context ctx)
 {
 	struct nemo_domain *d = me->d;
-	uint32_t action = meta & 0xFFFu, ev1 = (meta >> 12) & 0x1FFFu;
+	uint32_t action = nemo__meta_action(meta), ev1 = nemo__meta_event1(meta);
 	nemo__action *a = &d->adt[action];
 	nemo_am_handler fn = atomic_load_explicit(&a->fn, memory_order_acquire);
 	uint64_t tag = 0;
@@ -72,7 +72,6 @@ int nemo_action_register(nemo_domain *d, uint32_t action, nemo_am_handler fn, vo
 	else if (atomic_load_explicit(&d->adt[action].fn, memory_order_relaxed))
 		err = NEMO__FAIL(EEXIST, "action %u has a handler already", action);
 	else {
-		atomic_store_explicit(&d->deliver, am_deliver, memory_order_release);
 		d->adt[action].ctx = ctx;
 		atomic_store_explicit(&d->adt[action].fn, fn, memory_order_release);
 	}
@@ -288,8 +287,8 @@ int nemo_am_broadcast(const nemo_place_id *set, size_t n, uint32_t id, uint64_t 
 			if (i == me->idx)
 				continue;
 			uint64_t s = atomic_load_explicit(&d->places[i].status, memory_order_acquire);
-			if ((s & 3u) == NEMO__ST_ACTIVE)
-				all[n++] = nemo__make_id(i, s >> 2);
+			if (nemo__status_state(s) == NEMO__ST_ACTIVE)
+				all[n++] = nemo__make_id(i, nemo__status_gen(s));
 		}
 		set = all;
 	}

@@ -1,0 +1,250 @@
+/*
+ * placewait.c - how a place looks at its queues: nemo_poll, nemo_place_wait
+ * (the wait loop with the place's ops), and the event-loop descriptor.
+ *
+ * WAIT (r; nemo_place_wait with the ops below, through nemo__wait_loop,
+ * the waiter layer's one decision of how long to poll)
+ *
+ *   W1  state := POLLING; poll: if nemo__pending() (any hint word, or a
+ *       hot queue non-empty) then drain; return once something was handled.
+ *   B1  seen := load(domain's bseq, seq_cst)
+ *   W2  exchange(state, SLEEPING, seq_cst)
+ *   W3  if nemo__pending() (seq_cst loads): state := RUNNING, drain.
+ *   W4  futex_wait_bitset(bseq, seen, own bit): the waiter layer's SHARED
+ *       WORD (a kick CASes state SLEEPING -> RUNNING, then bumps bseq and
+ *       wakes the bit), so that a broadcast wakes all its sleepers with
+ *       one syscall (nemo__kick_many)
+ *   W5  state := RUNNING; drain; done if something was handled, else B1.
+ *   W6  leaving the wait: store(state, RUNNING, seq_cst), and if interrupt
+ *       mode is on, check nemo__pending() once more and drain.
+ *
+ * (Why no wake-up is lost: queue.c, WHY NO WAKE-UP IS LOST.)
+ *
+ * THE FILE DESCRIPTOR
+ *
+ * nemo_place_fd gives the place an eventfd (efd) for event loops.  The
+ * place counts as waiting on it while fd_armed = 1: from the end of
+ * nemo_place_fd or nemo_poll (and of nemo_place_wait, once the place has
+ * a descriptor) until its next nemo_poll or nemo_place_wait.
+ *
+ *   F1  arm: store(fd_armed, 1, seq_cst)
+ *   F2  if ovf_n or nemo__pending() (seq_cst loads of the hint words):
+ *       if exchange(fd_armed, 0) == 1, write the eventfd ourselves and
+ *       fetch_add(fd_writes, 1, release): the loop comes back at once
+ *   F3  a kicker (kick.c; only after S4 set its hint bit, or NEMO_PUSH)
+ *       that reads the place RUNNING with fd_armed = 1 (seq_cst):
+ *       fetch_add(fd_kickers, 1); if exchange(fd_armed, 0) == 1: write
+ *       the eventfd, then fetch_add(fd_writes, 1, release);
+ *       fetch_sub(fd_kickers, 1, release)
+ *   F4  on entry to nemo_poll / nemo_place_wait: exchange(fd_armed, 0)
+ *   F5  if load(fd_writes, acquire) is ahead of fd_read (the writes read
+ *       back so far): read the eventfd and add its value to fd_read
+ *   F6  leave: exchange(fd_armed, 0), wait until fd_kickers is 0, close
+ *
+ * No message is missed: S4;F3 and F1;F2 are the store-buffering pattern,
+ * all seq_cst, so the kicker sees the place armed (and writes), or F2
+ * sees the hint (and writes itself); a hint that was already set when S4
+ * looked was set by a sender that went through F3 itself, or is seen by
+ * F2.  Exactly one of the exchanges takes an arming, so a place gets at
+ * most one write per arming.  The descriptor is not left readable for
+ * nothing: a write is counted after it is made, so F5 reads only when the
+ * eventfd holds at least what it counts, and reading takes all of it; a
+ * write made but not yet counted at F5 is read by the next nemo_poll (the
+ * descriptor is readable, so the loop comes back).  F6 against F3: a
+ * kicker whose exchange took the arming incremented fd_kickers before,
+ * and F6's exchange comes after it in fd_armed's order, so F6 waits for
+ * that kicker's write before closing (a write to a closed, reused
+ * descriptor would reach someone else's file).  models/placefd.pml checks
+ * this with spin (and that arming without F2, or F5 only when the flag
+ * was taken, are caught).  Cost: one write(2) for the sender when the
+ * place is armed, none while it is inside nemo_poll; the receiver pays
+ * epoll_wait and one read(2) per wake-up.
+ */
+#define _GNU_SOURCE
+#include "messaging_internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+/* --------------------------------------------------------- poll, wait */
+
+int nemo_poll(unsigned *handled)
+{
+	nemo_place *me = nemo__place_self();
+	if (!me)
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
+	nemo__busy_enter(me);
+	bool fd = atomic_load_explicit(&me->efd, memory_order_relaxed) >= 0;
+	if (fd)
+		nemo__fd_disarm(me);
+	unsigned n = nemo__drain(me, NEMO_AM_CTX_POLL, false);
+	if (me->ovf_n)
+		nemo__ovf_flush(me);
+	if (fd)
+		nemo__fd_arm(me);
+	nemo__busy_exit(me);
+	if (handled)
+		*handled = n;
+	return 0;
+}
+
+/* ------------------------------------------------- the file descriptor */
+
+void nemo__fd_disarm(nemo_place *me)
+{
+	atomic_exchange_explicit(&me->fd_armed, 0, memory_order_seq_cst);                 /* F4 */
+	/* F5: read back the writes we know of (a kicker counts its write
+	 * after making it, so each counted one is in the eventfd). */
+	uint32_t w = atomic_load_explicit(&me->fd_writes, memory_order_acquire);
+	if ((int32_t)(w - me->fd_read) > 0) {
+		uint64_t v;
+		if (read(atomic_load_explicit(&me->efd, memory_order_relaxed), &v, sizeof v) == (ssize_t)sizeof v)
+			me->fd_read += (uint32_t)v;
+	}
+}
+
+/* Write the eventfd ourselves: something is waiting already. */
+static void fd_self_write(nemo_place *me)
+{
+	uint64_t one = 1;
+	if (write(atomic_load_explicit(&me->efd, memory_order_relaxed), &one, sizeof one) == (ssize_t)sizeof one)
+		atomic_fetch_add_explicit(&me->fd_writes, 1, memory_order_release);
+}
+
+void nemo__fd_arm(nemo_place *me)
+{
+	atomic_store_explicit(&me->fd_armed, 1, memory_order_seq_cst);                    /* F1 */
+	if (me->ovf_n || nemo__pending(me)) {                                               /* F2 */
+		/* Undo, and make the descriptor readable: the loop comes back. */
+		if (atomic_exchange_explicit(&me->fd_armed, 0, memory_order_seq_cst))
+			fd_self_write(me);
+	}
+}
+
+int nemo_place_fd(int *fd)
+{
+	nemo_place *me = nemo__place_self();
+	if (!me)
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
+	if (!fd)
+		return NEMO__FAIL(EINVAL, "fd is NULL");
+	int e = atomic_load_explicit(&me->efd, memory_order_relaxed);
+	if (e < 0) {
+		e = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (e < 0)
+			return NEMO__FAIL(errno, "cannot create the place's eventfd");
+		me->fd_read = atomic_load_explicit(&me->fd_writes, memory_order_relaxed);
+		atomic_store_explicit(&me->efd, e, memory_order_release);
+	}
+	nemo__busy_enter(me);
+	nemo__fd_arm(me);
+	nemo__busy_exit(me);
+	*fd = e;
+	return 0;
+}
+
+void nemo__fd_close(nemo_place *me)
+{
+	int e = atomic_load_explicit(&me->efd, memory_order_relaxed);
+	if (e < 0)
+		return;
+	atomic_exchange_explicit(&me->fd_armed, 0, memory_order_seq_cst);                 /* F6 */
+	for (unsigned n = 1; atomic_load_explicit(&me->fd_kickers, memory_order_seq_cst); n++) {
+		nemo_cpu_relax();
+		if (n % 64 == 0)
+			sched_yield();      /* a kicker preempted inside its bracket */
+	}
+	atomic_store_explicit(&me->efd, -1, memory_order_relaxed);
+	close(e);
+}
+
+static bool place_try_take(void *arg)
+{
+	nemo_place *me = arg;
+	/* The drain itself, not "pending, then drain": its empty checks
+	 * cost as much as nemo__pending's, and a message found is handled
+	 * without a second look. */
+	unsigned n = nemo__drain(me, NEMO_AM_CTX_WAIT, false);
+	if (me->ovf_n)
+		nemo__ovf_flush(me);
+	me->handled += n;
+	return n > 0;
+}
+
+static bool place_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *bits)
+{
+	nemo_place *me = arg;
+	nemo_waiter *w = atomic_load_explicit(&me->waiter, memory_order_relaxed);
+	_Atomic uint32_t *bseq = &me->d->bseq;
+	/* Sleep on the domain's word with our bit (waiter.c, SHARED WORD):
+	 * set each time, since a handler may have waited on a nemo_cond in
+	 * between and left bword NULL. */
+	atomic_store_explicit(&w->bword, bseq, memory_order_relaxed);
+	uint32_t seen = atomic_load_explicit(bseq, memory_order_seq_cst);                 /* B1 */
+	atomic_exchange_explicit(&w->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst);  /* W2 */
+	if (me->ovf_n || nemo__pending(me)) {                                              /* W3 */
+		/* Undo; futex_wait then returns at once (state != SLEEPING)
+		 * and the loop's try_take drains.  A place with kept sends
+		 * does not sleep (nobody would wake it when room appears): it
+		 * yields, and tries again (OVERFLOW). */
+		atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
+		if (me->ovf_n)
+			sched_yield();
+		*word = (uint32_t *)&w->state;
+		*val = NEMO_WAITER_SLEEPING;
+		return false;
+	}
+	NEMO__PCOUNT(me, c_sleeps);
+	*word = (uint32_t *)bseq;                                                          /* B2 */
+	*val = seen;
+	*bits = w->bbit;
+	return false;                                                                      /* W4 */
+}
+
+static void place_sleep_end(void *arg)
+{
+	nemo_place *me = arg;
+	nemo_waiter *w = atomic_load_explicit(&me->waiter, memory_order_relaxed);
+	atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);      /* W5 */
+}
+
+static const nemo__wait_ops place_ops = {
+	.try_take = place_try_take,
+	.sleep_begin = place_sleep_begin,
+	.sleep_end = place_sleep_end,
+	.futex_flags = NEMO_FUTEX_PRIVATE,
+};
+
+int nemo_place_wait(const struct timespec *abstime, unsigned *handled)
+{
+	nemo_place *me = nemo__place_self();
+	if (!me)
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
+	int rc = nemo__check_deadline(CLOCK_MONOTONIC, abstime);
+	if (rc)
+		return rc;
+	nemo__busy_enter(me);
+	if (atomic_load_explicit(&me->efd, memory_order_relaxed) >= 0)
+		nemo__fd_disarm(me);        /* it waits here now, not on its descriptor */
+	unsigned outer = me->handled;   /* a handler may wait too: nest the count */
+	me->handled = 0;
+	nemo_waiter *w = atomic_load_explicit(&me->waiter, memory_order_relaxed);
+	atomic_store_explicit(&w->state, NEMO_WAITER_POLLING, memory_order_relaxed);      /* W1 */
+	rc = nemo__wait_loop(&place_ops, me, &me->policy, CLOCK_MONOTONIC, abstime, 0);
+	atomic_store_explicit(&w->bword, NULL, memory_order_relaxed);
+	atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_seq_cst);      /* W6 */
+	if (atomic_load_explicit(&me->irq_on, memory_order_relaxed) && nemo__pending(me))
+		me->handled += nemo__drain(me, NEMO_AM_CTX_WAIT, false);
+	if (atomic_load_explicit(&me->efd, memory_order_relaxed) >= 0)
+		nemo__fd_arm(me);           /* back to waiting on its descriptor */
+	unsigned n = me->handled;
+	me->handled = outer + n;
+	nemo__busy_exit(me);
+	if (rc == ETIMEDOUT && n)
+		rc = 0;
+	if (handled)
+		*handled = n;
+	return rc;
+}
