@@ -109,8 +109,10 @@ static void *stamp_on_other_cpu(void *p)
 
 static void test_cross_cpu(void)
 {
-	if (nemo_cpu_count() < 2)
+	if (nemo_cpu_count() < 2) {
+		printf("test_cross_cpu: SKIPPED: one CPU, no cross-CPU stamp to compare\n");
 		return;
+	}
 	nemo_pin_self(0);
 	pthread_t th;
 	pthread_create(&th, NULL, stamp_on_other_cpu, NULL);

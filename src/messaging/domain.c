@@ -561,6 +561,9 @@ int nemo_place_leave(void)
 		if (nemo__out_of(d, me->idx, r)->deferred)
 			nemo__publish(me, r, false);
 	nemo__fd_close(me);         /* no kicker writes it once we are gone */
+	NEMO__INVARIANT(me->ovf_n == 0 && !me->ovf, "the overflow was not emptied before the leave");
+	NEMO__INVARIANT(atomic_load_explicit(&me->status, memory_order_relaxed) == nemo__status(me->gen, NEMO__ST_ACTIVE),
+			"a leaving place is not ACTIVE (FREE -> ACTIVE -> LEAVING -> FREE)");
 	atomic_store_explicit(&me->irq_on, 0, memory_order_seq_cst);           /* Q1 */
 	nemo__irq_quiesce(me);      /* no signal reaches the thread once we are gone */
 	atomic_store_explicit(&me->status, nemo__status(me->gen, NEMO__ST_LEAVING),

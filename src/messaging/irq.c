@@ -70,6 +70,9 @@ void nemo__busy_exit(nemo_place *me)
 {
 	atomic_signal_fence(memory_order_seq_cst);
 	int b = atomic_load_explicit(&me->busy, memory_order_relaxed) - 1;
+	NEMO__INVARIANT(b >= 0, "busy_exit without its busy_enter");
+	NEMO__INVARIANT(!atomic_load_explicit(&me->delegated, memory_order_relaxed) || nemo__holds_plock,
+			"a served place's nemo call runs without its plock");
 	if (b > 0) {
 		atomic_store_explicit(&me->busy, b, memory_order_relaxed);
 		return;

@@ -29,6 +29,7 @@
 #include <nemo/notify.h>
 
 #include "../platform/fail.h"
+#include "../platform/invariant.h"
 #include "../waiter/waiter_internal.h"
 
 #include <pthread.h>

@@ -134,6 +134,7 @@ static int ovf_push(nemo_place *me, unsigned kind, nemo_place_id dest, uint32_t 
 	if (ovf_room(me))
 		return nemo__fail(ENOMEM, "send", "the queue to place %#llx is full and the overflow cannot grow: "
 				  "not queued", (unsigned long long)dest);
+	NEMO__INVARIANT(me->hdepth > 0, "a send kept outside a handler");
 	nemo__ovf_entry *e = &me->ovf[me->ovf_tail++];
 	e->dest = dest;
 	e->arg = arg;
@@ -160,6 +161,8 @@ static void ovf_done(nemo_place *me, nemo__ovf_entry *e)
 {
 	unsigned r = nemo_place_index(e->dest);
 	nemo__out *o = &me->out_row[r];
+	NEMO__INVARIANT(me->ovf_n > 0 && (e->kind == NEMO__OVF_RING ? o->ovf_ring : o->ovf_nf) > 0,
+			"an overflow entry delivered twice, or counts out of step");
 	if (e->kind == NEMO__OVF_RING)
 		o->ovf_ring--;
 	else

@@ -115,6 +115,7 @@ static void fd_self_write(nemo_place *me)
 
 void nemo__fd_arm(nemo_place *me)
 {
+	NEMO__INVARIANT(atomic_load_explicit(&me->efd, memory_order_relaxed) >= 0, "armed without a descriptor");
 	atomic_store_explicit(&me->fd_armed, 1, memory_order_seq_cst);                    /* F1 */
 	if (me->ovf_n || nemo__pending(me)) {                                               /* F2 */
 		/* Undo, and make the descriptor readable: the loop comes back. */

@@ -521,6 +521,7 @@ int nemo__ring_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id d
 	uint32_t seq = nemo__slot_seq(p, d->Rbits, nemo__rtag(nemo__id_gen(dest)));
 	atomic_store_explicit(&hs->seq, seq, memory_order_release);
 	o->tail = p + need;
+	NEMO__INVARIANT(o->tail - o->ack_seen <= d->R, "the ring holds more than R slots");
 	struct ring_back b = { o, lk, hs, seq, p, p + need };
 	return send_commit(me, dst, st, dest, flags, &me->c_am_sent, ring_back, &b, "send");
 }
@@ -821,6 +822,7 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 			memcpy(buf + off, (unsigned char *)&ring[(p + k) & mask] + 4, m);
 		}
 		in->head = p + need;
+		NEMO__INVARIANT(in->head - in->acked <= d->R, "the receiver read past what a ring can hold");
 		/* Give the sender its room back before the handler runs: the
 		 * handler may wait on a full queue to this very sender. */
 		if (in->head - in->acked >= d->R / 4)
@@ -832,6 +834,7 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 		me->hdepth++;
 		nemo__am_deliver(me, nemo__make_id(s, sg), meta, arg, len ? buf : NULL, len, ctx);
 		me->hdepth--;
+		NEMO__INVARIANT(me->hdepth >= 0, "handler depth below zero");
 	}
 	publish_ack(lk, in);
 	if (!final && n >= budget)

@@ -86,6 +86,7 @@ static unsigned pass(struct nemo_progress *p)
 			continue;     /* its own thread is in a nemo call: it drains */
 		if (atomic_load_explicit(&x->delegated, memory_order_relaxed) &&
 		    nemo__status_state(atomic_load_explicit(&x->status, memory_order_acquire)) == NEMO__ST_ACTIVE) {
+			NEMO__INVARIANT(!nemo__tls_place, "the progress thread is a place itself");
 			nemo__tls_place = x;
 			nemo__holds_plock = true;      /* handlers' nemo calls: locked already */
 			atomic_store_explicit(&x->busy, 1, memory_order_relaxed);
