@@ -47,3 +47,14 @@ nemo_c_test(test_watchdog SOURCES test_watchdog.c LABELS unit)
 
 # Notification delays (NEMO_DOMAIN_DELAYS).
 nemo_c_test(test_delays SOURCES test_delays.c LABELS "unit;concurrency")
+
+# Bound sends (nemo/am.h): behaviour, and their instruction count against
+# the generic send (callgrind: at least 2x fewer).
+nemo_c_test(test_bound SOURCES test_bound.c LABELS "unit;concurrency")
+add_executable(bound_cost bound_cost.c)
+target_compile_options(bound_cost PRIVATE ${NEMO_WARNINGS})
+target_link_libraries(bound_cost PRIVATE nemo_static Threads::Threads)
+if(NOT NEMO_SANITIZE)
+  add_test(NAME bound.cost COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/test_bound_cost.sh $<TARGET_FILE:bound_cost>)
+  set_tests_properties(bound.cost PROPERTIES LABELS unit TIMEOUT 300)
+endif()

@@ -163,6 +163,45 @@ int nemo_am_reply(const nemo_am_msg *req, uint32_t id, uint64_t arg, const void 
 int nemo_domain_am_send(nemo_domain *d, nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload,
 			size_t len, unsigned flags);
 
+/* ------------------------------------------------------------------------
+ * Bound sends (curried: seed 004's fastwrite)
+ * ------------------------------------------------------------------------ */
+
+/** A binding of the calling place to one destination and action (or
+ *  notification channel): opaque. */
+typedef struct nemo_am_bound nemo_am_bound;
+
+/**
+ * Validate dest, id (action or NEMO_AM_EVENT(e), resolved now, as a send
+ * would) and flags once; later nemo_am_send_bound calls skip all of it.
+ * The binding belongs to the calling place: only its thread may use it,
+ * while it stays the same place (after a leave, a bound send returns
+ * ENOTCONN and touches nothing).  If dest leaves, the next bound send
+ * fails with ESRCH (generation-checked, as any send): bind again.
+ * @return 0 with *out set; the errors of nemo_am_send; ENOMEM.
+ */
+int nemo_am_bind(nemo_place_id dest, uint32_t id, unsigned flags, nemo_am_bound **out);
+
+/**
+ * nemo_am_send(dest, id, arg, flags) through a binding: the same
+ * delivery, order, waits and errors, on the shortest path (docs/
+ * messaging.md, "Bound sends", has its instruction count).
+ * @return 0; ESRCH (dest left); ENOTCONN (not the binding place); EINVAL
+ *         for a NULL binding; the errors of a send (EAGAIN, ENOBUFS...).
+ */
+int nemo_am_send_bound(nemo_am_bound *b, uint64_t arg);
+
+/** nemo_notify's binding: dest and channel validated once.  @return as
+ *  nemo_am_bind, and ERANGE for a channel above NEMO_NOTIFY_CHAN_MAX. */
+int nemo_notify_bind(nemo_place_id dest, uint32_t chan, unsigned flags, nemo_am_bound **out);
+
+/** nemo_notify through a notification binding.  @return as nemo_notify;
+ *  ENOTCONN as nemo_am_send_bound; EINVAL for an active-message binding. */
+int nemo_notify_bound(nemo_am_bound *b);
+
+/** Free a binding (any time; NULL is EINVAL).  @return 0; EINVAL. */
+int nemo_am_unbind(nemo_am_bound *b);
+
 /**
  * Send n messages to dest, all running action `id` (or event), with the
  * arguments args[0..n-1], in that order: one validation and one wake-up

@@ -127,6 +127,17 @@ int nemo_am_event_lookup(nemo_place_id place, uint32_t event, uint32_t *action)
 	return 0;
 }
 
+static int resolve(struct nemo_domain *d, nemo_place_id dest, uint32_t id, size_t len, uint32_t *meta,
+		   nemo_place **dst, uint64_t *st, const char *fn);
+
+int nemo__am_resolve(struct nemo_domain *d, nemo_place_id dest, uint32_t id, size_t len, uint32_t *meta,
+		     const char *fn)
+{
+	nemo_place *dst;
+	uint64_t st;
+	return resolve(d, dest, id, len, meta, &dst, &st, fn);
+}
+
 /* Validate and resolve id for dest: the destination (S0 of queue.c),
  * its status word and the meta word, or an error. */
 static int resolve(struct nemo_domain *d, nemo_place_id dest, uint32_t id, size_t len, uint32_t *meta,

@@ -278,6 +278,12 @@ typedef struct nemo__action {
 	void *ctx;
 } nemo__action;
 
+/* Resolve id (action or NEMO_AM_EVENT) for dest into a meta word with
+ * payload length len, checking the destination, range and handler (am.c):
+ * 0 or the error of nemo_am_sendv. */
+int nemo__am_resolve(struct nemo_domain *d, nemo_place_id dest, uint32_t id, size_t len, uint32_t *meta,
+		     const char *fn);
+
 /* Run one ring message's action (am.c): the ring's payload format is the
  * active message's, and its dispatch is part of this layer. */
 void nemo__am_deliver(nemo_place *me, nemo_place_id src, uint32_t meta, uint64_t arg,
@@ -404,6 +410,11 @@ int nemo__batch_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id 
 int nemo__notify_put(nemo_place *me, nemo_place_id dest, uint32_t chan, unsigned flags);
 /* nemo_notify's send, with the overflow's rules (overflow.c). */
 int nemo__notify_send(nemo_place *me, nemo_place_id dest, uint32_t chan, unsigned flags);
+
+/* S3 found the receiver leaving: take the ring entry (head hs, seq,
+ * ending before position end) back unless it was delivered; true when
+ * taken back (queue.c). */
+bool nemo__ring_take_back(nemo__link *lk, nemo__slot *hs, uint32_t seq, uint32_t end);
 
 /* The queue to dst is full (or still holds a previous occupant's
  * entries): wait for room, serving our own queues (queue.c).  room(arg)

@@ -422,7 +422,7 @@ static bool ring_has_room(void *p)
  * every drain publishes ack before it returns, hence before L1, whose
  * store S3 has just seen), or if our CAS fails (the final drain took it).
  * Returns true when our CAS took it back: not delivered. */
-static bool ring_take_back(nemo__link *lk, nemo__slot *hs, uint32_t seq, uint32_t end)
+bool nemo__ring_take_back(nemo__link *lk, nemo__slot *hs, uint32_t seq, uint32_t end)
 {
 	uint32_t ack = atomic_load_explicit(&lk->ack, memory_order_acquire);
 	if ((int32_t)(ack - end) >= 0)
@@ -470,7 +470,7 @@ struct ring_back {
 static bool ring_back(void *arg)
 {
 	struct ring_back *b = arg;
-	if (!ring_take_back(b->lk, b->hs, b->seq, b->end))
+	if (!nemo__ring_take_back(b->lk, b->hs, b->seq, b->end))
 		return false;
 	b->o->tail = b->p;
 	return true;
@@ -537,12 +537,12 @@ static uint32_t batch_settle(nemo_place *me, nemo__slot *ring, uint32_t mask, ne
 {
 	unsigned rb = me->d->Rbits;
 	uint32_t p = first;
-	while (p != end && !ring_take_back(lk, &ring[p & mask], nemo__slot_seq(p, rb, rtag), p + 1))
+	while (p != end && !nemo__ring_take_back(lk, &ring[p & mask], nemo__slot_seq(p, rb, rtag), p + 1))
 		p++;
 	*delivered = p - first;
 	/* The rest: ours to take back (their CASes cannot fail now). */
 	for (uint32_t q = p; q != end; q++)
-		ring_take_back(lk, &ring[q & mask], nemo__slot_seq(q, rb, rtag), q + 1);
+		nemo__ring_take_back(lk, &ring[q & mask], nemo__slot_seq(q, rb, rtag), q + 1);
 	return p;           /* the new tail */
 }
 
