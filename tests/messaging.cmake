@@ -58,3 +58,5 @@ if(NOT NEMO_SANITIZE)
   add_test(NAME bound.cost COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/test_bound_cost.sh $<TARGET_FILE:bound_cost>)
   set_tests_properties(bound.cost PROPERTIES LABELS unit TIMEOUT 300)
 endif()
+# Private fast calls set up by a control string (nemo_ctl, nemo_fast).
+nemo_c_test(test_ctl SOURCES test_ctl.c LABELS unit)

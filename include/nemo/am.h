@@ -202,6 +202,39 @@ int nemo_notify_bound(nemo_am_bound *b);
 /** Free a binding (any time; NULL is EINVAL).  @return 0; EINVAL. */
 int nemo_am_unbind(nemo_am_bound *b);
 
+/* ------------------------------------------------------------------------
+ * Private fast calls, set up by a control string
+ * ------------------------------------------------------------------------ */
+
+/** Slots of the calling thread's private table of bound calls. */
+#define NEMO_FAST_SLOTS 16u
+
+/**
+ * Set up or remove a private fast call of the calling place by a command
+ * in words (seed 004's ctl file), so that tools and scripts can set up a
+ * program's fast paths:
+ *   "bind am dest=D (action=A | event=E) slot=S [flags=F]"
+ *   "bind notify dest=D chan=C slot=S [flags=F]"
+ *   "unbind slot=S"
+ * D is a place index of d (its current occupant) or a full place id (0x...);
+ * numbers are decimal or 0x hex; F is push, more, nonblock joined by ','.
+ * Binding a slot that holds a call replaces it.
+ * @return 0; EINVAL for a malformed command (nemo_last_error() quotes the
+ *         bad word); ERANGE for a slot, channel or id out of range; ENOENT
+ *         for unbinding an empty slot; ENOTCONN, EXDEV (a place of another
+ *         domain); ESRCH; and the errors of nemo_am_bind / nemo_notify_bind.
+ */
+int nemo_ctl(nemo_domain *d, const char *cmd);
+
+/**
+ * Call the fast call in slot `slot` of the calling thread's table:
+ * nemo_am_send_bound(binding, arg), or nemo_notify_bound for a
+ * notification binding (arg unused).
+ * @return its result; ERANGE for a slot >= NEMO_FAST_SLOTS; ENOENT for an
+ *         empty slot.
+ */
+int nemo_fast(unsigned slot, uint64_t arg);
+
 /**
  * Send n messages to dest, all running action `id` (or event), with the
  * arguments args[0..n-1], in that order: one validation and one wake-up

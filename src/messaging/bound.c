@@ -210,6 +210,11 @@ int nemo_am_send_bound(nemo_am_bound *b, uint64_t arg)
 	return err;
 }
 
+bool nemo__bound_is_notify(const nemo_am_bound *b)
+{
+	return b->notify;
+}
+
 int nemo_notify_bound(nemo_am_bound *b)
 {
 	nemo_place *me = nemo__tls_place;

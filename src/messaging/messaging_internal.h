@@ -284,6 +284,9 @@ typedef struct nemo__action {
 int nemo__am_resolve(struct nemo_domain *d, nemo_place_id dest, uint32_t id, size_t len, uint32_t *meta,
 		     const char *fn);
 
+/* Is a binding a notification's (bound.c)? */
+bool nemo__bound_is_notify(const nemo_am_bound *b);
+
 /* Run one ring message's action (am.c): the ring's payload format is the
  * active message's, and its dispatch is part of this layer. */
 void nemo__am_deliver(nemo_place *me, nemo_place_id src, uint32_t meta, uint64_t arg,
