@@ -60,3 +60,11 @@ if(NOT NEMO_SANITIZE)
 endif()
 # Private fast calls set up by a control string (nemo_ctl, nemo_fast).
 nemo_c_test(test_ctl SOURCES test_ctl.c LABELS unit)
+
+# Curried writes through io_uring (nemo/fastio.h, libnemo-fastio).
+add_executable(test_fastio test_fastio.c)
+target_compile_options(test_fastio PRIVATE ${NEMO_WARNINGS})
+target_include_directories(test_fastio PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(test_fastio PRIVATE nemo-fastio nemo_shared Threads::Threads m)
+add_test(NAME test_fastio COMMAND test_fastio)
+set_tests_properties(test_fastio PROPERTIES LABELS "unit;concurrency" TIMEOUT 120)
