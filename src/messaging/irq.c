@@ -48,25 +48,16 @@
 /* The calling thread holds the plock of the place it acts as (a
  * delegated place in a nemo call, or the progress thread draining it:
  * src/poll/progress.c). */
-__thread bool nemo__holds_plock;
+__thread bool nemo__holds_plock __attribute__((tls_model("initial-exec")));
 #define holds_plock nemo__holds_plock
 
-void nemo__busy_enter(nemo_place *me)
+void nemo__busy_lock(nemo_place *me)
 {
-	/* Served by the progress thread: exclude it for this call.  Decided
-	 * before busy is read: while the progress thread drains us it holds
-	 * the lock and has busy set, so busy says nothing about our nesting
-	 * (the lock-holder flag does). */
-	if (__builtin_expect(atomic_load_explicit(&me->delegated, memory_order_relaxed), 0) && !holds_plock) {
-		pthread_mutex_lock(&me->plock);
-		holds_plock = true;
-	}
-	int b = atomic_load_explicit(&me->busy, memory_order_relaxed);
-	atomic_store_explicit(&me->busy, b + 1, memory_order_relaxed);
-	atomic_signal_fence(memory_order_seq_cst);
+	pthread_mutex_lock(&me->plock);
+	holds_plock = true;
 }
 
-void nemo__busy_exit(nemo_place *me)
+void nemo__busy_exit_slow(nemo_place *me)
 {
 	atomic_signal_fence(memory_order_seq_cst);
 	int b = atomic_load_explicit(&me->busy, memory_order_relaxed) - 1;

@@ -381,27 +381,56 @@ static inline nemo_place *nemo__place_self(void)
 int nemo__domain_check_in(const struct nemo_domain *d, const char *fn);
 #define nemo__domain_check(d) nemo__domain_check_in((d), __func__)
 
-/* Enter / leave a nemo call on the caller's own place: while busy, the
- * interrupt handler defers; leaving the outermost call handles what it
- * deferred. */
-void nemo__busy_enter(nemo_place *me);
+/* Enter / leave a nemo call on the caller's own place (irq.c, INTERRUPT
+ * DEFERRAL, E1 and E2): while busy, the interrupt handler defers; leaving
+ * the outermost call handles what it deferred.  Inline: every send and
+ * poll starts and ends here; the rare parts are out of line. */
+
 /* True while the calling thread holds the plock of the place it acts as
- * (queue.c; src/poll/progress.c sets it around its drains). */
-extern __thread bool nemo__holds_plock;
+ * (irq.c; src/poll/progress.c sets it around its drains). */
+extern __thread bool nemo__holds_plock __attribute__((tls_model("initial-exec")));
+void nemo__busy_lock(nemo_place *me);           /* a served place: take its plock */
+void nemo__busy_exit_slow(nemo_place *me);      /* E2 with work to do */
+
+static inline void nemo__busy_enter(nemo_place *me)
+{
+	/* Served by the progress thread: exclude it for this call.  Decided
+	 * before busy is read: while the progress thread drains us it holds
+	 * the lock and has busy set, so busy says nothing about our nesting
+	 * (the lock-holder flag does). */
+	if (__builtin_expect(atomic_load_explicit(&me->delegated, memory_order_relaxed), 0) && !nemo__holds_plock)
+		nemo__busy_lock(me);
+	int b = atomic_load_explicit(&me->busy, memory_order_relaxed);
+	atomic_store_explicit(&me->busy, b + 1, memory_order_relaxed);
+	atomic_signal_fence(memory_order_seq_cst);
+}
+
+static inline void nemo__busy_exit(nemo_place *me)
+{
+	atomic_signal_fence(memory_order_seq_cst);
+	int b = atomic_load_explicit(&me->busy, memory_order_relaxed);
+	if (__builtin_expect(b > 1, 0)) {
+		atomic_store_explicit(&me->busy, b - 1, memory_order_relaxed);
+		return;
+	}
+	if (__builtin_expect(b == 1 && !nemo__holds_plock &&
+			     !atomic_load_explicit(&me->irq_pending, memory_order_relaxed), 1)) {
+		atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
+		atomic_signal_fence(memory_order_seq_cst);
+		if (__builtin_expect(!atomic_load_explicit(&me->irq_pending, memory_order_relaxed), 1))
+			return;
+		atomic_store_explicit(&me->busy, 1, memory_order_relaxed);  /* a signal came: E2's loop */
+		atomic_signal_fence(memory_order_seq_cst);
+	}
+	nemo__busy_exit_slow(me);
+}
 void nemo__busy_exit(nemo_place *me);
 
 /* The destination place of id, if id names an active place of d:
  * returns it and its status word in *st; NULL if not (ESRCH). */
 nemo_place *nemo__dest(struct nemo_domain *d, nemo_place_id id, uint64_t *st);
 
-/*
- * Enqueue one ring message from me to dest (busy held by the caller).
- * dst and st: from nemo__dest(dest) (S0).  meta from nemo__meta();
- * payload of len <= NEMO_AM_PAYLOAD_MAX.  Returns 0, ESRCH, EAGAIN,
- * EDEADLK.
- */
-int nemo__msg_send(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
-		   uint64_t arg, const void *payload, size_t len, unsigned flags);
+
 
 /* The raw puts (queue.c): S0-S5 for one entry, waiting for room (unless
  * NEMO_NONBLOCK) but without the overflow's rules, which nemo__msg_send /
@@ -411,6 +440,26 @@ int nemo__ring_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id d
 int nemo__batch_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
 		    const uint64_t *args, size_t n, unsigned flags, size_t *sent);
 int nemo__notify_put(nemo_place *me, nemo_place_id dest, uint32_t chan, unsigned flags);
+
+/*
+ * Enqueue one ring message from me to dest (busy held by the caller).
+ * dst and st: from nemo__dest(dest) (S0).  meta from nemo__meta();
+ * payload of len <= NEMO_AM_PAYLOAD_MAX.  Returns 0, ESRCH, EAGAIN,
+ * EDEADLK.
+ */
+int nemo__msg_send_slow(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
+			uint64_t arg, const void *payload, size_t len, unsigned flags);
+/* The overflow's rules (overflow.c) in one inline test: nothing kept for
+ * dest, not in a handler, dest keeps nothing for us -> the raw put. */
+static inline int nemo__msg_send(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
+				 uint64_t arg, const void *payload, size_t len, unsigned flags)
+{
+	unsigned r = nemo_place_index(dest);
+	if (__builtin_expect(!me->out_row[r].ovf_ring && !me->hdepth &&
+			     !atomic_load_explicit(&me->link_row[r].held, memory_order_relaxed), 1))
+		return nemo__ring_put(me, dst, st, dest, meta, arg, payload, len, flags);
+	return nemo__msg_send_slow(me, dst, st, dest, meta, arg, payload, len, flags);
+}
 /* nemo_notify's send, with the overflow's rules (overflow.c). */
 int nemo__notify_send(nemo_place *me, nemo_place_id dest, uint32_t chan, unsigned flags);
 

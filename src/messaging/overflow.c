@@ -308,12 +308,12 @@ void nemo__ovf_flush_all(nemo_place *me)
 	}
 }
 
-int nemo__msg_send(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
-		   uint64_t arg, const void *payload, size_t len, unsigned flags)
+int nemo__msg_send_slow(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
+			uint64_t arg, const void *payload, size_t len, unsigned flags)
 {
 	unsigned r = nemo_place_index(dest);
 	nemo__out *o = &me->out_row[r];
-	if (__builtin_expect(!o->ovf_ring && !me->hdepth && !held_by(me, r), 1))
+	if (!o->ovf_ring && !me->hdepth && !held_by(me, r))
 		return nemo__ring_put(me, dst, st, dest, meta, arg, payload, len, flags);
 	if (me->hdepth && !(flags & NEMO_NONBLOCK)) {
 		/* In a handler: never wait (OVERFLOW). */

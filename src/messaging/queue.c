@@ -254,7 +254,7 @@ nemo_place *nemo__dest(struct nemo_domain *d, nemo_place_id id, uint64_t *st)
 /* S4 for one destination (after the fence P): set our hint bit there
  * unless it is set already.  Returns whether S5 must follow: the bit was
  * clear (our queue turned non-empty since r last looked), or push. */
-static bool hint_set(nemo_place *me, unsigned r, bool push)
+static inline __attribute__((always_inline)) bool hint_set(nemo_place *me, unsigned r, bool push)
 {
 	me->out_row[r].deferred = 0;
 	_Atomic uint64_t *w = nemo__hint_row(me->d, r) + me->idx / 64;
@@ -268,11 +268,16 @@ static bool hint_set(nemo_place *me, unsigned r, bool push)
 	return true;
 }
 
-void nemo__publish(nemo_place *me, unsigned r, bool push)
+static inline __attribute__((always_inline)) void publish(nemo_place *me, unsigned r, bool push)
 {
 	NEMO__FENCE();                                                       /* P */
 	if (hint_set(me, r, push))                                           /* S4 */
 		nemo__kick(me, &me->d->places[r]);                           /* S5 */
+}
+
+void nemo__publish(nemo_place *me, unsigned r, bool push)
+{
+	publish(me, r, push);
 }
 
 void nemo__publish_many(nemo_place *me, const unsigned *rs, size_t n, bool push)
@@ -437,8 +442,9 @@ bool nemo__ring_take_back(nemo__link *lk, nemo__slot *hs, uint32_t seq, uint32_t
  * (true: the entry was taken back, rewinding the sender's position ->
  * ESRCH; false: the receiver took it -> 0, no kick needed).  *sent counts
  * the entry (c_am_sent or c_nf_sent of me). */
-static int send_commit(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, unsigned flags,
-		       _Atomic uint64_t *sent, bool (*take_back)(void *), void *arg, const char *fn)
+static inline __attribute__((always_inline)) int
+send_commit(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, unsigned flags,
+	    _Atomic uint64_t *sent, bool (*take_back)(void *), void *arg, const char *fn)
 {
 	if (!nemo__asym)
 		NEMO__FENCE();                                               /* S2 */
@@ -456,7 +462,7 @@ static int send_commit(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_
 	if (flags & NEMO_MORE)
 		me->out_row[r].deferred = 1;
 	else
-		nemo__publish(me, r, flags & NEMO_PUSH);                     /* S4, S5 */
+		publish(me, r, flags & NEMO_PUSH);                           /* S4, S5 */
 	return 0;
 }
 
