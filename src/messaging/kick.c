@@ -191,7 +191,7 @@ void nemo__kick(nemo_place *me, nemo_place *dst)
 	nemo_waiter *w = atomic_load_explicit(&dst->waiter, memory_order_acquire);
 	if (!w)
 		return;
-	uint32_t s = atomic_load_explicit(&w->state, memory_order_seq_cst);
+	uint32_t s = nemo__slot_state(w);
 	if (s == NEMO_WAITER_RUNNING) {
 		if (atomic_load_explicit(&dst->wd_ticks, memory_order_relaxed) &&
 		    atomic_load_explicit(&dst->irq_on, memory_order_seq_cst)) {
@@ -248,7 +248,7 @@ void nemo__kick_many(nemo_place *me, nemo_place *const *dsts, size_t n)
 		nemo_waiter *w = atomic_load_explicit(&dst->waiter, memory_order_acquire);
 		if (!w)
 			continue;
-		uint32_t s = atomic_load_explicit(&w->state, memory_order_seq_cst);
+		uint32_t s = nemo__slot_state(w);
 		if (s == NEMO_WAITER_RUNNING) {
 			nemo__kick(me, dst);         /* signal or nothing, as for one */
 			continue;

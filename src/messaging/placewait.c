@@ -174,41 +174,36 @@ static bool place_try_take(void *arg)
 	return n > 0;
 }
 
+/* W3: anything for us?  (the hint words and hot queues, seq_cst; and kept
+ * sends, which forbid sleeping: nobody would wake us when room appears) */
+static bool place_pending(void *arg)
+{
+	nemo_place *me = arg;
+	return me->ovf_n || nemo__pending(me);
+}
+
 static bool place_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *bits)
 {
 	nemo_place *me = arg;
 	nemo_waiter *w = atomic_load_explicit(&me->waiter, memory_order_relaxed);
-	_Atomic uint32_t *bseq = &me->d->bseq;
-	/* Sleep on the domain's word with our bit (waiter.c, SHARED WORD):
-	 * set each time, since a handler may have waited on a nemo_cond in
-	 * between and left bword NULL. */
-	atomic_store_explicit(&w->bword, bseq, memory_order_relaxed);
-	uint32_t seen = atomic_load_explicit(bseq, memory_order_seq_cst);                 /* B1 */
-	atomic_exchange_explicit(&w->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst);  /* W2 */
-	if (me->ovf_n || nemo__pending(me)) {                                              /* W3 */
-		/* Undo; futex_wait then returns at once (state != SLEEPING)
-		 * and the loop's try_take drains.  A place with kept sends
-		 * does not sleep (nobody would wake it when room appears): it
-		 * yields, and tries again (OVERFLOW). */
-		atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
+	/* Sleep on the domain's word with our bit (waiter.c, SHARED WORD), so
+	 * that a broadcast wakes every sleeping place with one call. */
+	if (nemo__slot_sleep_begin(w, &me->d->bseq, place_pending, me, word, val, bits)) {  /* B1-W3 */
+		/* Pending: the futex_wait returns at once and the loop's
+		 * try_take drains (not "taken": nothing was handled yet).  With
+		 * kept sends, yield first: the receiver needs the CPU. */
 		if (me->ovf_n)
 			sched_yield();
-		*word = (uint32_t *)&w->state;
-		*val = NEMO_WAITER_SLEEPING;
 		return false;
 	}
 	NEMO__PCOUNT(me, c_sleeps);
-	*word = (uint32_t *)bseq;                                                          /* B2 */
-	*val = seen;
-	*bits = w->bbit;
 	return false;                                                                      /* W4 */
 }
 
 static void place_sleep_end(void *arg)
 {
 	nemo_place *me = arg;
-	nemo_waiter *w = atomic_load_explicit(&me->waiter, memory_order_relaxed);
-	atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);      /* W5 */
+	nemo__slot_awake(atomic_load_explicit(&me->waiter, memory_order_relaxed));           /* W5 */
 }
 
 static const nemo__wait_ops place_ops = {
@@ -232,10 +227,9 @@ int nemo_place_wait(const struct timespec *abstime, unsigned *handled)
 	unsigned outer = me->handled;   /* a handler may wait too: nest the count */
 	me->handled = 0;
 	nemo_waiter *w = atomic_load_explicit(&me->waiter, memory_order_relaxed);
-	atomic_store_explicit(&w->state, NEMO_WAITER_POLLING, memory_order_relaxed);      /* W1 */
+	nemo__slot_polling(w);                                                             /* W1 */
 	rc = nemo__wait_loop(&place_ops, me, &me->policy, CLOCK_MONOTONIC, abstime, 0);
-	atomic_store_explicit(&w->bword, NULL, memory_order_relaxed);
-	atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_seq_cst);      /* W6 */
+	nemo__slot_running(w);                                                             /* W6 */
 	if (atomic_load_explicit(&me->irq_on, memory_order_relaxed) && nemo__pending(me))
 		me->handled += nemo__drain(me, NEMO_AM_CTX_WAIT, false);
 	if (atomic_load_explicit(&me->efd, memory_order_relaxed) >= 0)

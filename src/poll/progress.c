@@ -116,9 +116,12 @@ static bool prog_try_take(void *arg)
 }
 
 /* P2: anything for a delegated place?  (Hint words only: a sender sets
- * its bit before it kicks, and a set bit stays until a drain.) */
-static bool prog_pending(struct nemo_progress *p)
+ * its bit before it kicks, and a set bit stays until a drain.)  Or stop. */
+static bool prog_pending(void *arg)
 {
+	struct nemo_progress *p = arg;
+	if (atomic_load_explicit(&p->stop, memory_order_seq_cst))
+		return true;
 	struct nemo_domain *d = p->d;
 	for (unsigned i = 0; i < d->P; i++) {
 		nemo_place *x = &d->places[i];
@@ -136,23 +139,16 @@ static bool prog_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t
 {
 	struct nemo_progress *p = arg;
 	nemo_waiter *w = atomic_load_explicit(&p->w, memory_order_relaxed);
-	(void)bits;
-	atomic_exchange_explicit(&w->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst);     /* P1 */
-	if (atomic_load_explicit(&p->stop, memory_order_seq_cst) || prog_pending(p)) {      /* P2 */
-		atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
+	if (nemo__slot_sleep_begin(w, NULL, prog_pending, p, word, val, bits))             /* P1, P2 */
 		return prog_try_take(p) || true;
-	}
 	atomic_fetch_add_explicit(&p->sleeps, 1, memory_order_relaxed);
-	*word = (uint32_t *)&w->state;                                                     /* P3 */
-	*val = NEMO_WAITER_SLEEPING;
-	return false;
+	return false;                                                                      /* P3 */
 }
 
 static void prog_sleep_end(void *arg)
 {
 	struct nemo_progress *p = arg;
-	nemo_waiter *w = atomic_load_explicit(&p->w, memory_order_relaxed);
-	atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
+	nemo__slot_awake(atomic_load_explicit(&p->w, memory_order_relaxed));
 }
 
 static const nemo__wait_ops prog_ops = {
@@ -170,16 +166,16 @@ static void *prog_main(void *arg)
 		atomic_store_explicit(&p->started, -1, memory_order_release);
 		return NULL;
 	}
-	atomic_store_explicit(&w->bword, NULL, memory_order_relaxed);
+	nemo__slot_running(w);
 	atomic_store_explicit(&p->w, w, memory_order_relaxed);
 	atomic_store_explicit(&p->d->prog_w, w, memory_order_release);
 	atomic_store_explicit(&p->started, 1, memory_order_release);
 	while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
 		if (pass(p))
 			continue;
-		atomic_store_explicit(&w->state, NEMO_WAITER_POLLING, memory_order_relaxed);
+		nemo__slot_polling(w);
 		nemo__wait_loop(&prog_ops, p, &p->policy, CLOCK_MONOTONIC, NULL, 0);
-		atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_seq_cst);
+		nemo__slot_running(w);
 	}
 	atomic_store_explicit(&p->d->prog_w, NULL, memory_order_release);
 	return NULL;

@@ -108,9 +108,13 @@ static uint64_t pass(struct nemo_watchdog *g)
 	return next;
 }
 
-/* W5: anything waiting?  (seq_cst loads, after publishing SLEEPING) */
-static bool any_clock(struct nemo_watchdog *g)
+/* W5: anything waiting?  (seq_cst loads, after publishing SLEEPING)  Or
+ * stop. */
+static bool any_clock(void *arg)
 {
+	struct nemo_watchdog *g = arg;
+	if (atomic_load_explicit(&g->stop, memory_order_seq_cst))
+		return true;
 	struct nemo_domain *d = g->d;
 	for (unsigned i = 0; i < d->P; i++) {
 		if (atomic_load_explicit(&d->places[i].wd_since, memory_order_seq_cst))
@@ -128,21 +132,19 @@ static void *wd_main(void *arg)
 		return NULL;
 	}
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);   /* T may be tens of microseconds */
-	atomic_store_explicit(&w->bword, NULL, memory_order_relaxed);
+	nemo__slot_running(w);
 	atomic_store_explicit(&g->w, w, memory_order_relaxed);
 	atomic_store_explicit(&g->d->wd_w, w, memory_order_release);
 	atomic_store_explicit(&g->started, 1, memory_order_release);
 	while (!atomic_load_explicit(&g->stop, memory_order_acquire)) {
 		uint64_t next = pass(g);
 		if (next == UINT64_MAX) {
-			atomic_exchange_explicit(&w->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst);   /* W5 */
-			if (atomic_load_explicit(&g->stop, memory_order_seq_cst) || any_clock(g)) {
-				atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
+			uint32_t *word, val, bits = 0;
+			if (nemo__slot_sleep_begin(w, NULL, any_clock, g, &word, &val, &bits))         /* W5 */
 				continue;
-			}
 			atomic_fetch_add_explicit(&g->sleeps, 1, memory_order_relaxed);
-			nemo_futex_wait((uint32_t *)&w->state, NEMO_WAITER_SLEEPING, NULL, NEMO_FUTEX_PRIVATE);
-			atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
+			nemo_futex_wait(word, val, NULL, NEMO_FUTEX_PRIVATE);
+			nemo__slot_awake(w);
 		} else {
 			uint64_t now = nemo_ticks();
 			if (next > now) {

@@ -345,32 +345,79 @@ static bool slot_try_take(void *arg)
 	return atomic_load_explicit(&w->token, memory_order_acquire) == 1;
 }
 
-static bool slot_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *bits)
+/* ------------------------------------------------------- the handshake */
+
+/*
+ * THE HANDSHAKE, shared by every kind of waiter (waiter_internal.h): W1
+ * polling; W2 exchange(state, SLEEPING, seq_cst) after B1, the read of a
+ * shared word to sleep on; W3 the waiter's own re-check of its condition
+ * (seq_cst loads: the token of a slot, the hint words of a place...),
+ * against a kicker's store-then-load of the condition and the state
+ * (SLOT PROTOCOL above; queue.c, WHY NO WAKE-UP IS LOST); W4 futex_wait;
+ * W5 RUNNING; W6 leaving.  Written once here: a waiter of another layer
+ * brings only its condition.
+ */
+void nemo__slot_polling(nemo_waiter *w)
 {
-	nemo_waiter *w = arg;
-	/* B1: queued on a condvar, the slot sleeps on its shared word: read it
-	 * before publishing SLEEPING (see SHARED WORD above). */
-	_Atomic uint32_t *bw = atomic_load_explicit(&w->bword, memory_order_relaxed);
-	uint32_t seen = bw ? atomic_load_explicit(bw, memory_order_seq_cst) : 0;
+	atomic_store_explicit(&w->state, NEMO_WAITER_POLLING, memory_order_relaxed);     /* W1 */
+}
+
+bool nemo__slot_sleep_begin(nemo_waiter *w, _Atomic uint32_t *shared, bool (*pending)(void *), void *arg,
+			    uint32_t **word, uint32_t *val, uint32_t *bits)
+{
+	atomic_store_explicit(&w->bword, shared, memory_order_relaxed);
+	uint32_t seen = shared ? atomic_load_explicit(shared, memory_order_seq_cst) : 0;  /* B1 */
 	atomic_exchange_explicit(&w->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst); /* W2 */
-	if (atomic_load_explicit(&w->token, memory_order_seq_cst) == 1) {                /* W3 */
+	if (pending(arg)) {                                                              /* W3 */
 		atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
+		*word = (uint32_t *)&w->state;      /* not SLEEPING now: a wait returns at once */
+		*val = NEMO_WAITER_SLEEPING;
 		return true;
 	}
 	*word = (uint32_t *)&w->state;
 	*val = NEMO_WAITER_SLEEPING;
-	if (bw) {                                                                        /* B2 */
-		*word = (uint32_t *)bw;
+	if (shared) {                                                                    /* B2 */
+		*word = (uint32_t *)shared;
 		*val = seen;
 		*bits = w->bbit;
 	}
 	return false;
 }
 
-static void slot_sleep_end(void *arg)
+void nemo__slot_awake(nemo_waiter *w)
+{
+	atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);    /* W5 */
+}
+
+void nemo__slot_running(nemo_waiter *w)
+{
+	atomic_store_explicit(&w->bword, NULL, memory_order_relaxed);
+	atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_seq_cst);    /* W6 */
+}
+
+uint32_t nemo__slot_state(nemo_waiter *w)
+{
+	return atomic_load_explicit(&w->state, memory_order_seq_cst);
+}
+
+static bool token_set(void *arg)
 {
 	nemo_waiter *w = arg;
-	atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);   /* W5 */
+	return atomic_load_explicit(&w->token, memory_order_seq_cst) == 1;
+}
+
+static bool slot_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *bits)
+{
+	nemo_waiter *w = arg;
+	/* Queued on a condvar, the slot sleeps on the condvar's shared word
+	 * (SHARED WORD above), which the queue put in bword. */
+	return nemo__slot_sleep_begin(w, atomic_load_explicit(&w->bword, memory_order_relaxed), token_set, w,
+				      word, val, bits);
+}
+
+static void slot_sleep_end(void *arg)
+{
+	nemo__slot_awake(arg);
 }
 
 static uint64_t slot_kicked_at(void *arg)

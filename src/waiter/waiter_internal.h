@@ -133,6 +133,33 @@ typedef struct nemo__spin_plan {
 /* The poll phase of a resolved policy for the calling thread. */
 nemo__spin_plan nemo__spin_plan_for(const nemo_wait_policy *resolved, nemo_waiter *self);
 
+/*
+ * The slot handshake (waiter.c, THE HANDSHAKE): the only way the layers
+ * above change or read a slot's published state.  A waiter of any kind
+ * (a slot of the events layer, a place, the progress thread, the
+ * watchdog) goes POLLING -> (SLEEPING -> RUNNING)* -> RUNNING through
+ * these, and a kicker reads the state with nemo__slot_state.
+ */
+/* W1: polling (relaxed: a kicker that reads a stale RUNNING or SLEEPING
+ * errs on the side of a kick). */
+void nemo__slot_polling(nemo_waiter *w);
+/* W2-W3: publish SLEEPING (seq_cst exchange) - after reading `shared`,
+ * the word shared with other waiters to sleep on, if any (B1) - then ask
+ * pending(arg) (its loads seq_cst).  Pending: back to RUNNING, return
+ * true, and *word / *val name the slot's own state and SLEEPING, so that
+ * a futex_wait on them returns at once.  Else return false with *word,
+ * *val, *bits to sleep on: the shared word with the value read and the
+ * slot's bit, or the slot's own state word. */
+bool nemo__slot_sleep_begin(nemo_waiter *w, _Atomic uint32_t *shared, bool (*pending)(void *), void *arg,
+			    uint32_t **word, uint32_t *val, uint32_t *bits);
+/* W5: back from futex_wait (or a cancelled sleep): RUNNING, relaxed. */
+void nemo__slot_awake(nemo_waiter *w);
+/* W6: leaving a wait: no shared word, RUNNING with seq_cst (the caller's
+ * re-check after it, if any, is ordered after the store). */
+void nemo__slot_running(nemo_waiter *w);
+/* The published state, as a kicker reads it (seq_cst). */
+uint32_t nemo__slot_state(nemo_waiter *w);
+
 /* nemo_waiter_kick for layers above: returns true if it had to make a
  * FUTEX_WAKE (the target slept), false if the target was awake. */
 bool nemo__waiter_kick_issued(nemo_waiter *w);
