@@ -332,6 +332,30 @@ static void *am_each_sender(void *p)
 	return NULL;
 }
 
+/* nemo-am-bound: one bound send per message, each published (no
+ * NEMO_MORE, no batch): the curried path of nemo/am.h on a stream. */
+static void *am_bound_sender(void *p)
+{
+	struct tp_run *r = p;
+	nemo_place_id rx = am_sender_begin(r);
+	nemo_am_bound *b;
+	int err = nemo_am_bind(rx, 0, 0, &b);
+	if (err)
+		fatal("%s: nemo_am_bind: %s", r->name, nemo_strerror(err));
+	uint64_t v = 0;
+	while (!atomic_load_explicit(&r->stop, memory_order_relaxed)) {
+		for (long k = 0; k < r->batch; k++) {   /* the stop flag read once per --batch */
+			err = nemo_am_send_bound(b, ++v);
+			if (__builtin_expect(err != 0, 0))
+				fatal("%s: nemo_am_send_bound (message %llu): %s", r->name,
+				      (unsigned long long)v, nemo_strerror(err));
+		}
+	}
+	nemo_am_unbind(b);
+	am_sender_end(r, v);
+	return NULL;
+}
+
 static void *am_sender(void *p)
 {
 	struct tp_run *r = p;
@@ -436,6 +460,8 @@ static const tp_mech tp_mechs[] = {
 	  am_setup, am_receiver, am_sender },
 	{ "nemo-am-each", "nemo-am with one nemo_am_send per message (NEMO_MORE but the batch's last)",
 	  am_setup, am_receiver, am_each_sender },
+	{ "nemo-am-bound", "nemo-am with one nemo_am_send_bound per message, each published (no batching)",
+	  am_setup, am_receiver, am_bound_sender },
 	{ "ck-ring", "Concurrency Kit ck_ring SPSC (1024 entries), spinning consumer and producer",
 	  ck_setup, ck_receiver, ck_sender },
 };

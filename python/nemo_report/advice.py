@@ -62,6 +62,8 @@ MECHANISMS = {
                     "policy": "`nemo_place_set_policy`"},
     "nemo-am-each": {"kind": "nemo", "api": "one `nemo_am_send` per message (`NEMO_MORE` on all but a "
                                             "batch's last)"},
+    "nemo-am-bound": {"kind": "nemo", "api": "one `nemo_am_send_bound` per message, each published "
+                                             "(`nemo_am_bind` once: the curried path)"},
     "condvar-handoff": {"kind": "program", "api": "an unmodified program handing a token between two "
                                                   "threads through one mutex and one condvar "
                                                   "(`nemo-handoff`)"},

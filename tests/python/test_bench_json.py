@@ -244,7 +244,7 @@ def test_throughput(tmp_path, schema):
     assert doc["suite"] == "throughput"
     assert doc["config"]["trials"] == doc["config"]["intervals"]
     rows = {r["mechanism"]: r for r in doc["results"]}
-    assert set(rows) == {"nemo-am", "nemo-am-each", "ck-ring"}
+    assert set(rows) == {"nemo-am", "nemo-am-each", "nemo-am-bound", "ck-ring"}
     for row in rows.values():
         # nemo-bench checked the sum of every message itself (a wrong sum
         # fails the run); here, only that the row is coherent.
