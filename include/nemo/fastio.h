@@ -20,8 +20,9 @@
  * Order and the buffer: the writes of one handle reach the file in the
  * order of the calls.  For a regular file each write has its own offset
  * (continuing from the file's position at open), so many can be in
- * flight; for anything else (eventfd, pipe, socket) a write is submitted
- * once the previous one has completed.  A write reads the buffer when the
+ * flight; so can writes to an eventfd, which only add to its counter;
+ * for anything else (pipe, socket) a write is submitted once the previous
+ * one has completed.  A write reads the buffer when the
  * kernel performs it, so change the buffer's bytes only after
  * nemo_fastwrite_wait.  Completions are reaped in batches; a failed write
  * is reported by the next call (and by nemo_fastwrite_wait) with its errno.

@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <liburing.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -33,6 +34,7 @@ struct nemo_fastio {
 	size_t len;
 	nemo_fastwrite_mode_t mode;
 	bool seekable;
+	bool commutes;                /* an eventfd: writes add to a counter, order is moot */
 	bool fixed_buf;               /* the buffer is registered (else plain writes from it) */
 	uint64_t off;                 /* next offset (regular files) */
 	unsigned inflight;
@@ -88,6 +90,13 @@ int nemo_fastwrite_open(int fd, const void *buf, size_t len, unsigned flags, nem
 	h->buf = buf;
 	h->len = len;
 	h->seekable = S_ISREG(st.st_mode) && !(fl & O_APPEND);
+	char link[64], path[32];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	ssize_t ln = readlink(path, link, sizeof link - 1);
+	if (ln > 0) {
+		link[ln] = 0;
+		h->commutes = !strcmp(link, "anon_inode:[eventfd]");
+	}
 	if (h->seekable) {
 		off_t pos = lseek(fd, 0, SEEK_CUR);
 		h->off = pos < 0 ? 0 : (uint64_t)pos;
@@ -154,9 +163,10 @@ int nemo_fastwrite(nemo_fastio *h, size_t len)
 	if (h->err)
 		return take_err(h);
 	/* Order: one in flight at a time where the file has no offsets. */
-	if (h->inflight && (!h->seekable || h->inflight >= ENTRIES - 1)) {
+	bool ordered = !h->seekable && !h->commutes;
+	if (h->inflight && (ordered || h->inflight >= ENTRIES - 1)) {
 		reap(h, false);
-		while (h->inflight && !h->seekable)
+		while (h->inflight && ordered)
 			reap(h, true);
 		if (h->inflight >= ENTRIES - 1)
 			reap(h, true);

@@ -460,3 +460,19 @@ def test_schema_checks_the_interrupted_mark(tmp_path, schema):
     old = dict(doc)
     del old["interrupted"]
     jsonschema.validate(old, schema)
+
+
+def test_syscost(tmp_path, schema):
+    doc, path = run(tmp_path, "syscost", "--trials", "30", "--rounds", "1")
+    jsonschema.validate(doc, schema)
+    rows = {r["mechanism"]: r for r in doc["results"]}
+    skipped = {s["mechanism"] for s in doc["config"]["skipped"]}
+    expected = {"getppid", "write-eventfd", "futex-wake-none", "uring-fixed-write",
+                "uring-fixed-write-batch", "uring-sqpoll-write", "nemo-am-send", "nemo-am-bound",
+                "nemo-fast"}
+    assert set(rows) | skipped == expected
+    for name, row in rows.items():
+        assert row["cost_ns"]["p50"] > 0
+        has_effect = name not in {"getppid", "futex-wake-none", "uring-fixed-write-batch"}
+        assert (row["btw_ns"] is not None) == has_effect
+        assert row["btw_ns"] is None or row["btw_ns"]["p50"] > 0
