@@ -179,15 +179,31 @@ static int resolve(struct nemo_domain *d, nemo_place_id dest, uint32_t id, size_
 
 static int check_args(const void *payload, size_t len, unsigned flags, const char *fn)
 {
-	if (flags & ~(unsigned)(NEMO_PUSH | NEMO_NONBLOCK | NEMO_MORE))
-		return nemo__fail(EINVAL, fn, "flags 0x%x: unknown bits 0x%x (NEMO_PUSH, NEMO_NONBLOCK, NEMO_MORE)",
-				  flags, flags & ~(unsigned)(NEMO_PUSH | NEMO_NONBLOCK | NEMO_MORE));
+	int err = nemo__check_flags(flags, fn);
+	if (err)
+		return err;
 	if (len > NEMO_AM_PAYLOAD_MAX)
 		return nemo__fail(EMSGSIZE, fn, "payload of %zu bytes: at most %u fit in a message", len,
 				  NEMO_AM_PAYLOAD_MAX);
 	if (len && !payload)
 		return nemo__fail(EINVAL, fn, "payload is NULL with len %zu", len);
 	return 0;
+}
+
+/* Resolve and send one message with a checked payload (tagged: a reply's
+ * NEMO__META_TAGGED, its tag the payload's first 8 bytes). */
+static int send_one(nemo_place *me, nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload,
+		    size_t len, unsigned flags, uint32_t tagged, const char *fn)
+{
+	nemo__busy_enter(me);
+	uint32_t meta;
+	uint64_t st;
+	nemo_place *dst;
+	int err = resolve(me->d, dest, id, len, &meta, &dst, &st, fn);
+	if (!err)
+		err = nemo__msg_send(me, dst, st, dest, meta | tagged, arg, payload, len, flags);
+	nemo__busy_exit(me);
+	return err;
 }
 
 int nemo_am_sendv(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload,
@@ -197,17 +213,7 @@ int nemo_am_sendv(nemo_place_id dest, uint32_t id, uint64_t arg, const void *pay
 	if (!me)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	int err = check_args(payload, len, flags, __func__);
-	if (err)
-		return err;
-	nemo__busy_enter(me);
-	uint32_t meta;
-	uint64_t st;
-	nemo_place *dst;
-	err = resolve(me->d, dest, id, len, &meta, &dst, &st, __func__);
-	if (!err)
-		err = nemo__msg_send(me, dst, st, dest, meta, arg, payload, len, flags);
-	nemo__busy_exit(me);
-	return err;
+	return err ? err : send_one(me, dest, id, arg, payload, len, flags, 0, __func__);
 }
 
 int nemo_am_send(nemo_place_id dest, uint32_t id, uint64_t arg, unsigned flags)
@@ -231,16 +237,7 @@ int nemo_am_reply(const nemo_am_msg *req, uint32_t id, uint64_t arg, const void 
 	memcpy(buf, &req->arg, sizeof req->arg);
 	if (len)
 		memcpy(buf + sizeof req->arg, payload, len);
-	nemo__busy_enter(me);
-	uint32_t meta;
-	uint64_t st;
-	nemo_place *dst;
-	err = resolve(me->d, req->src, id, len + sizeof req->arg, &meta, &dst, &st, __func__);
-	if (!err)
-		err = nemo__msg_send(me, dst, st, req->src, meta | NEMO__META_TAGGED, arg, buf,
-				     len + sizeof req->arg, flags);
-	nemo__busy_exit(me);
-	return err;
+	return send_one(me, req->src, id, arg, buf, len + sizeof req->arg, flags, NEMO__META_TAGGED, __func__);
 }
 
 int nemo_domain_am_send(nemo_domain *d, nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload,

@@ -83,33 +83,33 @@ static int bind_common(nemo_place_id dest, unsigned flags, bool notify, uint32_t
 	return 0;
 }
 
+/* What both binds check first: the caller, out, the flags. */
+static int bind_check(unsigned flags, nemo_am_bound **out, nemo_place **me, const char *fn)
+{
+	if (!(*me = nemo__place_self()))
+		return nemo__fail(ENOTCONN, fn, "the calling thread is not a place (nemo_place_join first)");
+	if (!out)
+		return nemo__fail(EINVAL, fn, "out is NULL");
+	*out = NULL;
+	return nemo__check_flags(flags, fn);
+}
+
 int nemo_am_bind(nemo_place_id dest, uint32_t id, unsigned flags, nemo_am_bound **out)
 {
-	nemo_place *me = nemo__place_self();
-	if (!me)
-		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
-	if (!out)
-		return NEMO__FAIL(EINVAL, "out is NULL");
-	*out = NULL;
-	if (flags & ~(unsigned)(NEMO_PUSH | NEMO_NONBLOCK | NEMO_MORE))
-		return NEMO__FAIL(EINVAL, "flags 0x%x: unknown bits 0x%x (NEMO_PUSH, NEMO_NONBLOCK, NEMO_MORE)",
-				  flags, flags & ~(unsigned)(NEMO_PUSH | NEMO_NONBLOCK | NEMO_MORE));
+	nemo_place *me;
 	uint32_t meta;
-	int err = nemo__am_resolve(me->d, dest, id, 0, &meta, __func__);
+	int err = bind_check(flags, out, &me, __func__);
+	if (!err)
+		err = nemo__am_resolve(me->d, dest, id, 0, &meta, __func__);
 	return err ? err : bind_common(dest, flags, false, meta, out, __func__);
 }
 
 int nemo_notify_bind(nemo_place_id dest, uint32_t chan, unsigned flags, nemo_am_bound **out)
 {
-	nemo_place *me = nemo__place_self();
-	if (!me)
-		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
-	if (!out)
-		return NEMO__FAIL(EINVAL, "out is NULL");
-	*out = NULL;
-	if (flags & ~(unsigned)(NEMO_PUSH | NEMO_NONBLOCK | NEMO_MORE))
-		return NEMO__FAIL(EINVAL, "flags 0x%x: unknown bits 0x%x (NEMO_PUSH, NEMO_NONBLOCK, NEMO_MORE)",
-				  flags, flags & ~(unsigned)(NEMO_PUSH | NEMO_NONBLOCK | NEMO_MORE));
+	nemo_place *me;
+	int err = bind_check(flags, out, &me, __func__);
+	if (err)
+		return err;
 	if (chan > NEMO_NOTIFY_CHAN_MAX)
 		return NEMO__FAIL(ERANGE, "channel %u is above %u", chan, NEMO_NOTIFY_CHAN_MAX);
 	return bind_common(dest, flags, true, chan, out, __func__);
@@ -188,15 +188,7 @@ int nemo_am_send_bound(nemo_am_bound *b, uint64_t arg)
 			/* nemo__publish, with the hint word found at bind time. */
 			o->deferred = 0;
 			NEMO__FENCE();                                   /* P */
-			bool kick = true;
-			if (atomic_load_explicit(b->hint, memory_order_seq_cst) & b->bit) {   /* S4 */
-				kick = b->flags & NEMO_PUSH;
-				if (!kick)
-					NEMO__PCOUNT(me, c_kicks_skipped);
-			} else {
-				atomic_fetch_or_explicit(b->hint, b->bit, memory_order_seq_cst);
-			}
-			if (kick)
+			if (nemo__hint_test_set(me, b->hint, b->bit, b->flags & NEMO_PUSH))   /* S4 */
 				nemo__kick(me, dst);                     /* S5 */
 		}
 	}

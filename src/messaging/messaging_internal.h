@@ -32,6 +32,7 @@
 #include "../platform/invariant.h"
 #include "../waiter/waiter_internal.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/types.h>
@@ -367,6 +368,31 @@ static inline _Atomic uint32_t *nemo__alt_row(struct nemo_domain *d, unsigned p)
 #define NEMO__PADD1(ctr) \
 	atomic_store_explicit((ctr), atomic_load_explicit((ctr), memory_order_relaxed) + 1, memory_order_relaxed)
 
+/* S4 at our hint word w (bit: ours) of a receiver, after the fence P
+ * (queue.c, SEND): set the bit unless it is set already.  Returns whether
+ * S5 (the kick) must follow: the bit was clear, or push. */
+static inline bool nemo__hint_test_set(nemo_place *me, _Atomic uint64_t *w, uint64_t bit, bool push)
+{
+	if (atomic_load_explicit(w, memory_order_seq_cst) & bit) {
+		if (!push)
+			NEMO__PCOUNT(me, c_kicks_skipped);
+		return push;
+	}
+	atomic_fetch_or_explicit(w, bit, memory_order_seq_cst);
+	return true;
+}
+
+/* The send flags every send accepts: 0, or EINVAL with the text for fn. */
+#define NEMO__SEND_FLAGS ((unsigned)(NEMO_PUSH | NEMO_NONBLOCK | NEMO_MORE))
+static inline int nemo__check_flags(unsigned flags, const char *fn)
+{
+	if (__builtin_expect(!(flags & ~NEMO__SEND_FLAGS), 1))
+		return 0;
+	return nemo__fail(EINVAL, fn, "flags 0x%x: unknown bits 0x%x (NEMO_PUSH, NEMO_NONBLOCK, NEMO_MORE)", flags,
+			  flags & ~NEMO__SEND_FLAGS);
+}
+
+
 /* The calling thread's place (NULL if none).  Readable from the
  * interrupt signal handler (initial-exec TLS); inline: every send and
  * poll starts here. */
@@ -473,6 +499,11 @@ bool nemo__ring_take_back(nemo__link *lk, nemo__slot *hs, uint32_t seq, uint32_t
  * says whether there is room now.  Returns 0, ESRCH, EAGAIN, EDEADLK. */
 int nemo__wait_room(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r, unsigned flags,
 		    bool (*room)(void *), void *arg);
+
+/* One round of a wait for room (queue.c): serve our own queues (handlers
+ * run nested, counted in serve_depth), deliver what the overflow can,
+ * relax, and yield every 64th round n. */
+void nemo__serve_round(nemo_place *me, unsigned n);
 
 /* Enqueue n one-slot messages (same meta, args[i]) from me to dest, as
  * nemo__msg_send does one: returns 0 or the error that stopped it, with

@@ -298,14 +298,8 @@ static int send_slow_prelude(nemo_place *me, nemo_place *dst, uint64_t st, unsig
 
 void nemo__ovf_flush_all(nemo_place *me)
 {
-	for (unsigned n = 1; nemo__ovf_flush(me); n++) {
-		me->serve_depth++;
-		nemo__drain(me, NEMO_AM_CTX_WAIT, false);
-		me->serve_depth--;
-		nemo_cpu_relax();
-		if (n % 64 == 0)
-			sched_yield();
-	}
+	for (unsigned n = 1; nemo__ovf_flush(me); n++)
+		nemo__serve_round(me, n);
 }
 
 int nemo__msg_send_slow(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,

@@ -257,15 +257,7 @@ nemo_place *nemo__dest(struct nemo_domain *d, nemo_place_id id, uint64_t *st)
 static inline __attribute__((always_inline)) bool hint_set(nemo_place *me, unsigned r, bool push)
 {
 	me->out_row[r].deferred = 0;
-	_Atomic uint64_t *w = nemo__hint_row(me->d, r) + me->idx / 64;
-	uint64_t bit = 1ull << (me->idx % 64);
-	if (atomic_load_explicit(w, memory_order_seq_cst) & bit) {
-		if (!push)
-			NEMO__PCOUNT(me, c_kicks_skipped);
-		return push;
-	}
-	atomic_fetch_or_explicit(w, bit, memory_order_seq_cst);
-	return true;
+	return nemo__hint_test_set(me, nemo__hint_row(me->d, r) + me->idx / 64, 1ull << (me->idx % 64), push);
 }
 
 static inline __attribute__((always_inline)) void publish(nemo_place *me, unsigned r, bool push)
@@ -343,16 +335,21 @@ int nemo__wait_room(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r, un
 		if (atomic_load_explicit(&dst->status, memory_order_acquire) != st)
 			return nemo__fail(ESRCH, "send", "place index %u left while this send waited for room: "
 					  "not delivered", r);
-		me->serve_depth++;
-		nemo__drain(me, NEMO_AM_CTX_WAIT, false);
-		me->serve_depth--;
-		if (me->ovf_n)
-			nemo__ovf_flush(me);
-		nemo_cpu_relax();
-		/* Oversubscribed: the receiver may need this CPU to make room. */
-		if (n % 64 == 0)
-			sched_yield();
+		nemo__serve_round(me, n);
 	}
+}
+
+void nemo__serve_round(nemo_place *me, unsigned n)
+{
+	me->serve_depth++;
+	nemo__drain(me, NEMO_AM_CTX_WAIT, false);
+	me->serve_depth--;
+	if (me->ovf_n)
+		nemo__ovf_flush(me);
+	nemo_cpu_relax();
+	/* Oversubscribed: the receiver may need this CPU to make room. */
+	if (n % 64 == 0)
+		sched_yield();
 }
 
 /* ------------------------------------------- first send (WHO SENT IT) */
@@ -702,9 +699,9 @@ int nemo_notify(nemo_place_id dest, uint32_t chan, unsigned flags)
 	nemo_place *me = nemo__place_self();
 	if (!me)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
-	if (flags & ~(unsigned)(NEMO_PUSH | NEMO_NONBLOCK | NEMO_MORE))
-		return NEMO__FAIL(EINVAL, "flags 0x%x: unknown bits 0x%x (NEMO_PUSH, NEMO_NONBLOCK, NEMO_MORE)",
-				  flags, flags & ~(unsigned)(NEMO_PUSH | NEMO_NONBLOCK | NEMO_MORE));
+	int ferr = nemo__check_flags(flags, __func__);
+	if (ferr)
+		return ferr;
 	if (chan > NEMO_NOTIFY_CHAN_MAX)
 		return NEMO__FAIL(ERANGE, "channel %u is above %u", chan, NEMO_NOTIFY_CHAN_MAX);
 	nemo__busy_enter(me);

@@ -54,7 +54,7 @@
 #define _GNU_SOURCE
 #include <nemo/poll.h>
 
-#include "../messaging/messaging_internal.h"
+#include "service.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -213,33 +213,19 @@ int nemo_progress_start(nemo_domain *d, const nemo_progress_attr *attr, nemo_pro
 		return ENOMEM;
 	p->d = d;
 	p->policy = a.policy;
-	pthread_mutex_lock(&d->lock);
-	if (d->progress) {
-		pthread_mutex_unlock(&d->lock);
+	if ((err = nemo__service_claim(d, &d->progress, p, "progress thread", __func__))) {
 		free(p);
-		return NEMO__FAIL(EEXIST, "the domain has a progress thread already");
+		return err;
 	}
-	d->progress = p;
-	pthread_mutex_unlock(&d->lock);
-	err = pthread_create(&p->thread, NULL, prog_main, p);
-	if (!err && a.pin && (err = pin_thread(p->thread, a.cpu)) != 0) {
+	err = nemo__service_run(&p->thread, prog_main, p, &p->started);
+	if (!err && a.pin && pin_thread(p->thread, a.cpu) != 0) {
 		atomic_store(&p->stop, 1);
-		/* not started: prog_w may be set by now; stop clears it */
+		nemo__waiter_kick_issued(atomic_load_explicit(&p->w, memory_order_acquire));
 		pthread_join(p->thread, NULL);
 		err = NEMO__FAIL(EINVAL, "cannot pin the progress thread to cpu %d", a.cpu);
 	}
-	if (!err) {
-		while (!atomic_load_explicit(&p->started, memory_order_acquire))
-			sched_yield();
-		if (atomic_load_explicit(&p->started, memory_order_acquire) < 0) {
-			pthread_join(p->thread, NULL);
-			err = ENOMEM;
-		}
-	}
 	if (err) {
-		pthread_mutex_lock(&d->lock);
-		d->progress = NULL;
-		pthread_mutex_unlock(&d->lock);
+		nemo__service_unclaim(d, &d->progress);
 		free(p);
 		return err;
 	}
@@ -256,9 +242,7 @@ int nemo_progress_stop(nemo_progress *p)
 	if (w)
 		nemo__waiter_kick_issued(w);
 	pthread_join(p->thread, NULL);
-	pthread_mutex_lock(&p->d->lock);
-	p->d->progress = NULL;
-	pthread_mutex_unlock(&p->d->lock);
+	nemo__service_unclaim(p->d, &p->d->progress);
 	free(p);
 	return 0;
 }

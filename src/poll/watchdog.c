@@ -60,7 +60,7 @@
 #define _GNU_SOURCE
 #include <nemo/poll.h>
 
-#include "../messaging/messaging_internal.h"
+#include "service.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -173,27 +173,12 @@ int nemo_watchdog_start(nemo_domain *d, nemo_watchdog **out)
 	if (!g)
 		return ENOMEM;
 	g->d = d;
-	pthread_mutex_lock(&d->lock);
-	if (d->watchdog) {
-		pthread_mutex_unlock(&d->lock);
+	if ((err = nemo__service_claim(d, &d->watchdog, g, "watchdog", __func__))) {
 		free(g);
-		return NEMO__FAIL(EEXIST, "the domain has a watchdog already");
+		return err;
 	}
-	d->watchdog = g;
-	pthread_mutex_unlock(&d->lock);
-	err = pthread_create(&g->thread, NULL, wd_main, g);
-	if (!err) {
-		while (!atomic_load_explicit(&g->started, memory_order_acquire))
-			sched_yield();
-		if (atomic_load_explicit(&g->started, memory_order_acquire) < 0) {
-			pthread_join(g->thread, NULL);
-			err = ENOMEM;
-		}
-	}
-	if (err) {
-		pthread_mutex_lock(&d->lock);
-		d->watchdog = NULL;
-		pthread_mutex_unlock(&d->lock);
+	if ((err = nemo__service_run(&g->thread, wd_main, g, &g->started))) {
+		nemo__service_unclaim(d, &d->watchdog);
 		free(g);
 		return err;
 	}
@@ -221,9 +206,7 @@ int nemo_watchdog_stop(nemo_watchdog *g)
 		if (s && nemo__status_state(atomic_load_explicit(&x->status, memory_order_acquire)) == NEMO__ST_ACTIVE)
 			nemo__irq_signal(x);
 	}
-	pthread_mutex_lock(&d->lock);
-	d->watchdog = NULL;
-	pthread_mutex_unlock(&d->lock);
+	nemo__service_unclaim(d, &d->watchdog);
 	free(g);
 	return 0;
 }

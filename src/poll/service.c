@@ -1,0 +1,41 @@
+/*
+ * service.c - claim, start and await a domain's service thread (service.h).
+ */
+#define _GNU_SOURCE
+#include "service.h"
+
+#include <errno.h>
+#include <sched.h>
+
+int nemo__service_claim(struct nemo_domain *d, void **slot, void *self, const char *what, const char *fn)
+{
+	int err = 0;
+	pthread_mutex_lock(&d->lock);
+	if (*slot)
+		err = nemo__fail(EEXIST, fn, "the domain has a %s already", what);
+	else
+		*slot = self;
+	pthread_mutex_unlock(&d->lock);
+	return err;
+}
+
+void nemo__service_unclaim(struct nemo_domain *d, void **slot)
+{
+	pthread_mutex_lock(&d->lock);
+	*slot = NULL;
+	pthread_mutex_unlock(&d->lock);
+}
+
+int nemo__service_run(pthread_t *t, void *(*fn)(void *), void *arg, _Atomic int *started)
+{
+	int err = pthread_create(t, NULL, fn, arg);
+	if (err)
+		return err;
+	while (!atomic_load_explicit(started, memory_order_acquire))
+		sched_yield();
+	if (atomic_load_explicit(started, memory_order_acquire) < 0) {
+		pthread_join(*t, NULL);
+		return ENOMEM;
+	}
+	return 0;
+}

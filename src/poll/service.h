@@ -1,0 +1,22 @@
+/*
+ * service.h - what the polling layer's service threads (the progress
+ * thread, the watchdog) share: one per domain, claimed in a slot of the
+ * domain under its lock, started and awaited the same way (internal).
+ */
+#ifndef NEMO_POLL_SERVICE_H
+#define NEMO_POLL_SERVICE_H
+
+#include "../messaging/messaging_internal.h"
+
+/* Claim *slot of d for self (under d's lock): 0, or EEXIST naming `what`
+ * for the public call fn. */
+int nemo__service_claim(struct nemo_domain *d, void **slot, void *self, const char *what, const char *fn);
+
+/* Give the slot back. */
+void nemo__service_unclaim(struct nemo_domain *d, void **slot);
+
+/* Start fn(arg) and wait until it has set *started: 1 running; -1 it
+ * could not (then it is joined and ENOMEM returned).  0 or an error. */
+int nemo__service_run(pthread_t *t, void *(*fn)(void *), void *arg, _Atomic int *started);
+
+#endif
