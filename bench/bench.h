@@ -134,7 +134,7 @@ typedef struct suite {
 } suite;
 
 extern const suite suite_unicast, suite_broadcast, suite_coherence, suite_policy, suite_calibrate,
-	suite_throughput, suite_preload, suite_syscost;
+	suite_throughput, suite_preload, suite_syscost, suite_app;
 
 /** Print "nemo-bench: <msg>" and exit with status 2 (bad usage). */
 _Noreturn void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 static const suite *const suites[] = { &suite_unicast, &suite_broadcast, &suite_coherence,
-				       &suite_policy, &suite_throughput, &suite_preload, &suite_syscost, &suite_calibrate,
+				       &suite_policy, &suite_throughput, &suite_preload, &suite_syscost, &suite_app, &suite_calibrate,
 				       NULL };
 
 static const suite *find_suite(const char *name)

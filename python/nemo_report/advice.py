@@ -721,6 +721,72 @@ def legend(runs):
     return sorted(out, key=lambda x: (order.get(x["kind"], 9), x["name"], x["suite"]))
 
 
+APP_RUN = "nemo-bench app"
+SYSCOST_RUN = "nemo-bench syscost"
+
+APP_API = {
+    "poll-send": "no polling while computing: requests wait for the receiver's next nemo call",
+    "poll-check": "`NEMO_POLL_CHECK()` in the loops that run long (or `-finstrument-functions` with "
+                  "libnemo-instrument), `nemo_poll_threshold_set`",
+    "progress-thread": "`nemo_progress_start` and `nemo_place_set_progress(true)` in the computing places",
+    "watchdog-50us": "interrupt mode with `nemo_watchdog_start` and `nemo_place_set_watchdog(50000)`",
+    "watchdog-1ms": "interrupt mode with `nemo_watchdog_start` and `nemo_place_set_watchdog(1000000)`",
+    "interrupt": "interrupt mode (`NEMO_PLACE_INTERRUPTS`): a signal for every message",
+    "threads": "more places than CPUs, each waiting in `nemo_place_wait`",
+}
+
+
+def polling_strategy(run):
+    """Seed 002's question: how should computing places serve each other's requests?"""
+    title = "Places that compute and serve each other's requests (seed 002's study)"
+    if run is None:
+        return _not_measured("app", title, APP_RUN)
+    rows = analysis.app_rows([run])
+    ratios = analysis.app_runtime_ratios(rows)
+    if not ratios:
+        return _not_measured("app", title, APP_RUN, why="the run has no interrupt rows to compare with")
+    agg = {}
+    for shape, r in ratios.items():
+        for m, v in r.items():
+            agg.setdefault(m, []).append(v)
+    worst = {m: max(v) for m, v in agg.items()}
+    best = min(worst, key=worst.get)
+    why = ", ".join(f"{m} {worst[m]:.2f}x" for m in sorted(worst, key=worst.get))
+    caveat = ""
+    if best == "interrupt":
+        caveat = "On this machine no polling strategy beat interrupts for this work."
+    return _item("app", title, use=f"{best}: {APP_API.get(best, best)}.",
+                 why=(f"runtime of the same work relative to interrupt mode, the worst over the loop shapes "
+                      f"measured ({', '.join(sorted(ratios))}): {why} ({APP_RUN})."),
+                 caveat=caveat, run=APP_RUN)
+
+
+def fast_paths(run):
+    """Seed 004's question: what does currying save here?"""
+    title = "Sending the same kind of message many times (curried paths, seed 004)"
+    if run is None:
+        return _not_measured("syscost", title, SYSCOST_RUN)
+    rows = {r["mechanism"]: r for r in run.rows}
+    g, b = rows.get("nemo-am-send"), rows.get("nemo-am-bound")
+    if not g or not b:
+        return _not_measured("syscost", title, SYSCOST_RUN, why="nemo-am-send or nemo-am-bound is missing")
+    gc, bc = g["cost_ns"]["p50"], b["cost_ns"]["p50"]
+    why = (f"a bound send costs its sender {fmt_ns(bc)} at p50 against {fmt_ns(gc)} for nemo_am_send "
+           f"({gc / bc:.2f}x)")
+    if g.get("btw_ns") and b.get("btw_ns"):
+        why += (f"; the receiver sees it after {fmt_ns(b['btw_ns']['p50'])} against "
+                f"{fmt_ns(g['btw_ns']['p50'])}")
+    w, q = rows.get("write-eventfd"), rows.get("uring-sqpoll-write")
+    caveat = ""
+    if w and q and q.get("btw_ns") and w.get("btw_ns") and q["btw_ns"]["p50"] > 10 * w["btw_ns"]["p50"]:
+        caveat = (f"io_uring SQPOLL is not worth it here: its writes reach the reader after "
+                  f"{fmt_ns(q['btw_ns']['p50'])} against write(2)'s {fmt_ns(w['btw_ns']['p50'])} (its kernel "
+                  f"thread has no CPU of its own).")
+    return _item("syscost", title, use="`nemo_am_bind` once, then `nemo_am_send_bound` (or `nemo_ctl` + "
+                 "`nemo_fast` to set it up from a script).", why=why + f" ({SYSCOST_RUN}).", caveat=caveat,
+                 run=SYSCOST_RUN)
+
+
 def advise(runs):
     """Every item, in the order a programmer asks: existing programs
     first (no code change), then each scenario of new code, then the
@@ -738,6 +804,10 @@ def advise(runs):
     items.extend(broadcast(bc) if bc is not None else
                  [_not_measured("broadcast", "Broadcast to K waiters", BROADCAST_RUN)])
     items.extend(throughput(tp))
+    app_run, _ = latest(runs, "app")
+    sc_run, _ = latest(runs, "syscost")
+    items.append(polling_strategy(app_run))
+    items.append(fast_paths(sc_run))
     items.append(policy_advice(pol))
     return items
 

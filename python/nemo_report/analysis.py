@@ -3,6 +3,7 @@
 Every sentence of the report's advice comes from here, from the measured
 numbers of one run; nothing is written by hand.
 """
+import statistics
 
 
 BASELINES_FLOOR = "spin"     # the coherence floor: a store to a polled line
@@ -219,6 +220,63 @@ def throughput_rows(runs):
     """Rows of the throughput suite read as such (rates, not latencies)."""
     return [r for run in runs if run.suite == "throughput" for r in run.rows
             if "msgs_per_s_stats" in r]
+
+
+def app_rows(runs):
+    """Rows of the app suite (seed 002's study), from the newest document."""
+    docs = [run for run in runs if run.suite == "app" and run.rows]
+    if not docs:
+        return []
+    newest = max(docs, key=lambda run: run.started_at)
+    return [r for r in newest.rows if "runtime_s" in r]
+
+
+def app_runtime_ratios(rows):
+    """{shape: {strategy: median runtime / median runtime of `interrupt`}}, over rounds."""
+    out = {}
+    by = {}
+    for r in rows:
+        by.setdefault(r["shape"], {}).setdefault(r["mechanism"], []).append(r["runtime_s"])
+    for shape, mechs in by.items():
+        if "interrupt" not in mechs:
+            continue
+        base = statistics.median(mechs["interrupt"])
+        out[shape] = {m: statistics.median(v) / base for m, v in mechs.items()}
+    return out
+
+
+def app_delays(rows, mech):
+    """The merged delay histogram of a strategy: (upper_edges, counts, sums)."""
+    edges, counts, sums = None, None, None
+    for r in rows:
+        if r["mechanism"] != mech:
+            continue
+        h = r["delay_hist"]
+        if edges is None:
+            edges = h["upper_edges_ns"]
+            counts = [0.0] * len(h["counts"])
+            sums = [0.0] * len(h["sum_ns"])
+        counts = [a + b for a, b in zip(counts, h["counts"])]
+        sums = [a + b for a, b in zip(sums, h["sum_ns"])]
+    return edges, counts, sums
+
+
+def app_share_above(rows, mech, threshold_ns):
+    """The share of the strategy's total delay that comes from delays above threshold_ns."""
+    edges, counts, sums = app_delays(rows, mech)
+    if edges is None or sum(sums) <= 0:
+        return None
+    lower = [0.0] + [e for e in edges[:-1]]
+    above = sum(x for lo, x in zip(lower, sums) if lo >= threshold_ns)
+    return above / sum(sums)
+
+
+def syscost_rows(runs):
+    """Rows of the syscost suite, from the newest document."""
+    docs = [run for run in runs if run.suite == "syscost" and run.rows]
+    if not docs:
+        return []
+    return max(docs, key=lambda run: run.started_at).rows
 
 
 THROUGHPUT_BASELINE = "ck-ring"

@@ -27,12 +27,15 @@ def build(paths, outdir):
     brows = analysis.broadcast_rows(runs)
     trows = analysis.throughput_rows(runs)
     prows = analysis.preload_rows(runs)
+    arows = analysis.app_rows(runs)
     made = []
     for fn, arg in ((figures.latency_boxes, urows), (figures.latency_cdfs, urows),
                     (figures.sender_cost, urows), (figures.broadcast_vs_k, brows),
                     (figures.spread_cdf, brows), (figures.coherence_heatmap, runs),
                     (figures.breakdown_bars, urows), (figures.policy_sweep, runs),
-                    (figures.throughput_rates, trows), (figures.preload_ratios, prows)):
+                    (figures.throughput_rates, trows), (figures.preload_ratios, prows),
+                    (figures.app_delay_distribution, arows), (figures.app_delay_share, arows),
+                    (figures.app_runtime, arows)):
         try:
             fig = fn(arg, outdir)
         except Exception as ex:  # a figure that fails must not cost the others

@@ -437,3 +437,81 @@ def throughput_rates(rows, outdir):
                   "line: the slowest to the fastest interval; dots, when the run kept its samples: "
                   "every interval. nemo's active messages in red, Concurrency Kit's SPSC ring in green. "
                   "Every message's value was checked by the receiver.")
+
+
+APP_ORDER = ("interrupt", "poll-send", "poll-check", "progress-thread", "watchdog-50us", "watchdog-1ms", "threads")
+
+
+def _app_mechs(rows):
+    present = {r["mechanism"] for r in rows}
+    return [m for m in APP_ORDER if m in present] + sorted(present - set(APP_ORDER))
+
+
+def app_delay_distribution(rows, outdir):
+    """Seed 002's Fig. 3: how many requests waited how long, per strategy (log-log)."""
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    for m in _app_mechs(rows):
+        edges, counts, _ = analysis.app_delays(rows, m)
+        xs = [e for e in edges if e is not None]
+        ys = counts[:len(xs)]
+        pts = [(x, y) for x, y in zip(xs, ys) if y > 0]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=m)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("notification delay (ns, bin upper edge)")
+    ax.set_ylabel("requests")
+    ax.set_title("Notification delay distribution (nemo-bench app)")
+    ax.legend(fontsize=7)
+    return _save(fig, outdir, "app_delays.png"), ("Seed 002, Fig. 3: notification delays per strategy "
+                                                 "(all shapes), log-log")
+
+
+def app_delay_share(rows, outdir):
+    """Seed 002's Fig. 4: the cumulative share of the total delay contributed by delays up to x."""
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    for m in _app_mechs(rows):
+        edges, _, sums = analysis.app_delays(rows, m)
+        total = sum(sums)
+        if total <= 0:
+            continue
+        xs = [e for e in edges if e is not None]
+        acc, ys = 0.0, []
+        for x in sums[:len(xs)]:
+            acc += x
+            ys.append(acc / total)
+        ax.plot(xs, ys, label=m)
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("delay length (ns)")
+    ax.set_ylabel("share of the total delay from delays up to x")
+    ax.set_title("Where the total delay comes from (nemo-bench app)")
+    ax.legend(fontsize=7)
+    return _save(fig, outdir, "app_delay_share.png"), ("Seed 002, Fig. 4: cumulative share of the total "
+                                                      "notification delay, by delay length")
+
+
+def app_runtime(rows, outdir):
+    """Seed 002's Fig. 7: runtime per strategy relative to interrupt, per shape."""
+    ratios = analysis.app_runtime_ratios(rows)
+    if not ratios:
+        return None
+    shapes = [s for s in ("short", "nested", "long") if s in ratios]
+    mechs = [m for m in _app_mechs(rows) if any(m in ratios[s] for s in shapes)]
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    width = 0.8 / max(1, len(mechs))
+    for i, m in enumerate(mechs):
+        vals = [ratios[s].get(m, float("nan")) for s in shapes]
+        ax.bar([k + i * width for k in range(len(shapes))], vals, width, label=m)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks([k + width * (len(mechs) - 1) / 2 for k in range(len(shapes))])
+    ax.set_xticklabels(shapes)
+    ax.set_ylabel("runtime / runtime with interrupts")
+    ax.set_title("Runtime per strategy relative to interrupt (nemo-bench app)")
+    ax.legend(fontsize=7)
+    return _save(fig, outdir, "app_runtime.png"), ("Seed 002, Fig. 7: runtime of the fixed work per "
+                                                  "strategy, relative to interrupt mode, per loop shape")

@@ -304,11 +304,86 @@ def _policy(runs):
     return "\n".join(out)
 
 
+
+def app_sentences(arows):
+    """What this machine shows in the study (seed 002), in sentences computed from the rows."""
+    out = []
+    ratios = analysis.app_runtime_ratios(arows)
+    for shape in ("short", "nested", "long"):
+        r = ratios.get(shape)
+        if not r:
+            continue
+        others = {m: v for m, v in r.items() if m != "interrupt"}
+        if not others:
+            continue
+        best = min(others, key=others.get)
+        line = (f"{shape} loops: the best strategy is {best}, {others[best]:.2f}x the runtime of interrupt "
+                f"mode (seed 002: within 1.01x for its best polling)")
+        if "poll-send" in r and best != "poll-send":
+            line += f"; poll-send, the base, takes {r['poll-send']:.2f}x"
+        out.append(line + ".")
+    for m in ("poll-send", "poll-check", "interrupt"):
+        a = analysis.app_share_above(arows, m, 10_000)
+        b = analysis.app_share_above(arows, m, 1_000_000)
+        if a is not None:
+            out.append(f"{m}: {a * 100:.0f}% of the total notification delay comes from delays above 10 us, "
+                       f"{b * 100:.0f}% from delays above 1 ms.")
+    p99 = {}
+    for r in arows:
+        p99.setdefault(r["mechanism"], []).append(r["delay_ns"]["p99"])
+    if "interrupt" in p99:
+        ip99 = max(p99["interrupt"])
+        for m, t in (("watchdog-50us", 50_000), ("watchdog-1ms", 1_000_000)):
+            if m in p99:
+                w = max(p99[m])
+                verdict = "within" if w <= t + ip99 else "above"
+                out.append(f"{m}: p99 delay {ns(w)}, {verdict} T + interrupt's p99 ({ns(t + ip99)}).")
+    return out
+
+
+def _app(arows):
+    rows = sorted(arows, key=lambda r: (r["shape"], r["mechanism"]))
+    parts = ["<ul>"] + [f"<li>{e(x)}</li>" for x in app_sentences(arows)] + ["</ul>",
+             "<table><tr><th>strategy</th><th>shape</th><th>places</th><th>runtime</th><th>delay p50</th>"
+             "<th>p99</th><th>max</th><th>signals</th><th>polls</th></tr>"]
+    for r in rows:
+        d = r["delay_ns"]
+        parts.append(f"<tr><td>{e(r['mechanism'])}</td><td>{e(r['shape'])}</td><td>{r['places']}</td>"
+                     f"<td>{r['runtime_s'] * 1e3:.1f} ms</td><td>{ns(d['p50'])}</td><td>{ns(d['p99'])}</td>"
+                     f"<td>{ns(d['max'])}</td><td>{r['interrupts']}</td><td>{r['polls']}</td></tr>")
+    parts.append("</table>")
+    return "".join(parts)
+
+
+def _syscost(srows):
+    parts = ["<table><tr><th>operation</th><th>cost p50</th><th>cost p99</th><th>bits to the wire p50</th>"
+             "<th>p99</th></tr>"]
+    for r in srows:
+        b = r["btw_ns"]
+        parts.append(f"<tr><td>{e(r['mechanism'])}</td><td>{ns(r['cost_ns']['p50'])}</td>"
+                     f"<td>{ns(r['cost_ns']['p99'])}</td><td>{ns(b['p50']) if b else '-'}</td>"
+                     f"<td>{ns(b['p99']) if b else '-'}</td></tr>")
+    parts.append("</table>")
+    byname = {r["mechanism"]: r for r in srows}
+    g, c = byname.get("nemo-am-send"), byname.get("nemo-am-bound")
+    if g and c:
+        parts.append(f"<p>The curried send costs {ns(c['cost_ns']['p50'])} against the generic "
+                     f"{ns(g['cost_ns']['p50'])} ({g['cost_ns']['p50'] / c['cost_ns']['p50']:.2f}x; seed 004: "
+                     f"3,000 / 620 cycles = 4.8x).</p>")
+    w, q = byname.get("write-eventfd"), byname.get("uring-sqpoll-write")
+    if w and q:
+        parts.append(f"<p>The curried kernel write (io_uring SQPOLL) costs {ns(q['cost_ns']['p50'])} against "
+                     f"write(2)'s {ns(w['cost_ns']['p50'])} ({q['cost_ns']['p50'] / w['cost_ns']['p50']:.2f}x).</p>")
+    return "".join(parts)
+
+
 def page(runs, figures, problems, outdir):
     urows = analysis.unicast_rows(runs)
     brows = analysis.broadcast_rows(runs)
     trows = analysis.throughput_rows(runs)
     prows = analysis.preload_rows(runs)
+    arows = analysis.app_rows(runs)
+    srows = analysis.syscost_rows(runs)
     policy = _policy(runs)
     parts = ["<!doctype html><html><head><meta charset=utf-8><title>nemo report</title>",
              f"<style>{CSS}</style></head><body><h1>nemo: event notification on this machine</h1>",
@@ -326,6 +401,8 @@ def page(runs, figures, problems, outdir):
              *(["<h2>Throughput</h2>", _throughput(trows)] if trows else []),
              *(["<h2>What the interposer does to real programs</h2>", _preload(prows)] if prows else []),
              *(["<h2>The default wait policy against fixed policies</h2>", policy] if policy else []),
+             *(["<h2>Polling strategies (seed 002's study)</h2>", _app(arows)] if arows else []),
+             *(["<h2>Fast paths (seed 004's table)</h2>", _syscost(srows)] if srows else []),
              "<h2>Figures</h2>"]
     for name, caption in figures:
         data = base64.b64encode((outdir / name).read_bytes()).decode()
@@ -335,7 +412,8 @@ def page(runs, figures, problems, outdir):
             parts.append(_coherence_classes(runs))
     other = [r for run in runs if run.suite not in ("unicast", "broadcast", "coherence", "policy")
              for r in run.rows if not load.is_throughput_row(run.suite, r)
-             and not load.is_preload_row(run.suite, r)]
+             and not load.is_preload_row(run.suite, r) and not load.is_app_row(run.suite, r)
+             and not load.is_syscost_row(run.suite, r)]
     if other:
         parts.append("<h2>Other results</h2><table><tr><th>suite file</th><th>mechanism</th>"
                      "<th>scenario</th><th>p50</th><th>p99</th><th>msgs/s</th></tr>")

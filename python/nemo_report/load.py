@@ -11,7 +11,9 @@ ROW_REQUIRED = ("mechanism", "scenario", "src_cpu", "dst_cpu", "trials", "latenc
 THROUGHPUT_REQUIRED = ("mechanism", "scenario", "src_cpu", "dst_cpu", "trials", "seconds", "batch",
                        "messages", "msgs_per_s", "msgs_per_s_stats", "kicks_per_msg")
 PRELOAD_REQUIRED = ("mechanism", "mode", "trials", "rate_per_s", "rate_per_s_stats", "interposed")
-BASELINES_FLOOR = "spin"
+APP_REQUIRED = ("mechanism", "shape", "places", "runtime_s", "requests", "delay_ns", "delay_hist",
+                "interrupts", "polls")
+SYSCOST_REQUIRED = ("mechanism", "trials", "cost_ns", "btw_ns")
 
 
 class Run:
@@ -87,10 +89,55 @@ def _check_preload_row(row, where, problems):
     return _check_stats(row["rate_per_s_stats"], f"{where}.rate_per_s_stats", problems)
 
 
+def is_app_row(suite, row):
+    """A row of the app suite (seed 002's study)."""
+    return suite == "app" and isinstance(row, dict) and "latency_ns" not in row
+
+
+def is_syscost_row(suite, row):
+    """A row of the syscost suite (seed 004's table)."""
+    return suite == "syscost" and isinstance(row, dict) and "latency_ns" not in row
+
+
+def _check_required(row, keys, where, problems):
+    for k in keys:
+        if k not in row:
+            problems.append(f"{where}.{k}: missing")
+            return False
+    return True
+
+
+def _check_app_row(row, where, problems):
+    if not _check_required(row, APP_REQUIRED, where, problems):
+        return False
+    h = row["delay_hist"]
+    if not (isinstance(h, dict) and all(isinstance(h.get(k), list) for k in ("upper_edges_ns", "counts", "sum_ns"))
+            and len(h["counts"]) == len(h["sum_ns"]) == len(h["upper_edges_ns"])):
+        problems.append(f"{where}.delay_hist: malformed")
+        return False
+    if not _number(row["runtime_s"]) or row["runtime_s"] <= 0:
+        problems.append(f"{where}.runtime_s: not a positive number")
+        return False
+    return _check_stats(row["delay_ns"], f"{where}.delay_ns", problems)
+
+
+def _check_syscost_row(row, where, problems):
+    if not _check_required(row, SYSCOST_REQUIRED, where, problems):
+        return False
+    ok = _check_stats(row["cost_ns"], f"{where}.cost_ns", problems)
+    if row["btw_ns"] is not None:
+        ok = _check_stats(row["btw_ns"], f"{where}.btw_ns", problems) and ok
+    return ok
+
+
 def _check_row(row, where, problems, suite=None):
     if not isinstance(row, dict):
         problems.append(f"{where}: not an object")
         return False
+    if is_app_row(suite, row):
+        return _check_app_row(row, where, problems)
+    if is_syscost_row(suite, row):
+        return _check_syscost_row(row, where, problems)
     if is_throughput_row(suite, row):
         return _check_throughput_row(row, where, problems)
     if is_preload_row(suite, row):

@@ -306,7 +306,8 @@ def test_every_mechanism_nemo_bench_emits_is_in_the_table():
     names |= set(re.findall(r'\[PR_\w+\]\s*=\s*\{\s*"([a-z0-9_-]+)"', progs))
     names |= set(re.findall(r'\{\s*"([a-z0-9_-]+)",\s*"', (bench / "throughput.c").read_text()))
     assert {"condvar-handoff", "pool", "nemo-am-each", "ck-ring"} <= names
-    suites = {"unicast", "broadcast", "coherence", "policy", "throughput", "preload", "calibrate"}
+    suites = {"unicast", "broadcast", "coherence", "policy", "throughput", "preload", "calibrate", "app",
+              "syscost"}
     missing = sorted(n for n in names - suites if n not in advice.MECHANISMS)
     assert not missing, missing
 
@@ -342,3 +343,36 @@ def test_polling_advice_reads_the_default_policy_from_the_policy_suite(tmp_path)
     got = items(runs_of(tmp_path, synth.unicast(LAT), synth.policy(slow)))["unicast-polling"]
     assert "The default policy did not catch it polling" in got["why"]
     assert "adaptive at p50 14.1 us" in got["why"] and "force `NEMO_WAIT=spin`" in got["why"]
+
+
+def _app_doc(ratios_by_mech):
+    """A synthetic app document: runtime = ratio x interrupt's, one row per shape."""
+    rows = []
+    for shape in ("short", "nested", "long"):
+        for m, ratio in ratios_by_mech.items():
+            rows.append({"mechanism": m, "shape": shape, "places": 2, "cpus": 2, "runtime_s": 0.1 * ratio,
+                         "requests": 10, "delay_ns": {k: 1000.0 for k in ("min", "p50", "p90", "p99", "max",
+                                                                          "mean", "stddev")},
+                         "delay_hist": {"upper_edges_ns": [100.0, 1000.0, None], "counts": [0, 10, 0],
+                                        "sum_ns": [0.0, 10000.0, 0.0]},
+                         "interrupts": 0, "polls": 0, "progress_handled": None})
+    return rows
+
+
+def test_polling_strategy_names_the_best_with_its_ratio(tmp_path):
+    from nemo_report import load
+    doc = {"tool": "nemo-bench", "suite": "app", "started_at": "2026-01-01", "machine": {}, "config": {},
+           "results": _app_doc({"interrupt": 1.0, "poll-send": 1.5, "poll-check": 0.97})}
+    f = tmp_path / "app.json"
+    f.write_text(json.dumps(doc))
+    runs, problems = load.load_all([f])
+    assert not problems
+    item = advice.polling_strategy(runs[0])
+    assert item["use"].startswith("poll-check")
+    assert "NEMO_POLL_CHECK" in item["use"]
+    assert "poll-check 0.97x" in item["why"] and "poll-send 1.50x" in item["why"]
+
+
+def test_polling_strategy_not_measured():
+    item = advice.polling_strategy(None)
+    assert item["verdict"] == "not measured" and "nemo-bench app" in item["use"]

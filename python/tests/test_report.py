@@ -376,3 +376,23 @@ def test_coherence_classes_from_topology_for_old_files():
         a, b = topo[r["src_cpu"]], topo[r["dst_cpu"]]
         want = 1 if a["core"] == b["core"] else 2 if a["l2"] == b["l2"] else 3 if a["l3"] == b["l3"] else 4
         assert r["_distance"] == want
+
+
+def test_app_figures_and_section(tmp_path):
+    """An app document gives seed 002's three figures and a section whose
+    sentences quote numbers of the input."""
+    import json
+    from nemo_report import cli
+    sys.path.insert(0, str(pathlib.Path(__file__).parent))
+    from test_advice import _app_doc
+    doc = {"tool": "nemo-bench", "suite": "app", "started_at": "2026-01-01", "machine": {}, "config": {},
+           "results": _app_doc({"interrupt": 1.0, "poll-send": 1.5, "poll-check": 0.97})}
+    f = tmp_path / "app.json"
+    f.write_text(json.dumps(doc))
+    assert cli.build([f], tmp_path / "out") == 0
+    for name in ("app_delays.png", "app_delay_share.png", "app_runtime.png"):
+        assert (tmp_path / "out" / name).exists()
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "Polling strategies" in page
+    assert "the best strategy is poll-check, 0.97x the runtime of interrupt" in page
+    assert "poll-send, the base, takes 1.50x" in page

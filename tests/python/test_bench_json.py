@@ -476,3 +476,24 @@ def test_syscost(tmp_path, schema):
         has_effect = name not in {"getppid", "futex-wake-none", "uring-fixed-write-batch"}
         assert (row["btw_ns"] is not None) == has_effect
         assert row["btw_ns"] is None or row["btw_ns"]["p50"] > 0
+
+
+def test_app(tmp_path, schema):
+    doc, path = run(tmp_path, "app", "--seconds", "0.005")
+    jsonschema.validate(doc, schema)
+    rows = doc["results"]
+    mechs = {r["mechanism"] for r in rows}
+    assert mechs == {"poll-send", "poll-check", "progress-thread", "watchdog-50us", "watchdog-1ms",
+                     "interrupt", "threads"}
+    assert {r["shape"] for r in rows} == {"short", "nested", "long"}
+    for r in rows:
+        check_stats(r["delay_ns"])
+        assert sum(r["delay_hist"]["counts"]) == r["requests"]
+        assert abs(sum(r["delay_hist"]["sum_ns"]) - r["delay_ns"]["mean"] * r["requests"]) <= \
+            1e-6 * max(1.0, r["delay_ns"]["mean"] * r["requests"])
+        if r["mechanism"] == "poll-check":
+            assert r["polls"] > 0
+        if r["mechanism"] == "interrupt":
+            assert r["interrupts"] > 0
+        if r["mechanism"] == "progress-thread":
+            assert r["progress_handled"] is not None

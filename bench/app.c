@@ -1,0 +1,483 @@
+/*
+ * app.c - the `app` suite: seed 002's study (Perkovic & Keleher) on real
+ * threads.  P places compute a fixed amount of work in loops of a given
+ * shape and, every --request-us of work, send a request (an active
+ * message) to a random other place and block until it is served - the
+ * paper's DSM pattern: the requester waits for the reply in
+ * nemo_place_wait, serving others' requests meanwhile.  What differs from
+ * row to row is where the places handle requests while they compute: the
+ * strategy (the row's mechanism).
+ *
+ *   poll-send        nowhere: only while waiting for their own replies
+ *                    (the paper's base)
+ *   poll-check       NEMO_POLL_CHECK() in the loop that belongs to the
+ *                    shape (threshold: --threshold-us, default 5)
+ *   progress-thread  the domain's progress thread serves them
+ *   watchdog-50us,   interrupt mode under the polling watchdog, T = 50 us
+ *   watchdog-1ms     or 1 ms, and no checks in the loops
+ *   interrupt        interrupt mode: a signal for every request
+ *   threads          2P places on the CPUs (more places than CPUs), poll-send
+ *
+ * Shapes (where a check can go): short - a check after every unit of work
+ * (~1 us); nested - in the outer loop of a nest, every 10 units; long -
+ * in one long loop whose body is 100 units.
+ *
+ * Per request, the notification delay: from the send (its tick travels in
+ * arg) to the start of its handler, exact, per place.  Per row: runtime_s
+ * (from the start until every place has done its work and had its own
+ * requests served), the delays' STATS, a log-spaced histogram of delays
+ * (8 bins per decade from 100 ns: counts and the delay summed in each, for
+ * the share of the total delay by delay length), signals sent, polling
+ * checks, and what the progress thread handled.
+ */
+#define _GNU_SOURCE
+#include "bench.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum strategy { ST_POLL_SEND, ST_POLL_CHECK, ST_PROGRESS, ST_WD50, ST_WD1MS, ST_INTERRUPT, ST_THREADS };
+enum shape { SH_SHORT, SH_NESTED, SH_LONG, SH_COUNT };
+
+static const char *const shape_names[SH_COUNT] = { "short", "nested", "long" };
+static const unsigned shape_every[SH_COUNT] = { 1, 10, 100 };   /* units between check points */
+
+typedef struct app_mech {
+	const char *name;
+	enum strategy st;
+	const char *summary;
+} app_mech;
+
+static const app_mech app_mechs[] = {
+	{ "poll-send", ST_POLL_SEND, "requests served only while a place waits for its own reply (the base)" },
+	{ "poll-check", ST_POLL_CHECK, "NEMO_POLL_CHECK() at the shape's check points (threshold --threshold-us)" },
+	{ "progress-thread", ST_PROGRESS, "the domain's progress thread serves the places (nemo_place_set_progress)" },
+	{ "watchdog-50us", ST_WD50, "interrupt mode under the polling watchdog, T = 50 us" },
+	{ "watchdog-1ms", ST_WD1MS, "interrupt mode under the polling watchdog, T = 1 ms" },
+	{ "interrupt", ST_INTERRUPT, "interrupt mode: a signal for every request" },
+	{ "threads", ST_THREADS, "2P places on the P CPUs (more places than CPUs), poll-send" },
+};
+#define APP_N (sizeof app_mechs / sizeof app_mechs[0])
+
+/* Defaults (also the options' meaning: docs/bench-json.md, app rows). */
+#define WORK_MS 100.0                 /* compute per place */
+#define REQUEST_US 50.0               /* compute between two requests of a place */
+#define THRESHOLD_US 5.0
+#define HIST_LO_NS 100.0
+#define HIST_PER_DECADE 8
+#define HIST_BINS (HIST_PER_DECADE * 8)   /* 100 ns .. 10 s */
+
+enum { ACT_REQ = 1, ACT_REP = 2 };
+
+static uint64_t unit_iters;           /* loop iterations of one ~1 us unit */
+static volatile uint64_t unit_sink;
+
+static void unit(void)
+{
+	uint64_t x = unit_sink;
+	for (uint64_t i = 0; i < unit_iters; i++)
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+	unit_sink = x;
+}
+
+static void calibrate_unit(void)
+{
+	if (unit_iters)
+		return;
+	unit_iters = 1000;
+	for (;;) {
+		uint64_t t0 = nemo_ticks_ordered();
+		unit();
+		double ns = nemo_ticks_to_ns((int64_t)(nemo_ticks_ordered() - t0));
+		if (ns > 5000 || unit_iters > (1u << 30))
+			break;
+		unit_iters *= 2;
+	}
+	/* Now one unit takes > 5 us: scale to 1 us (best of a few). */
+	double best = 1e18;
+	for (int k = 0; k < 5; k++) {
+		uint64_t t0 = nemo_ticks_ordered();
+		unit();
+		double ns = nemo_ticks_to_ns((int64_t)(nemo_ticks_ordered() - t0));
+		if (ns < best)
+			best = ns;
+	}
+	unit_iters = (uint64_t)((double)unit_iters * 1000.0 / best);
+	if (!unit_iters)
+		unit_iters = 1;
+}
+
+struct app_run;
+
+struct app_place {
+	struct app_run *run;
+	int index, cpu;
+	nemo_place_id id;
+	double *delays;               /* requests this place served */
+	size_t ndelays, cap;
+	_Atomic uint64_t reply_tag;   /* the tag of the last reply received */
+	uint64_t rng;
+	double finish_s;
+	pthread_t t;
+};
+
+struct app_run {
+	const bench_opts *o;
+	const app_mech *m;
+	enum shape shape;
+	nemo_domain *d;
+	int nplaces;
+	struct app_place *pl;
+	nemo_place_id ids[BENCH_MAX_CPUS * 2];
+	atomic_uint joined, go, done;
+	uint64_t units, every_req;    /* per place: work units, units between requests */
+	double t0;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Handlers (may run in a signal handler: interrupt mode; only
+ * async-signal-safe work: array stores and a send). */
+static void on_req(const nemo_am_msg *m, void *ctx)
+{
+	(void)ctx;
+	struct app_place *p = m->place_ctx;
+	uint64_t now = nemo_ticks();
+	if (p->ndelays < p->cap)
+		p->delays[p->ndelays++] = now > m->arg ? nemo_ticks_to_ns((int64_t)(now - m->arg)) : 0;
+	nemo_am_reply(m, ACT_REP, 0, NULL, 0, 0);
+}
+
+static void on_rep(const nemo_am_msg *m, void *ctx)
+{
+	(void)ctx;
+	struct app_place *p = m->place_ctx;
+	atomic_store_explicit(&p->reply_tag, m->tag, memory_order_release);
+}
+
+/* Wait until a reply arrives (reply_tag moves from `before`), serving
+ * others' requests meanwhile; a lost reply ends the run, never hangs it. */
+static void await_reply(struct app_place *p, uint64_t before)
+{
+	double start = now_s();
+	while (atomic_load_explicit(&p->reply_tag, memory_order_acquire) == before) {
+		struct timespec dl;
+		clock_gettime(CLOCK_MONOTONIC, &dl);
+		dl.tv_nsec += 50 * 1000 * 1000;
+		if (dl.tv_nsec >= 1000000000) {
+			dl.tv_sec++;
+			dl.tv_nsec -= 1000000000;
+		}
+		int rc = nemo_place_wait(&dl, NULL);
+		if (rc && rc != ETIMEDOUT)
+			fatal("app %s: nemo_place_wait: %s", p->run->m->name, nemo_last_error());
+		if (now_s() - start > BENCH_STUCK_S)
+			fatal("app %s/%s: place %d waited %.0f s for a reply: stuck", p->run->m->name,
+			      shape_names[p->run->shape], p->index, BENCH_STUCK_S);
+	}
+}
+
+static void *place_main(void *arg)
+{
+	struct app_place *p = arg;
+	struct app_run *r = p->run;
+	enum strategy st = r->m->st;
+	nemo_place_attr a = { .context = p };
+	if (st == ST_WD50 || st == ST_WD1MS || st == ST_INTERRUPT)
+		a.flags |= NEMO_PLACE_INTERRUPTS;
+	int err = nemo_place_join(r->d, &a, &p->id);
+	if (err)
+		fatal("app %s: join: %s", r->m->name, nemo_last_error());
+	if (st == ST_POLL_CHECK)
+		nemo_poll_threshold_set((uint64_t)(r->o->delay_min_us * 1000));
+	if (st == ST_PROGRESS)
+		nemo_place_set_progress(true);
+	if (st == ST_WD50)
+		nemo_place_set_watchdog(50 * 1000);
+	if (st == ST_WD1MS)
+		nemo_place_set_watchdog(1000 * 1000);
+	r->ids[p->index] = p->id;
+	atomic_fetch_add(&r->joined, 1);
+	while (!atomic_load_explicit(&r->go, memory_order_acquire))
+		nemo_cpu_relax();
+	unsigned every = shape_every[r->shape];
+	for (uint64_t u = 0; u < r->units;) {
+		/* One check-point's worth of work (the shape's inner loop). */
+		for (unsigned k = 0; k < every && u < r->units; k++, u++) {
+			unit();
+			if (u % r->every_req == r->every_req - 1) {
+				/* A request to a random other place; block until served. */
+				int to = (int)(rng_next(&p->rng) % (uint64_t)(r->nplaces - 1));
+				if (to >= p->index)
+					to++;
+				/* The send's tick travels in arg; its reply's tag is that
+				 * tick, so any new tag is this request's reply. */
+				uint64_t before = atomic_load_explicit(&p->reply_tag, memory_order_acquire);
+				err = nemo_am_send(r->ids[to], ACT_REQ, nemo_ticks(), 0);
+				if (err)
+					fatal("app %s: request: %s", r->m->name, nemo_last_error());
+				await_reply(p, before);
+			}
+			if (bench_stop_requested())
+				break;
+		}
+		if (st == ST_POLL_CHECK)
+			NEMO_POLL_CHECK();
+		if (bench_stop_requested())
+			break;
+	}
+	p->finish_s = now_s();
+	atomic_fetch_add(&r->done, 1);
+	/* Keep serving until every place is done. */
+	while (atomic_load_explicit(&r->done, memory_order_acquire) < (unsigned)r->nplaces) {
+		struct timespec dl;
+		clock_gettime(CLOCK_MONOTONIC, &dl);
+		dl.tv_nsec += 10 * 1000 * 1000;
+		if (dl.tv_nsec >= 1000000000) {
+			dl.tv_sec++;
+			dl.tv_nsec -= 1000000000;
+		}
+		nemo_place_wait(&dl, NULL);
+	}
+	if (st == ST_PROGRESS)
+		nemo_place_set_progress(false);
+	nemo_place_leave();
+	return NULL;
+}
+
+static void hist(const double *v, size_t n, json_t *jrow)
+{
+	json_t *edges = json_array(), *counts = json_array(), *sums = json_array();
+	uint64_t c[HIST_BINS + 2] = { 0 };
+	double s[HIST_BINS + 2] = { 0 };
+	for (size_t i = 0; i < n; i++) {
+		int b = v[i] < HIST_LO_NS ? 0 : 1 + (int)floor(log10(v[i] / HIST_LO_NS) * HIST_PER_DECADE);
+		if (b > HIST_BINS + 1)
+			b = HIST_BINS + 1;
+		c[b]++;
+		s[b] += v[i];
+	}
+	/* bin 0: below 100 ns; bin k: [lo*10^((k-1)/8), lo*10^(k/8)); last: above 10 s */
+	for (int k = 0; k <= HIST_BINS + 1; k++) {
+		double hi = k == HIST_BINS + 1 ? INFINITY : HIST_LO_NS * pow(10, (double)k / HIST_PER_DECADE);
+		json_array_append_new(edges, isinf(hi) ? json_null() : json_real(hi));
+		json_array_append_new(counts, json_integer((json_int_t)c[k]));
+		json_array_append_new(sums, json_real(s[k]));
+	}
+	json_object_set_new(jrow, "delay_hist", json_pack("{s:o,s:o,s:o}", "upper_edges_ns", edges, "counts", counts,
+							 "sum_ns", sums));
+}
+
+static nemo_domain *app_destroyed[1024];   /* kept: see throughput.c */
+static size_t app_ndestroyed;
+
+static bool app_row(const bench_opts *o, const app_mech *m, enum shape shape, const int *cpus, int ncpus,
+		    json_t *results, char *why, size_t whylen)
+{
+	struct app_run r = { .o = o, .m = m, .shape = shape };
+	r.nplaces = m->st == ST_THREADS ? 2 * ncpus : ncpus;
+	if (r.nplaces < 2)
+		r.nplaces = 2;
+	r.units = (uint64_t)(o->seconds * 1e6);     /* --work-ms via --seconds: units of 1 us */
+	r.every_req = (uint64_t)(o->delay_max_us > 0 ? o->delay_max_us : REQUEST_US);
+	if (r.every_req < 1)
+		r.every_req = 1;
+	nemo_domain_attr da = { .max_places = (unsigned)r.nplaces + 2 };
+	int err = nemo_domain_create(&da, &r.d);
+	if (!err)
+		err = nemo_action_register(r.d, ACT_REQ, on_req, NULL);
+	if (!err)
+		err = nemo_action_register(r.d, ACT_REP, on_rep, NULL);
+	nemo_progress *pt = NULL;
+	nemo_watchdog *wd = NULL;
+	if (!err && m->st == ST_PROGRESS)
+		err = nemo_progress_start(r.d, NULL, &pt);
+	if (!err && (m->st == ST_WD50 || m->st == ST_WD1MS))
+		err = nemo_watchdog_start(r.d, &wd);
+	if (err) {
+		snprintf(why, whylen, "%s", nemo_last_error());
+		if (r.d && nemo_domain_destroy(r.d) == 0 && app_ndestroyed < 1024)
+			app_destroyed[app_ndestroyed++] = r.d;
+		return false;
+	}
+	r.pl = xcalloc((size_t)r.nplaces, sizeof *r.pl);
+	size_t cap = (size_t)(r.units / r.every_req + 16) * 4;
+	for (int i = 0; i < r.nplaces; i++) {
+		struct app_place *p = &r.pl[i];
+		p->run = &r;
+		p->index = i;
+		p->cpu = cpus[i % ncpus];
+		p->cap = cap;
+		p->delays = xcalloc(cap, sizeof(double));
+		p->rng = o->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(i + 1));
+		if (m->st == ST_THREADS)
+			bench_thread_start(&p->t, place_main, p);
+		else
+			thread_start_pinned(&p->t, p->cpu, place_main, p);
+	}
+	while (atomic_load(&r.joined) < (unsigned)r.nplaces)
+		sched_yield();
+	nemo_domain_counters c0, c1;
+	nemo_domain_get_counters(r.d, &c0);
+	nemo_watchdog_counters w0 = { 0 }, w1 = { 0 };
+	if (wd)
+		nemo_watchdog_get_counters(wd, &w0);
+	r.t0 = now_s();
+	atomic_store_explicit(&r.go, 1, memory_order_release);
+	pthread_t ts[BENCH_MAX_CPUS * 2];
+	for (int i = 0; i < r.nplaces; i++)
+		ts[i] = r.pl[i].t;
+	progress_join(ts, r.nplaces);
+	nemo_domain_get_counters(r.d, &c1);
+	if (wd)
+		nemo_watchdog_get_counters(wd, &w1);
+	nemo_progress_counters pc = { 0 };
+	if (pt)
+		nemo_progress_get_counters(pt, &pc);
+	double end = 0;
+	size_t n = 0;
+	for (int i = 0; i < r.nplaces; i++) {
+		if (r.pl[i].finish_s > end)
+			end = r.pl[i].finish_s;
+		n += r.pl[i].ndelays;
+	}
+	double *all = xcalloc(n ? n : 1, sizeof(double));
+	size_t k = 0;
+	for (int i = 0; i < r.nplaces; i++) {
+		memcpy(all + k, r.pl[i].delays, r.pl[i].ndelays * sizeof(double));
+		k += r.pl[i].ndelays;
+		free(r.pl[i].delays);
+	}
+	if (n) {
+		json_t *jrow = json_pack("{s:s,s:s,s:i,s:i,s:f,s:I}", "mechanism", m->name, "shape", shape_names[shape],
+					"places", r.nplaces, "cpus", ncpus, "runtime_s", end - r.t0,
+					"requests", (json_int_t)n);
+		hist(all, n, jrow);
+		json_object_set_new(jrow, "delay_ns", stats_object(all, n));
+		json_object_set_new(jrow, "interrupts", json_integer((json_int_t)(c1.kicks_signal - c0.kicks_signal +
+										   w1.fired - w0.fired)));
+		json_object_set_new(jrow, "polls", json_integer((json_int_t)(c1.poll_checks - c0.poll_checks)));
+		json_object_set_new(jrow, "progress_handled", pt ? json_integer((json_int_t)pc.handled) : json_null());
+		json_array_append_new(results, jrow);
+	}
+	free(all);
+	free(r.pl);
+	if (pt)
+		nemo_progress_stop(pt);
+	if (wd)
+		nemo_watchdog_stop(wd);
+	if (nemo_domain_destroy(r.d) == 0 && app_ndestroyed < 1024)
+		app_destroyed[app_ndestroyed++] = r.d;
+	return true;
+}
+
+static const app_mech *app_find(const char *name)
+{
+	for (size_t i = 0; i < APP_N; i++)
+		if (!strcmp(app_mechs[i].name, name))
+			return &app_mechs[i];
+	return NULL;
+}
+
+static bool app_has(const char *name)
+{
+	return app_find(name) != NULL;
+}
+
+static void app_list(FILE *out)
+{
+	for (size_t i = 0; i < APP_N; i++)
+		fprintf(out, "    %-18s %s\n", app_mechs[i].name, app_mechs[i].summary);
+}
+
+static void app_help(FILE *out)
+{
+	fprintf(out,
+"Seed 002's study on real threads: P places (the usable CPUs) each compute\n"
+"--seconds of work (default %.1f) in ~1 us units, and every %.0f us of work\n"
+"send a request to a random other place and block until it is served\n"
+"(poll-check: threshold %.0f us).  One row per strategy and shape\n"
+""
+"(short, nested, long: where a check can go), interleaved over --rounds.\n"
+"Rows: runtime_s for the fixed work, delay_ns (send to handler start),\n"
+"delay_hist, interrupts, polls.\n", WORK_MS / 1000, REQUEST_US, THRESHOLD_US);
+}
+
+static int app_run_suite(const bench_opts *o, json_t *results, json_t *config)
+{
+	calibrate_unit();
+	int cpus[BENCH_MAX_CPUS];
+	int ncpus = bench_usable_cpus(cpus, BENCH_MAX_CPUS);
+	if (ncpus > BENCH_MAX_CPUS / 2)
+		ncpus = BENCH_MAX_CPUS / 2;
+	const app_mech *sel[APP_N * BENCH_MAX_LIST];
+	size_t n = 0;
+	if (o->nmechs)
+		for (int i = 0; i < o->nmechs; i++)
+			sel[n++] = app_find(o->mechs[i]);
+	else
+		for (size_t i = 0; i < APP_N; i++)
+			sel[n++] = &app_mechs[i];
+	json_object_del(config, "scenarios");
+	json_object_set_new(config, "work_s", json_real(o->seconds));
+	json_object_set_new(config, "request_every_us", json_real(o->delay_max_us));
+	json_object_set_new(config, "threshold_us", json_real(o->delay_min_us));
+	json_object_set_new(config, "unit_iterations", json_integer((json_int_t)unit_iters));
+	json_object_set_new(config, "rounds", json_integer(o->rounds));
+	json_t *skipped = json_array();
+	progress_begin(o, "app", (uint64_t)o->rounds * n * SH_COUNT);
+	for (int round = 0; round < o->rounds && !bench_interrupted(); round++)
+		for (int sh = 0; sh < SH_COUNT && !bench_interrupted(); sh++)
+			for (size_t i = 0; i < n && !bench_interrupted(); i++) {
+				char why[200];
+				if (!app_row(o, sel[i], (enum shape)sh, cpus, ncpus, results, why, sizeof why) && round == 0 &&
+				    sh == 0)
+					mechanism_unavailable(o, sel[i]->name, why, skipped);
+				progress_add(1);
+			}
+	progress_end();
+	json_object_set_new(config, "skipped", skipped);
+	return 0;
+}
+
+static void app_print(json_t *results)
+{
+	printf("%-16s %-7s %6s %10s %10s %10s %10s %8s %8s\n", "mechanism", "shape", "places", "runtime ms",
+	       "delay p50", "delay p99", "delay max", "signals", "polls");
+	size_t i;
+	json_t *jr;
+	json_array_foreach(results, i, jr) {
+		json_t *dl = json_object_get(jr, "delay_ns");
+		printf("%-16s %-7s %6lld %10.1f %8.1fus %8.1fus %8.1fus %8lld %8lld\n",
+		       json_string_value(json_object_get(jr, "mechanism")), json_string_value(json_object_get(jr, "shape")),
+		       (long long)json_integer_value(json_object_get(jr, "places")),
+		       json_real_value(json_object_get(jr, "runtime_s")) * 1e3,
+		       json_real_value(json_object_get(dl, "p50")) / 1e3, json_real_value(json_object_get(dl, "p99")) / 1e3,
+		       json_real_value(json_object_get(dl, "max")) / 1e3,
+		       (long long)json_integer_value(json_object_get(jr, "interrupts")),
+		       (long long)json_integer_value(json_object_get(jr, "polls")));
+	}
+}
+
+const suite suite_app = {
+	.name = "app",
+	.summary = "seed 002's study: places that compute and serve each other's requests, per polling strategy",
+	.options = OPT_MECHS | OPT_ROUNDS | OPT_SECONDS,
+	.default_trials = 1,
+	.default_delay_min_us = THRESHOLD_US,
+	.default_delay_max_us = REQUEST_US,
+	.help = app_help,
+	.list = app_list,
+	.has_mechanism = app_has,
+	.run = app_run_suite,
+	.print = app_print,
+	.default_seconds = WORK_MS / 1000,
+	.default_rounds = 1,
+};
