@@ -401,9 +401,10 @@ static void app_help(FILE *out)
 {
 	fprintf(out,
 "Seed 002's study on real threads: P places (the usable CPUs) each compute\n"
-"--seconds of work (default %.1f) in ~1 us units, and every %.0f us of work\n"
-"send a request to a random other place and block until it is served\n"
-"(poll-check: threshold %.0f us).  One row per strategy and shape\n"
+"--seconds of work (default %.1f) in ~1 us units, and every --request-us of\n"
+"work (default %.0f) send a request to a random other place and block until\n"
+"it is served (poll-check: threshold --threshold-us, default %.0f).  One row\n"
+"per strategy and shape\n"
 ""
 "(short, nested, long: where a check can go), interleaved over --rounds.\n"
 "Rows: runtime_s for the fixed work, delay_ns (send to handler start),\n"
@@ -469,7 +470,7 @@ static void app_print(json_t *results)
 const suite suite_app = {
 	.name = "app",
 	.summary = "seed 002's study: places that compute and serve each other's requests, per polling strategy",
-	.options = OPT_MECHS | OPT_ROUNDS | OPT_SECONDS,
+	.options = OPT_MECHS | OPT_ROUNDS | OPT_SECONDS | OPT_APP,
 	.default_trials = 1,
 	.default_delay_min_us = THRESHOLD_US,
 	.default_delay_max_us = REQUEST_US,

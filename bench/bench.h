@@ -103,6 +103,7 @@ enum {
 	OPT_POLL = 1u << 11,          /* --poll-delay-us, --poll-policy (broadcast) */
 	OPT_PAIRS = 1u << 12,         /* --pairs (coherence) */
 	OPT_SUMMARY = 1u << 13,       /* --summary: the suite has a summary table */
+	OPT_APP = 1u << 14,           /* --request-us, --threshold-us (app: in delay_max_us, delay_min_us) */
 };
 
 /** Broadcast: the random delay before a signal to polling waiters, us. */

@@ -111,6 +111,10 @@ static void suite_help(const suite *s)
 		printf("  --pairs all|sample     every ordered pair of --cpus, or a sample covering each\n"
 		       "                         topology distance class from each CPU (default: all up\n"
 		       "                         to %d CPUs, sample above)\n", COHERENCE_ALL_PAIRS_MAX_CPUS);
+	if (s->options & OPT_APP)
+		printf("  --request-us N         us of work between two requests of a place (default %.0f)\n"
+		       "  --threshold-us N       poll-check's polling threshold, us (default %.0f)\n",
+		       s->default_delay_max_us, s->default_delay_min_us);
 	if (!(s->options & OPT_SECONDS))
 		printf("  --delay-us MIN[:MAX]   random busy delay before each signal (default %g:%g)%s\n",
 		       s->default_delay_min_us, s->default_delay_max_us,
@@ -323,7 +327,8 @@ static void check_trial_option(const suite *s, const char *opt)
 
 enum { O_MECHS = 256, O_SCEN, O_TRIALS, O_WARMUP, O_SRC, O_DST, O_WAITERS, O_CPUS,
        O_DELAY, O_JSON, O_SAMPLES, O_SEED, O_QUIET, O_HELP, O_POLICIES, O_GAPS, O_PROFILE,
-       O_SECONDS, O_BATCH, O_ROUNDS, O_POLL_DELAY, O_POLL_POLICY, O_PAIRS, O_SUMMARY };
+       O_SECONDS, O_BATCH, O_ROUNDS, O_POLL_DELAY, O_POLL_POLICY, O_PAIRS, O_SUMMARY,
+       O_REQUEST_US, O_THRESHOLD_US };
 
 static const struct option long_opts[] = {
 	{ "mechanisms", required_argument, NULL, O_MECHS },
@@ -350,6 +355,8 @@ static const struct option long_opts[] = {
 	{ "poll-policy", required_argument, NULL, O_POLL_POLICY },
 	{ "pairs", required_argument, NULL, O_PAIRS },
 	{ "summary", required_argument, NULL, O_SUMMARY },
+	{ "request-us", required_argument, NULL, O_REQUEST_US },
+	{ "threshold-us", required_argument, NULL, O_THRESHOLD_US },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -510,6 +517,14 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 		case O_ROUNDS:
 			check_option(s, OPT_ROUNDS, "--rounds");
 			o->rounds = (int)parse_long("--rounds", optarg, 1, 1000);
+			break;
+		case O_REQUEST_US:
+			check_option(s, OPT_APP, "--request-us");
+			o->delay_max_us = (double)parse_long("--request-us", optarg, 1, 1000000);
+			break;
+		case O_THRESHOLD_US:
+			check_option(s, OPT_APP, "--threshold-us");
+			o->delay_min_us = (double)parse_long("--threshold-us", optarg, 0, 10000000);
 			break;
 		case O_BATCH:
 			check_option(s, OPT_BATCH, "--batch");
