@@ -18,6 +18,9 @@
  *   interrupt        interrupt mode: a signal for every request
  *   threads          2P places on the CPUs (more places than CPUs), poll-send
  *
+ * Requests come at random points of the work, --request-us apart on
+ * average, so that places do not stay in step.
+ *
  * Shapes (where a check can go): short - a check after every unit of work
  * (~1 us); nested - in the outer loop of a nest, every 10 units; long -
  * in one long loop whose body is 100 units.
@@ -208,11 +211,17 @@ static void *place_main(void *arg)
 	while (!atomic_load_explicit(&r->go, memory_order_acquire))
 		nemo_cpu_relax();
 	unsigned every = shape_every[r->shape];
+	/* Requests at random points, every_req units apart on average
+	 * (uniform in 1 .. 2 every_req - 1): places that started together
+	 * must not stay in step, or every request would find its target
+	 * already waiting for a reply of its own. */
+	uint64_t next_req = 1 + rng_next(&p->rng) % (2 * r->every_req - 1);
 	for (uint64_t u = 0; u < r->units;) {
 		/* One check-point's worth of work (the shape's inner loop). */
 		for (unsigned k = 0; k < every && u < r->units; k++, u++) {
 			unit();
-			if (u % r->every_req == r->every_req - 1) {
+			if (u + 1 == next_req) {
+				next_req += 1 + rng_next(&p->rng) % (2 * r->every_req - 1);
 				/* A request to a random other place; block until served. */
 				int to = (int)(rng_next(&p->rng) % (uint64_t)(r->nplaces - 1));
 				if (to >= p->index)

@@ -104,6 +104,13 @@ void nemo__poll_check_due(void);
  * lock/unlock per nemo call while it is served).  A handler's sends go
  * out as the place it runs for.
  *
+ * It runs at the normal priority: woken while every CPU computes, it
+ * waits for the scheduler's next preemption point (milliseconds on a busy
+ * machine: give it a CPU of its own, nemo_progress_pin, where latency
+ * matters).  It polls before it sleeps, so a real-time priority would let
+ * it starve the CPU it polls on (tried: the kernel's real-time throttling
+ * then stalled the served places for up to a second).
+ *
  * When nothing is queued to any served place it waits as any nemo wait
  * does (its policy: poll for its budget, then sleep in the kernel), and a
  * sender that finds a served place running kicks the progress thread
@@ -147,6 +154,9 @@ typedef struct nemo_progress_counters {
 	uint64_t drains;              /**< places drained that had something */
 	uint64_t handled;             /**< handlers run */
 	uint64_t sleeps;              /**< times it slept in the kernel */
+	bool realtime;                /**< always false: a thread that polls must not run
+	                                   at a real-time priority (it would starve the CPU
+	                                   it polls on until the kernel throttles it) */
 } nemo_progress_counters;
 
 /** @return 0; EINVAL for NULL arguments. */
@@ -205,6 +215,10 @@ typedef struct nemo_watchdog_counters {
 	uint64_t fired;               /**< places signalled because a message waited past T */
 	uint64_t wakeups;             /**< times it woke (to check a deadline, or kicked) */
 	uint64_t sleeps;              /**< times it slept with nothing waiting (no timer) */
+	bool realtime;                /**< it runs at SCHED_FIFO priority 1, granted to root,
+	                                   CAP_SYS_NICE or RLIMIT_RTPRIO >= 1: woken while every
+	                                   CPU computes, it fires at once instead of at the
+	                                   scheduler's next preemption point; it never polls */
 } nemo_watchdog_counters;
 
 /** @return 0; EINVAL for NULL arguments. */

@@ -70,6 +70,7 @@ struct nemo_progress {
 	_Atomic(nemo_waiter *) w;
 	_Atomic int started;          /* 1 once the thread runs, -1 if it failed */
 	_Atomic uint64_t drains, handled, sleeps;
+	bool realtime;                /* running at SCHED_FIFO 1 */
 };
 
 /* One pass over the delegated places: what was handled. */
@@ -262,6 +263,7 @@ int nemo_progress_get_counters(nemo_progress *p, nemo_progress_counters *out)
 	out->drains = atomic_load_explicit(&p->drains, memory_order_relaxed);
 	out->handled = atomic_load_explicit(&p->handled, memory_order_relaxed);
 	out->sleeps = atomic_load_explicit(&p->sleeps, memory_order_relaxed);
+	out->realtime = p->realtime;
 	return 0;
 }
 

@@ -5,6 +5,7 @@
 #include "service.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 
 int nemo__service_claim(struct nemo_domain *d, void **slot, void *self, const char *what, const char *fn)
@@ -24,6 +25,12 @@ void nemo__service_unclaim(struct nemo_domain *d, void **slot)
 	pthread_mutex_lock(&d->lock);
 	*slot = NULL;
 	pthread_mutex_unlock(&d->lock);
+}
+
+bool nemo__service_realtime(void)
+{
+	struct sched_param sp = { .sched_priority = 1 };
+	return pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0;
 }
 
 int nemo__service_run(pthread_t *t, void *(*fn)(void *), void *arg, _Atomic int *started)

@@ -15,6 +15,13 @@ int nemo__service_claim(struct nemo_domain *d, void **slot, void *self, const ch
 /* Give the slot back. */
 void nemo__service_unclaim(struct nemo_domain *d, void **slot);
 
+/* From the service thread itself: ask for SCHED_FIFO priority 1, so that
+ * its short bursts run as soon as it is woken even when every CPU is
+ * busy computing (CFS would let it wait for the next preemption point,
+ * milliseconds).  Returns whether it was granted (root or CAP_SYS_NICE,
+ * or an RLIMIT_RTPRIO of 1 or more); if not, it runs as it is. */
+bool nemo__service_realtime(void);
+
 /* Start fn(arg) and wait until it has set *started: 1 running; -1 it
  * could not (then it is joined and ENOMEM returned).  0 or an error. */
 int nemo__service_run(pthread_t *t, void *(*fn)(void *), void *arg, _Atomic int *started);

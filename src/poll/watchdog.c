@@ -76,6 +76,7 @@ struct nemo_watchdog {
 	_Atomic(nemo_waiter *) w;
 	_Atomic int started;
 	_Atomic uint64_t fired, wakeups, sleeps;
+	bool realtime;                /* running at SCHED_FIFO 1 */
 };
 
 /* W4: one pass; returns the earliest deadline, UINT64_MAX for none. */
@@ -132,6 +133,7 @@ static void *wd_main(void *arg)
 		return NULL;
 	}
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);   /* T may be tens of microseconds */
+	g->realtime = nemo__service_realtime();  /* fire on time on a busy machine */
 	nemo__slot_running(w);
 	atomic_store_explicit(&g->w, w, memory_order_relaxed);
 	atomic_store_explicit(&g->d->wd_w, w, memory_order_release);
@@ -218,6 +220,7 @@ int nemo_watchdog_get_counters(nemo_watchdog *g, nemo_watchdog_counters *out)
 	out->fired = atomic_load_explicit(&g->fired, memory_order_relaxed);
 	out->wakeups = atomic_load_explicit(&g->wakeups, memory_order_relaxed);
 	out->sleeps = atomic_load_explicit(&g->sleeps, memory_order_relaxed);
+	out->realtime = g->realtime;
 	return 0;
 }
 
