@@ -59,6 +59,8 @@ int main(int argc, char **argv)
 {
 	long n = argc > 1 ? atol(argv[1]) : 20000;
 	nemo_domain_attr a = { .ring_slots = 32768, .max_places = 4 };
+	if (getenv("NEMO_COST_DELAYS"))           /* the cost of NEMO_DOMAIN_DELAYS (docs/polling.md) */
+		a.flags = NEMO_DOMAIN_DELAYS;
 	if (n >= 32768 || nemo_domain_create(&a, &d) || nemo_action_register(d, 1, nop, NULL))
 		return 1;
 	pthread_t t[2];

@@ -132,10 +132,13 @@ int main(void)
 	nanosleep(&quarter, NULL);
 	double cpu1 = cpu_s();
 	nemo_progress_get_counters(p, &c1);
-	printf("progress: %lu of %u handled on the progress thread (%llu drains); idle 0.5 s used %.1f ms of CPU, "
-	       "%llu sleeps\n", x.in_progress_ctx, MSGS, (unsigned long long)c.drains, (cpu1 - cpu0) * 1e3,
-	       (unsigned long long)c1.sleeps);
+	printf("progress: %lu of %u handled on the progress thread (%llu drains); idle 0.5 s: the process used "
+	       "%.1f ms of CPU, the progress thread %.3f ms (%.3f%%); %llu sleeps\n", x.in_progress_ctx, MSGS,
+	       (unsigned long long)c.drains, (cpu1 - cpu0) * 1e3, (double)(c1.cpu_ns - c0.cpu_ns) / 1e6,
+	       (double)(c1.cpu_ns - c0.cpu_ns) / 5e6, (unsigned long long)c1.sleeps);
 	CHECK(cpu1 - cpu0 < 0.1);
+	CHECK(c1.cpu_ns > 0);
+	CHECK(c1.cpu_ns - c0.cpu_ns < 5000000);     /* < 1% of the idle half second */
 	CHECK(c1.sleeps >= 1);
 
 	/* Stopped: the place's own nemo calls handle its messages again. */

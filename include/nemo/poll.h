@@ -154,6 +154,7 @@ typedef struct nemo_progress_counters {
 	uint64_t drains;              /**< places drained that had something */
 	uint64_t handled;             /**< handlers run */
 	uint64_t sleeps;              /**< times it slept in the kernel */
+	uint64_t cpu_ns;              /**< CPU time the progress thread has used */
 	bool realtime;                /**< always false: a thread that polls must not run
 	                                   at a real-time priority (it would starve the CPU
 	                                   it polls on until the kernel throttles it) */
@@ -215,6 +216,7 @@ typedef struct nemo_watchdog_counters {
 	uint64_t fired;               /**< places signalled because a message waited past T */
 	uint64_t wakeups;             /**< times it woke (to check a deadline, or kicked) */
 	uint64_t sleeps;              /**< times it slept with nothing waiting (no timer) */
+	uint64_t cpu_ns;              /**< CPU time the watchdog thread has used */
 	bool realtime;                /**< it runs at SCHED_FIFO priority 1, granted to root,
 	                                   CAP_SYS_NICE or RLIMIT_RTPRIO >= 1: woken while every
 	                                   CPU computes, it fires at once instead of at the

@@ -263,6 +263,7 @@ int nemo_progress_get_counters(nemo_progress *p, nemo_progress_counters *out)
 	out->drains = atomic_load_explicit(&p->drains, memory_order_relaxed);
 	out->handled = atomic_load_explicit(&p->handled, memory_order_relaxed);
 	out->sleeps = atomic_load_explicit(&p->sleeps, memory_order_relaxed);
+	out->cpu_ns = nemo__thread_cpu_ns(p->thread);
 	out->realtime = p->realtime;
 	return 0;
 }

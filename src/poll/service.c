@@ -27,6 +27,15 @@ void nemo__service_unclaim(struct nemo_domain *d, void **slot)
 	pthread_mutex_unlock(&d->lock);
 }
 
+uint64_t nemo__thread_cpu_ns(pthread_t t)
+{
+	clockid_t c;
+	struct timespec ts;
+	if (pthread_getcpuclockid(t, &c) != 0 || clock_gettime(c, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 bool nemo__service_realtime(void)
 {
 	struct sched_param sp = { .sched_priority = 1 };

@@ -22,6 +22,9 @@ void nemo__service_unclaim(struct nemo_domain *d, void **slot);
  * or an RLIMIT_RTPRIO of 1 or more); if not, it runs as it is. */
 bool nemo__service_realtime(void);
 
+/* CPU time thread t has used, in ns (0 if unknown). */
+uint64_t nemo__thread_cpu_ns(pthread_t t);
+
 /* Start fn(arg) and wait until it has set *started: 1 running; -1 it
  * could not (then it is joined and ENOMEM returned).  0 or an error. */
 int nemo__service_run(pthread_t *t, void *(*fn)(void *), void *arg, _Atomic int *started);

@@ -220,6 +220,7 @@ int nemo_watchdog_get_counters(nemo_watchdog *g, nemo_watchdog_counters *out)
 	out->fired = atomic_load_explicit(&g->fired, memory_order_relaxed);
 	out->wakeups = atomic_load_explicit(&g->wakeups, memory_order_relaxed);
 	out->sleeps = atomic_load_explicit(&g->sleeps, memory_order_relaxed);
+	out->cpu_ns = nemo__thread_cpu_ns(g->thread);
 	out->realtime = g->realtime;
 	return 0;
 }
