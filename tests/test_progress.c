@@ -73,6 +73,69 @@ static void *served_main(void *p)
 	return NULL;
 }
 
+/* A served place turns the service off and on, and leaves, while the
+ * progress thread drains it: the drain marks the place busy (its
+ * handlers' nemo calls must know), which must not read as "called from
+ * inside a handler" to the place's own thread (it waits for the drain). */
+enum { ACT_SLOW = 3 };
+#define TOGGLES 2000u
+static atomic_int toggling;      /* 1: the place toggles; 2: it is done */
+static atomic_ulong slow_handled;
+static nemo_place_id toggler;
+
+static void on_slow(const nemo_am_msg *m, void *ctx)
+{
+	(void)m;
+	(void)ctx;
+	nemo_spin_ns(2000);       /* long enough for the place to find a drain under way */
+	atomic_fetch_add(&slow_handled, 1);
+}
+
+static void *toggle_main(void *p)
+{
+	nemo_domain *d = p;
+	CHECK_EQ_INT(nemo_place_join(d, NULL, &toggler), 0);
+	CHECK_EQ_INT(nemo_place_set_progress(true), 0);
+	atomic_store(&toggling, 1);
+	for (unsigned i = 0; i < TOGGLES; i++) {
+		CHECK_EQ_INT(nemo_place_set_progress(false), 0);
+		CHECK_EQ_INT(nemo_place_set_progress(true), 0);
+		nemo_spin_ns(3000);   /* served meanwhile */
+	}
+	atomic_store(&toggling, 2);
+	CHECK_EQ_INT(nemo_place_leave(), 0);   /* served still: may meet a drain too */
+	return NULL;
+}
+
+static void toggle_while_drained(void)
+{
+	nemo_domain *d;
+	nemo_progress *p;
+	CHECK_EQ_INT(nemo_domain_create(NULL, &d), 0);
+	CHECK_EQ_INT(nemo_action_register(d, ACT_SLOW, on_slow, NULL), 0);
+	CHECK_EQ_INT(nemo_progress_start(d, NULL, &p), 0);
+	pthread_t t;
+	pthread_create(&t, NULL, toggle_main, d);
+	while (atomic_load(&toggling) < 1)
+		sched_yield();
+	CHECK_EQ_INT(nemo_place_join(d, NULL, NULL), 0);
+	unsigned long sent = 0;
+	while (atomic_load(&toggling) < 2) {
+		int err = nemo_am_send(toggler, ACT_SLOW, 0, NEMO_NONBLOCK);
+		if (err == 0)
+			sent++;
+		else if (err != ESRCH)    /* ESRCH: a send that raced its leave */
+			CHECK_EQ_INT(err, EAGAIN);
+		nemo_poll(NULL);
+	}
+	pthread_join(t, NULL);            /* its leave handled what was left */
+	CHECK_EQ_INT(atomic_load(&slow_handled), sent);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	CHECK_EQ_INT(nemo_progress_stop(p), 0);
+	CHECK_EQ_INT(nemo_domain_destroy(d), 0);
+	printf("progress: %u toggles and a leave while drained, %lu messages\n", TOGGLES, sent);
+}
+
 static double cpu_s(void)
 {
 	struct timespec ts;
@@ -150,5 +213,6 @@ int main(void)
 	CHECK(x.in_progress_ctx > 0);
 	CHECK_EQ_INT(nemo_place_leave(), 0);
 	CHECK_EQ_INT(nemo_domain_destroy(d), 0);
+	toggle_while_drained();
 	return check_exit("test_progress");
 }

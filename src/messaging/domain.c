@@ -541,7 +541,7 @@ int nemo_place_leave(void)
 	nemo_place *me = tls_place;
 	if (!me)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place");
-	if (atomic_load_explicit(&me->busy, memory_order_relaxed))
+	if (nemo__in_call(me))
 		return NEMO__FAIL(EBUSY, "called from inside a handler or another nemo call of this place");
 	struct nemo_domain *d = me->d;
 	if (atomic_load_explicit(&me->delegated, memory_order_relaxed)) {

@@ -40,7 +40,7 @@ void nemo__poll_check_due(void)
 	bool tsc = nemo_clock_source__ == NEMO_CLOCK_TSC;
 	if (!tsc && now < me->poll_next)
 		return;                 /* not due: the slow clock's own compare */
-	if (atomic_load_explicit(&me->busy, memory_order_relaxed)) {
+	if (nemo__in_call(me)) {
 		/* Inside a nemo call of this place (a handler run by a poll or a
 		 * wait): its caller is polling already; do not nest. */
 		return;

@@ -273,7 +273,7 @@ int nemo_place_set_progress(bool on)
 	nemo_place *me = nemo__place_self();
 	if (!me)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
-	if (atomic_load_explicit(&me->busy, memory_order_relaxed))
+	if (nemo__in_call(me))
 		return NEMO__FAIL(EBUSY, "called from inside a handler or another nemo call of this place");
 	if (on && atomic_load_explicit(&me->irq_on, memory_order_relaxed))
 		return NEMO__FAIL(EBUSY, "interrupt mode is on: turn it off first (the two are exclusive)");
