@@ -261,7 +261,8 @@ int nemo_cond_destroy(nemo_cond *cv)
 	if (c->nwaiting != 0) {
 		uint32_t n = c->nwaiting;
 		cond_unlock(c);
-		return NEMO__FAIL(EBUSY, "%u waiters are still queued (nothing changed: c stays usable)", n);
+		return NEMO__FAIL(EBUSY, "%u waiter%s still queued (nothing changed: c stays usable)", n,
+				  n == 1 ? " is" : "s are");
 	}
 	uint32_t v = atomic_fetch_or_explicit(&c->wrefs, WREF_DESTROY, memory_order_acquire) |
 		     WREF_DESTROY;                                         /* X2 */

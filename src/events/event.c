@@ -133,7 +133,8 @@ int nemo_event_destroy(nemo_event *e)
 		return not_an_event(__func__, e);
 	uint32_t v = atomic_load_explicit(&x->word, memory_order_acquire);
 	if (v >= EV_SLEEPER)
-		return NEMO__FAIL(EBUSY, "%u waiters sleep on the event (it stays usable)", v / EV_SLEEPER);
+		return NEMO__FAIL(EBUSY, "%u waiter%s on the event (it stays usable)", v / EV_SLEEPER,
+				  v / EV_SLEEPER == 1 ? " sleeps" : "s sleep");
 	x->flags = 0;
 	return 0;
 }
