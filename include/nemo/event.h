@@ -5,6 +5,18 @@
  * Both wait through the waiter layer (nemo/waiter.h): they poll for the
  * policy's budget, then sleep; a post or signal issues a FUTEX_WAKE only
  * when someone sleeps.
+ *
+ * Errors: every call returns 0 or a positive errno code (errno itself is
+ * never changed).  When it refuses - a NULL or uninitialised object, an
+ * unknown flag or policy kind, a malformed deadline, a destroy while
+ * threads wait, a mutex it cannot unlock - nemo_last_error() (nemo/nemo.h)
+ * says which argument, which value or which state, in words, for the
+ * calling thread ("nemo_cond_destroy: 2 waiters are still queued (nothing
+ * changed: c stays usable) (EBUSY)"), and NEMO_DEBUG=1 writes the same line
+ * to stderr; under the interposer that includes the program's own
+ * pthread_cond_* calls.  ETIMEDOUT from a timed wait and EAGAIN from
+ * nemo_event_trywait are outcomes, not failures: they leave the text
+ * alone, as does every success.
  */
 #ifndef NEMO_EVENT_H
 #define NEMO_EVENT_H
@@ -55,8 +67,8 @@ int nemo_event_init(nemo_event *e, unsigned flags, const nemo_wait_policy *polic
 
 /**
  * Destroy an event.
- * @return 0, EBUSY if a thread sleeps on it (it stays usable), EINVAL if
- *         not initialised.
+ * @return 0, EBUSY if a thread sleeps on it (it stays usable; the text
+ *         gives how many), EINVAL if not initialised.
  */
 int nemo_event_destroy(nemo_event *e);
 
@@ -77,14 +89,15 @@ int nemo_event_wait(nemo_event *e);
 /**
  * Like nemo_event_wait with an absolute deadline on clock
  * (CLOCK_MONOTONIC or CLOCK_REALTIME).
- * @return 0, ETIMEDOUT, or EINVAL (bad event, clock or abstime).
+ * @return 0, ETIMEDOUT (no text), or EINVAL (bad event, clock or abstime;
+ *         nemo_last_error() says which).
  */
 int nemo_event_timedwait(nemo_event *e, clockid_t clock, const struct timespec *abstime);
 
 /**
  * Take the event if it is set, without waiting.
- * @return 0 if it was set (now consumed, if auto-reset), EAGAIN if not,
- *         EINVAL if e is not an initialised event.
+ * @return 0 if it was set (now consumed, if auto-reset), EAGAIN if not
+ *         (no text: an outcome), EINVAL if e is not an initialised event.
  */
 int nemo_event_trywait(nemo_event *e);
 
@@ -149,7 +162,8 @@ int nemo_cond_init(nemo_cond *c, const pthread_condattr_t *attr);
  * stopped touching c, as glibc's does.  Signals and broadcasts on c must
  * have returned before (POSIX).
  * @return 0, EBUSY at once while a thread is still blocked on c (nothing
- *         changes; c stays usable), EINVAL for NULL c.
+ *         changes; c stays usable; the text gives how many), EINVAL for
+ *         NULL c.
  */
 int nemo_cond_destroy(nemo_cond *c);
 
@@ -179,8 +193,10 @@ int nemo_cond_set_fanout(nemo_cond *c, int fanout);
 /**
  * Atomically release m and wait for a signal, then re-acquire m.
  * @return 0 (possibly spuriously), the error of pthread_mutex_unlock (e.g.
- *         EPERM for an error-checking mutex the caller does not own), ENOMEM
- *         if the thread's slot cannot be allocated, or EINVAL for NULL c/m.
+ *         EPERM for an error-checking mutex the caller does not own; nothing
+ *         waited), the error of re-locking m after the wait (e.g. EOWNERDEAD
+ *         for a robust mutex: m is held), ENOMEM if the thread's slot cannot
+ *         be allocated, or EINVAL for NULL c/m; nemo_last_error() says which.
  */
 int nemo_cond_wait(nemo_cond *c, pthread_mutex_t *m);
 
@@ -189,8 +205,8 @@ int nemo_cond_wait(nemo_cond *c, pthread_mutex_t *m);
  * the past (a negative tv_sec included) times out at once, with m held
  * again; one too far away to represent (C++'s time_point::max(),
  * {LONG_MAX, 0}) waits like no deadline.  errno is never changed.
- * @return as nemo_cond_wait, ETIMEDOUT, or EINVAL for a tv_nsec outside
- *         0..999999999 or a NULL abstime.
+ * @return as nemo_cond_wait, ETIMEDOUT (no text: an outcome), or EINVAL
+ *         for a tv_nsec outside 0..999999999 or a NULL abstime.
  */
 int nemo_cond_timedwait(nemo_cond *c, pthread_mutex_t *m, const struct timespec *abstime);
 

@@ -39,9 +39,14 @@ const char *nemo_strerror(int code);
  * failure replaces it, a success leaves it.  Thread-local; never NULL.
  * With the environment variable NEMO_DEBUG=1, every such failure is also
  * written to stderr as it happens ("nemo: ..."), which finds the failing
- * call in a program that drops the code.  Covered so far: domains,
- * places, notifications and active messages (argument and state errors,
- * and ESRCH for a place that is not there).
+ * call in a program that drops the code.  Covered: domains, places,
+ * notifications and active messages (argument and state errors, and
+ * ESRCH for a place that is not there); wait policies, waiter slots,
+ * events and condition variables (nemo_cond, so also pthread_cond_*
+ * under the interposer); and the platform calls' refused arguments
+ * (futex wrappers, pinning, topology, clock).  Outcomes are not failures
+ * and leave it alone: ETIMEDOUT from a timed wait, EAGAIN from a try-wait
+ * or under NEMO_NONBLOCK, and the futex wrappers' EAGAIN and EINTR.
  */
 const char *nemo_last_error(void);
 

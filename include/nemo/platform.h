@@ -163,6 +163,11 @@ static inline void nemo_cpu_relax(void)
  * Thin, checked wrappers over futex(2).  NEMO_FUTEX_PRIVATE is for words
  * that only this process maps (cheaper: no shared hash lookup);
  * NEMO_FUTEX_SHARED for words in memory shared between processes.
+ * A refused argument (EINVAL) leaves a text in nemo_last_error()
+ * (nemo/nemo.h) naming it; what the kernel answers (EAGAIN, ETIMEDOUT,
+ * EINTR, ...) is returned as it is, without one.  The CPU and topology
+ * calls below, and nemo_clock_get_info, leave a text for every failure
+ * they return.
  * ------------------------------------------------------------------------ */
 
 /** Futex scope flags. */

@@ -37,6 +37,14 @@
  * `nemo-bench calibrate` writes ($NEMO_PROFILE, else
  * $XDG_CACHE_HOME/nemo/profile, else ~/.cache/nemo/profile) if there is
  * one.  docs/events.md has the rule, its bound and its failure cases.
+ *
+ * Errors: every call below returns 0 or a positive errno code.  When it
+ * refuses - a NULL or malformed argument, an unknown kind, a profile it
+ * cannot write - nemo_last_error() (nemo/nemo.h) says which argument and
+ * which value, in words, for the calling thread ("nemo_wait_policy_parse:
+ * unknown policy 'spinn' (spin, block, hybrid, hybrid:NS, adaptive)
+ * (EINVAL)"), and NEMO_DEBUG=1 writes the same line to stderr.  ETIMEDOUT
+ * from a wait is an outcome, not a failure: it leaves the text alone.
  */
 #ifndef NEMO_WAITER_H
 #define NEMO_WAITER_H
@@ -77,13 +85,15 @@ typedef struct nemo_wait_policy {
 /**
  * Parse "spin", "block", "hybrid", "hybrid:NS" or "adaptive".
  * @return 0, or EINVAL (out unchanged) for anything else, a budget of 0
- *         or above 1 s, or NULL arguments.
+ *         or above 1 s, or NULL arguments; nemo_last_error() quotes the
+ *         text it could not read.
  */
 int nemo_wait_policy_parse(const char *text, nemo_wait_policy *out);
 
 /**
  * Write a policy in the form nemo_wait_policy_parse() reads.
- * @return 0, EINVAL for NULL/unknown kind, ERANGE if len is too small.
+ * @return 0, EINVAL for NULL/unknown kind, ERANGE if len is too small
+ *         (nemo_last_error() gives the length needed).
  */
 int nemo_wait_policy_format(const nemo_wait_policy *p, char *buf, size_t len);
 
@@ -128,8 +138,9 @@ int nemo_wait_get_calibration(nemo_wait_calibration *out);
  * two CPUs this process may use), `rounds` futex wake-ups of a sleeper.
  * @param wake_ns receives the median one-way wake latency
  * @param cpu_ns  if not NULL, receives the sleeper's CPU time per round
- * @return 0, EINVAL for rounds < 10, NULL wake_ns or CPUs out of range, or
- *         the error of pthread_create.
+ * @return 0, EINVAL for rounds < 10, NULL wake_ns or CPUs out of range,
+ *         ENOMEM, or the error of pthread_create (nemo_last_error() says
+ *         which).
  */
 int nemo_wait_measure(int rounds, int cpu_a, int cpu_b, double *wake_ns, double *cpu_ns);
 
@@ -137,8 +148,10 @@ int nemo_wait_measure(int rounds, int cpu_a, int cpu_b, double *wake_ns, double 
  * Write a profile file: the start value of later processes' adaptive
  * policy, before they have measured sleeps of their own.  path NULL:
  * the default location (creating its folder).
- * @return 0, EINVAL for a non-positive latency or negative CPU time, or the
- *         error of the write.
+ * @return 0, EINVAL for a non-positive latency or negative CPU time,
+ *         ENOENT/ERANGE if path is NULL and no default path can be formed
+ *         (as nemo_wait_profile_path), or the error of the write
+ *         (nemo_last_error() names the file).
  */
 int nemo_wait_profile_write(const char *path, double block_wake_ns, double block_cpu_ns);
 
@@ -168,7 +181,8 @@ typedef enum nemo_waiter_state {
  * thread exits.  Slot memory is never returned to the system, so a late
  * kick to a slot whose thread has gone is harmless (a spurious wake-up of
  * whoever owns it next).
- * @return the slot, or NULL if memory for it could not be allocated.
+ * @return the slot, or NULL if memory for it could not be allocated
+ *         (nemo_last_error() then says so, with ENOMEM).
  */
 nemo_waiter *nemo_waiter_self(void);
 
@@ -206,8 +220,10 @@ int nemo_waiter_kick(nemo_waiter *w);
  *                past (negative tv_sec included) times out at once; one
  *                too far away to count in ticks (centuries) is no
  *                deadline.  Every waiting call of nemo takes deadlines so.
- * @return 0 once released, ETIMEDOUT, or EINVAL for a NULL w, a tv_nsec
- *         outside 0..999999999 or another clock.
+ * @return 0 once released, ETIMEDOUT (no text: an outcome), or EINVAL
+ *         for a NULL w, a tv_nsec outside 0..999999999, another clock, or
+ *         (found only when the wait does not return at once) a policy of
+ *         unknown kind; nemo_last_error() says which.
  */
 int nemo_waiter_wait(nemo_waiter *w, const nemo_wait_policy *p, clockid_t clock,
 		     const struct timespec *abstime);

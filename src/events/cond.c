@@ -137,6 +137,8 @@
 
 #include "../waiter/waiter_internal.h"
 
+#include "../platform/fail.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
@@ -181,6 +183,15 @@ static struct cond_impl *checked(nemo_cond *cv)
 	return impl(cv);
 }
 
+/* The refusal of a cv that checked() did not accept, under fn's name. */
+__attribute__((cold, noinline)) static int not_a_cond(const char *fn, nemo_cond *cv)
+{
+	if (!cv)
+		return nemo__fail(EINVAL, fn, "c is NULL");
+	return nemo__fail(EINVAL, fn, "c was initialised by glibc as process-shared, which nemo_cond "
+			  "does not serve (the interposer hands such condition variables to glibc)");
+}
+
 /* ------------------------------------------------------------------ lock */
 
 static void cond_lock(struct cond_impl *c)
@@ -222,16 +233,17 @@ static void cond_unlock(struct cond_impl *c)
 int nemo_cond_init(nemo_cond *cv, const pthread_condattr_t *attr)
 {
 	if (!cv)
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "c is NULL");
 	uint32_t flags = 0;
 	if (attr) {
 		int pshared = PTHREAD_PROCESS_PRIVATE;
 		clockid_t clk = CLOCK_REALTIME;
 		if (pthread_condattr_getpshared(attr, &pshared) != 0 ||
 		    pthread_condattr_getclock(attr, &clk) != 0)
-			return EINVAL;
+			return NEMO__FAIL(EINVAL, "attr is not an initialised pthread_condattr_t");
 		if (pshared == PTHREAD_PROCESS_SHARED)
-			return ENOTSUP;
+			return NEMO__FAIL(ENOTSUP, "attr is PTHREAD_PROCESS_SHARED: nemo_cond serves "
+					  "process-private condition variables only");
 		if (clk == CLOCK_MONOTONIC)
 			flags |= CF_MONOTONIC;
 	}
@@ -244,11 +256,13 @@ int nemo_cond_destroy(nemo_cond *cv)
 {
 	struct cond_impl *c = checked(cv);
 	if (!c)
-		return EINVAL;
+		return not_a_cond(__func__, cv);
 	cond_lock(c);                                                         /* X1 */
 	if (c->nwaiting != 0) {
+		uint32_t n = c->nwaiting;
 		cond_unlock(c);
-		return EBUSY;
+		return NEMO__FAIL(EBUSY, "%u waiter%s still queued (nothing changed: c stays usable)", n,
+				  n == 1 ? " is" : "s are");
 	}
 	uint32_t v = atomic_fetch_or_explicit(&c->wrefs, WREF_DESTROY, memory_order_acquire) |
 		     WREF_DESTROY;                                         /* X2 */
@@ -273,8 +287,10 @@ static void wref_put(struct cond_impl *c)
 
 int nemo_cond_set_policy(nemo_cond *cv, const nemo_wait_policy *p)
 {
-	if (!cv || (p && (p->kind < NEMO_WAIT_DEFAULT || p->kind > NEMO_WAIT_ADAPTIVE)))
-		return EINVAL;
+	if (!cv)
+		return NEMO__FAIL(EINVAL, "c is NULL");
+	if (p && (p->kind < NEMO_WAIT_DEFAULT || p->kind > NEMO_WAIT_ADAPTIVE))
+		return NEMO__FAIL(EINVAL, "policy kind %d is not a nemo_wait_kind", (int)p->kind);
 	impl(cv)->policy = p ? (uint32_t)p->kind : 0;
 	impl(cv)->spin_ns = p ? p->spin_ns : 0;
 	return 0;
@@ -283,7 +299,7 @@ int nemo_cond_set_policy(nemo_cond *cv, const nemo_wait_policy *p)
 int nemo_cond_set_kick(nemo_cond *cv, bool on)
 {
 	if (!cv)
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "c is NULL");
 	if (on)
 		impl(cv)->flags |= CF_KICK;
 	else
@@ -293,8 +309,11 @@ int nemo_cond_set_kick(nemo_cond *cv, bool on)
 
 int nemo_cond_set_fanout(nemo_cond *cv, int fanout)
 {
-	if (!cv || fanout < 0 || fanout > NEMO_COND_MAX_FANOUT)
-		return EINVAL;
+	if (!cv)
+		return NEMO__FAIL(EINVAL, "c is NULL");
+	if (fanout < 0 || fanout > NEMO_COND_MAX_FANOUT)
+		return NEMO__FAIL(EINVAL, "fanout %d is outside 0..%d (0: no tree)", fanout,
+				  NEMO_COND_MAX_FANOUT);
 	struct cond_impl *c = impl(cv);
 	c->flags = (c->flags & ~CF_FANOUT_MASK) | ((uint32_t)fanout << CF_FANOUT_SHIFT);
 	return 0;
@@ -390,7 +409,7 @@ static void wake_kids(nemo_waiter *w)
 static void policy_of(const struct cond_impl *c, nemo_wait_policy *out)
 {
 	nemo_wait_policy p = { (nemo_wait_kind)c->policy, c->spin_ns };
-	if (nemo_wait_policy_resolve(&p, out) != 0)
+	if (nemo__wait_policy_resolve(&p, out) != 0)
 		*out = (nemo_wait_policy){ NEMO_WAIT_ADAPTIVE, 0 };
 }
 
@@ -460,19 +479,31 @@ static void on_cancel(void *arg)
 	pthread_mutex_lock(x->m);
 }
 
-int nemo_cond_clockwait(nemo_cond *cv, pthread_mutex_t *m, clockid_t clock,
-			const struct timespec *abstime)
+/* The mutex would not lock again after the wait (fn: the call made). */
+__attribute__((cold, noinline)) static int relock_failed(const char *fn, int err)
+{
+	if (err == EOWNERDEAD)
+		return nemo__fail(err, fn, "m's owner died: m is locked again, and its state must be made "
+				  "consistent (pthread_mutex_consistent)");
+	return nemo__fail(err, fn, "m could not be locked again after the wait (pthread_mutex_lock)");
+}
+
+/* nemo_cond_clockwait, refusing under fn's name (the call the user made). */
+static int cond_wait(const char *fn, nemo_cond *cv, pthread_mutex_t *m, clockid_t clock,
+		     const struct timespec *abstime)
 {
 	struct cond_impl *c = checked(cv);
-	if (!c || !m)
-		return EINVAL;
-	int err = nemo__check_deadline(clock, abstime);
+	if (!c)
+		return not_a_cond(fn, cv);
+	if (!m)
+		return nemo__fail(EINVAL, fn, "m is NULL");
+	int err = nemo__check_deadline(fn, clock, abstime);
 	if (err)
 		return err;
 	pthread_testcancel();
 	nemo_waiter *w = nemo_waiter_self();
 	if (!w)
-		return ENOMEM;
+		return nemo__fail(ENOMEM, fn, "cannot allocate the calling thread's slot");
 	nemo_wait_policy pol;
 	policy_of(c, &pol);
 	bool kick = c->flags & CF_KICK;
@@ -486,7 +517,8 @@ int nemo_cond_clockwait(nemo_cond *cv, pthread_mutex_t *m, clockid_t clock,
 	err = pthread_mutex_unlock(m);
 	if (err) {
 		abandon(c, w);
-		return err;
+		return nemo__fail(err, fn, "m could not be unlocked (does the calling thread hold it?): "
+				  "nothing waited");
 	}
 
 	struct cancel_ctx ctx = { c, m, w, kick };
@@ -502,22 +534,30 @@ int nemo_cond_clockwait(nemo_cond *cv, pthread_mutex_t *m, clockid_t clock,
 	wake_kids(w);
 	wref_put(c);     /* V2: the condvar may be destroyed from here on */
 	err = relock(m, &pol, w);
-	return err ? err : rc;
+	if (__builtin_expect(err != 0, 0))
+		return relock_failed(fn, err);
+	return rc;           /* ETIMEDOUT is an outcome: no text (fail.h) */
+}
+
+int nemo_cond_clockwait(nemo_cond *cv, pthread_mutex_t *m, clockid_t clock,
+			const struct timespec *abstime)
+{
+	return cond_wait(__func__, cv, m, clock, abstime);
 }
 
 int nemo_cond_timedwait(nemo_cond *cv, pthread_mutex_t *m, const struct timespec *abstime)
 {
 	if (!cv)
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "c is NULL");
 	if (!abstime)
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "abstime is NULL (nemo_cond_wait waits without a deadline)");
 	clockid_t clk = (impl(cv)->flags & CF_MONOTONIC) ? CLOCK_MONOTONIC : CLOCK_REALTIME;
-	return nemo_cond_clockwait(cv, m, clk, abstime);
+	return cond_wait(__func__, cv, m, clk, abstime);
 }
 
 int nemo_cond_wait(nemo_cond *cv, pthread_mutex_t *m)
 {
-	return nemo_cond_clockwait(cv, m, CLOCK_MONOTONIC, NULL);
+	return cond_wait(__func__, cv, m, CLOCK_MONOTONIC, NULL);
 }
 
 /* ------------------------------------------------------------ releasing */
@@ -526,7 +566,7 @@ int nemo_cond_signal(nemo_cond *cv)
 {
 	struct cond_impl *c = checked(cv);
 	if (!c)
-		return EINVAL;
+		return not_a_cond(__func__, cv);
 	if (!atomic_load_explicit(&c->head, memory_order_acquire))
 		return 0;
 	cond_lock(c);
@@ -572,7 +612,7 @@ int nemo_cond_broadcast(nemo_cond *cv)
 {
 	struct cond_impl *c = checked(cv);
 	if (!c)
-		return EINVAL;
+		return not_a_cond(__func__, cv);
 	if (!atomic_load_explicit(&c->head, memory_order_acquire))
 		return 0;
 	cond_lock(c);

@@ -61,6 +61,8 @@
 
 #include "../waiter/waiter_internal.h"
 
+#include "../platform/fail.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
@@ -90,6 +92,15 @@ static struct event_impl *impl(nemo_event *e)
 	return x;
 }
 
+/* The refusal of an e that impl() did not accept, under fn's name. */
+__attribute__((cold, noinline)) static int not_an_event(const char *fn, const nemo_event *e)
+{
+	if (!e)
+		return nemo__fail(EINVAL, fn, "e is NULL");
+	return nemo__fail(EINVAL, fn, "e is not an initialised nemo_event (never initialised, "
+			  "destroyed, or overwritten)");
+}
+
 static bool manual(const struct event_impl *x)
 {
 	return x->flags & EV_MANUAL;
@@ -97,10 +108,14 @@ static bool manual(const struct event_impl *x)
 
 int nemo_event_init(nemo_event *e, unsigned flags, const nemo_wait_policy *policy)
 {
-	if (!e || (flags & ~(unsigned)(NEMO_EVENT_MANUAL_RESET | NEMO_EVENT_INITIALLY_SET)))
-		return EINVAL;
+	unsigned unknown = flags & ~(unsigned)(NEMO_EVENT_MANUAL_RESET | NEMO_EVENT_INITIALLY_SET);
+	if (!e)
+		return NEMO__FAIL(EINVAL, "e is NULL");
+	if (unknown)
+		return NEMO__FAIL(EINVAL, "flags 0x%x: unknown bits 0x%x (NEMO_EVENT_MANUAL_RESET, "
+				  "NEMO_EVENT_INITIALLY_SET)", flags, unknown);
 	if (policy && (policy->kind < NEMO_WAIT_DEFAULT || policy->kind > NEMO_WAIT_ADAPTIVE))
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "policy kind %d is not a nemo_wait_kind", (int)policy->kind);
 	struct event_impl *x = (struct event_impl *)(void *)e;
 	memset(e, 0, sizeof *e);
 	atomic_init(&x->word, (flags & NEMO_EVENT_INITIALLY_SET) ? EV_SET : 0);
@@ -115,9 +130,11 @@ int nemo_event_destroy(nemo_event *e)
 {
 	struct event_impl *x = impl(e);
 	if (!x)
-		return EINVAL;
-	if (atomic_load_explicit(&x->word, memory_order_acquire) >= EV_SLEEPER)
-		return EBUSY;
+		return not_an_event(__func__, e);
+	uint32_t v = atomic_load_explicit(&x->word, memory_order_acquire);
+	if (v >= EV_SLEEPER)
+		return NEMO__FAIL(EBUSY, "%u waiter%s on the event (it stays usable)", v / EV_SLEEPER,
+				  v / EV_SLEEPER == 1 ? " sleeps" : "s sleep");
 	x->flags = 0;
 	return 0;
 }
@@ -126,7 +143,7 @@ int nemo_event_post(nemo_event *e)
 {
 	struct event_impl *x = impl(e);
 	if (!x)
-		return EINVAL;
+		return not_an_event(__func__, e);
 	uint32_t old = atomic_fetch_or_explicit(&x->word, EV_SET, memory_order_seq_cst);  /* P1 */
 	nemo_waiter *me = nemo_waiter_self();
 	if (old >= EV_SLEEPER) {                                                         /* P2 */
@@ -201,36 +218,43 @@ static const nemo__wait_ops event_ops = {
 	.futex_flags = NEMO_FUTEX_PRIVATE,
 };
 
-int nemo_event_timedwait(nemo_event *e, clockid_t clock, const struct timespec *abstime)
+/* nemo_event_timedwait, refusing under fn's name (the call the user made). */
+static int event_wait(const char *fn, nemo_event *e, clockid_t clock, const struct timespec *abstime)
 {
 	struct event_impl *x = impl(e);
 	if (!x)
-		return EINVAL;
-	int err = nemo__check_deadline(clock, abstime);
+		return not_an_event(fn, e);
+	int err = nemo__check_deadline(fn, clock, abstime);
 	if (err)
 		return err;
 	nemo_wait_policy p = { (nemo_wait_kind)((x->flags & EV_KIND_MASK) >> EV_KIND_SHIFT), x->policy_ns };
+	/* The kind was checked by init: the loop refuses nothing here. */
 	return nemo__wait_loop(&event_ops, x, &p, clock, abstime, 0);
+}
+
+int nemo_event_timedwait(nemo_event *e, clockid_t clock, const struct timespec *abstime)
+{
+	return event_wait(__func__, e, clock, abstime);
 }
 
 int nemo_event_wait(nemo_event *e)
 {
-	return nemo_event_timedwait(e, CLOCK_MONOTONIC, NULL);
+	return event_wait(__func__, e, CLOCK_MONOTONIC, NULL);
 }
 
 int nemo_event_trywait(nemo_event *e)
 {
 	struct event_impl *x = impl(e);
 	if (!x)
-		return EINVAL;
-	return ev_try_take(x) ? 0 : EAGAIN;
+		return not_an_event(__func__, e);
+	return ev_try_take(x) ? 0 : EAGAIN;     /* not set: an outcome, no text */
 }
 
 int nemo_event_reset(nemo_event *e)
 {
 	struct event_impl *x = impl(e);
 	if (!x)
-		return EINVAL;
+		return not_an_event(__func__, e);
 	atomic_fetch_and_explicit(&x->word, ~EV_SET, memory_order_release);
 	return 0;
 }

@@ -218,7 +218,7 @@ int nemo_place_wait(const struct timespec *abstime, unsigned *handled)
 	nemo_place *me = nemo__place_self();
 	if (!me)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
-	int rc = nemo__check_deadline(CLOCK_MONOTONIC, abstime);
+	int rc = nemo__check_deadline(__func__, CLOCK_MONOTONIC, abstime);
 	if (rc)
 		return rc;
 	nemo__busy_enter(me);

@@ -21,6 +21,8 @@
 #define _GNU_SOURCE
 #include <nemo/platform.h>
 
+#include "fail.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -150,10 +152,10 @@ int nemo_clock_init(void)
 int nemo_clock_get_info(nemo_clock_info *out)
 {
 	if (!out)
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "out is NULL");
 	int err = nemo_clock_init();
 	if (err)
-		return err;
+		return NEMO__FAIL(err, "no monotonic clock works here (clock_gettime(CLOCK_MONOTONIC) failed)");
 	*out = g_info;
 	return 0;
 }

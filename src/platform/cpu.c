@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include <nemo/platform.h>
 
+#include "fail.h"
+
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -40,13 +42,18 @@ static bool cpu_online(int cpu)
 
 int nemo_pin_self(int cpu)
 {
-	if (cpu < 0 || cpu >= CPU_SETSIZE || !cpu_online(cpu))
-		return EINVAL;
+	if (cpu < 0 || cpu >= CPU_SETSIZE)
+		return NEMO__FAIL(EINVAL, "cpu %d is out of range (0..%d)", cpu, CPU_SETSIZE - 1);
+	if (!cpu_online(cpu))
+		return NEMO__FAIL(EINVAL, "cpu %d is not online (%d CPUs are)", cpu, nemo_cpu_count());
 	cpu_set_t set;
 	CPU_ZERO(&set);
 	CPU_SET(cpu, &set);
-	if (sched_setaffinity(0, sizeof set, &set) != 0)
-		return errno;
+	if (sched_setaffinity(0, sizeof set, &set) != 0) {
+		int err = errno;
+		return NEMO__FAIL(err, "cpu %d is not allowed to this thread (sched_setaffinity: a cpuset "
+				  "or cgroup may exclude it)", cpu);
+	}
 	return 0;
 }
 
@@ -61,8 +68,10 @@ int nemo_unpin_self(void)
 			n--;
 		}
 	}
-	if (sched_setaffinity(0, sizeof set, &set) != 0)
-		return errno;
+	if (sched_setaffinity(0, sizeof set, &set) != 0) {
+		int err = errno;
+		return NEMO__FAIL(err, "cannot allow every online CPU to this thread (sched_setaffinity)");
+	}
 	return 0;
 }
 
@@ -91,7 +100,7 @@ static void model_from_proc(char *buf, size_t len)
 int nemo_cpu_identify(nemo_cpu_id *out)
 {
 	if (!out)
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "out is NULL");
 	memset(out, 0, sizeof *out);
 	snprintf(out->model, sizeof out->model, "unknown");
 	model_from_proc(out->model, sizeof out->model);

@@ -7,9 +7,14 @@
  * code instead of setting errno.  errno itself is left as the caller had
  * it: these run inside interposed pthread_cond_* calls, which glibc
  * implements without touching errno, and programs rely on that.
+ *
+ * A refused argument gives a text (fail.h); what the kernel answers does
+ * not: EAGAIN, ETIMEDOUT and EINTR are outcomes a wait loop expects.
  */
 #define _GNU_SOURCE
 #include <nemo/platform.h>
+
+#include "fail.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -38,6 +43,25 @@ static bool bad_timespec(const struct timespec *ts)
 	return ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000L);
 }
 
+/* Which of word, the time ts (named tsname) and flags fn refused, in
+ * words; only called once the quick checks above failed. */
+__attribute__((cold, noinline)) static int refuse(const char *fn, const uint32_t *word,
+						  const struct timespec *ts, const char *tsname, int flags)
+{
+	int pf;
+	if (!word)
+		return nemo__fail(EINVAL, fn, "word is NULL");
+	if (bad_word(word))
+		return nemo__fail(EINVAL, fn, "word %p is not 4-byte aligned", (const void *)word);
+	if (bad_timespec(ts))
+		return nemo__fail(EINVAL, fn, "%s {%lld s, %ld ns} is not a valid time (tv_sec >= 0, "
+				  "tv_nsec 0..999999999)", tsname, (long long)ts->tv_sec, (long)ts->tv_nsec);
+	if (op_flags(flags, &pf))
+		return nemo__fail(EINVAL, fn, "flags %d: want NEMO_FUTEX_PRIVATE (0) or NEMO_FUTEX_SHARED (1)",
+				  flags);
+	return EINVAL;     /* not reached: the caller found one of these */
+}
+
 /* The futex syscall, with errno kept as it was: returns the result and
  * puts the syscall's error code (0 on success) in *err. */
 static long futex_call(uint32_t *word, int op, uint32_t val, const struct timespec *ts,
@@ -55,38 +79,52 @@ int nemo_futex_wait(uint32_t *word, uint32_t expected,
 {
 	int pf;
 	if (bad_word(word) || bad_timespec(timeout) || op_flags(flags, &pf))
-		return EINVAL;
+		return refuse(__func__, word, timeout, "timeout", flags);
 	int err;
 	futex_call(word, FUTEX_WAIT | pf, expected, timeout, 0, &err);
+	return err;
+}
+
+/* nemo_futex_wait_bitset, refusing under fn's name (the call made). */
+static int wait_bitset(const char *fn, uint32_t *word, uint32_t expected, uint32_t bits,
+		       clockid_t clock, const struct timespec *deadline, int flags)
+{
+	int pf;
+	if (bad_word(word) || bad_timespec(deadline) || op_flags(flags, &pf))
+		return refuse(fn, word, deadline, "deadline", flags);
+	if (bits == 0)
+		return nemo__fail(EINVAL, fn, "bits is 0: no wake-up could match");
+	if (clock == CLOCK_REALTIME)
+		pf |= FUTEX_CLOCK_REALTIME;
+	else if (clock != CLOCK_MONOTONIC)
+		return nemo__fail(EINVAL, fn, "clock %d is neither CLOCK_MONOTONIC nor CLOCK_REALTIME",
+				  (int)clock);
+	int err;
+	futex_call(word, FUTEX_WAIT_BITSET | pf, expected, deadline, bits, &err);
 	return err;
 }
 
 int nemo_futex_wait_bitset(uint32_t *word, uint32_t expected, uint32_t bits, clockid_t clock,
 			   const struct timespec *deadline, int flags)
 {
-	int pf;
-	if (bad_word(word) || bad_timespec(deadline) || op_flags(flags, &pf) || bits == 0)
-		return EINVAL;
-	if (clock == CLOCK_REALTIME)
-		pf |= FUTEX_CLOCK_REALTIME;
-	else if (clock != CLOCK_MONOTONIC)
-		return EINVAL;
-	int err;
-	futex_call(word, FUTEX_WAIT_BITSET | pf, expected, deadline, bits, &err);
-	return err;
+	return wait_bitset(__func__, word, expected, bits, clock, deadline, flags);
 }
 
 int nemo_futex_wait_until(uint32_t *word, uint32_t expected, clockid_t clock,
 			  const struct timespec *deadline, int flags)
 {
-	return nemo_futex_wait_bitset(word, expected, FUTEX_BITSET_MATCH_ANY, clock, deadline, flags);
+	return wait_bitset(__func__, word, expected, FUTEX_BITSET_MATCH_ANY, clock, deadline, flags);
 }
 
 int nemo_futex_wake_bitset(uint32_t *word, int n, uint32_t bits, int flags, int *woken)
 {
 	int pf;
-	if (bad_word(word) || n < 1 || op_flags(flags, &pf) || bits == 0)
-		return EINVAL;
+	if (bad_word(word) || op_flags(flags, &pf))
+		return refuse(__func__, word, NULL, NULL, flags);
+	if (n < 1)
+		return NEMO__FAIL(EINVAL, "n %d: wake at least 1", n);
+	if (bits == 0)
+		return NEMO__FAIL(EINVAL, "bits is 0: no waiter could match");
 	int err;
 	long rc = futex_call(word, FUTEX_WAKE_BITSET | pf, (uint32_t)n, NULL, bits, &err);
 	if (err)
@@ -99,8 +137,10 @@ int nemo_futex_wake_bitset(uint32_t *word, int n, uint32_t bits, int flags, int 
 int nemo_futex_wake(uint32_t *word, int n, int flags, int *woken)
 {
 	int pf;
-	if (bad_word(word) || n < 1 || op_flags(flags, &pf))
-		return EINVAL;
+	if (bad_word(word) || op_flags(flags, &pf))
+		return refuse(__func__, word, NULL, NULL, flags);
+	if (n < 1)
+		return NEMO__FAIL(EINVAL, "n %d: wake at least 1", n);
 	int err;
 	long rc = futex_call(word, FUTEX_WAKE | pf, (uint32_t)n, NULL, 0, &err);
 	if (err)

@@ -119,7 +119,7 @@ static int cmp_place(const void *a, const void *b)
 int nemo_topo_load(nemo_topo **out)
 {
 	if (!out)
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "out is NULL");
 	*out = NULL;
 	pthread_once(&hw_once, hw_load);
 	if (hw_err)
@@ -127,10 +127,10 @@ int nemo_topo_load(nemo_topo **out)
 				  "(Debian: libhwloc15) to know the topology");
 	hwloc_topology_t t;
 	if (hw.topology_init(&t) != 0)
-		return ENOMEM;
+		return NEMO__FAIL(ENOMEM, "hwloc_topology_init failed");
 	if (hw.topology_load(t) != 0) {
 		hw.topology_destroy(t);
-		return EIO;
+		return NEMO__FAIL(EIO, "hwloc could not load this machine's topology");
 	}
 	int n = (int)nbobjs_by_type(t, HWLOC_OBJ_PU);
 	nemo_topo *topo = calloc(1, sizeof *topo);
@@ -139,7 +139,9 @@ int nemo_topo_load(nemo_topo **out)
 		free(topo);
 		free(cpu);
 		hw.topology_destroy(t);
-		return n > 0 ? ENOMEM : EIO;
+		if (n <= 0)
+			return NEMO__FAIL(EIO, "hwloc found no processing units (%d)", n);
+		return NEMO__FAIL(ENOMEM, "cannot allocate the places of %d CPUs", n);
 	}
 	for (int i = 0; i < n; i++) {
 		hwloc_obj_t pu = obj_by_type(t, HWLOC_OBJ_PU, (unsigned)i);
@@ -179,8 +181,11 @@ int nemo_topo_cpus(const nemo_topo *topo)
 
 int nemo_topo_cpu(const nemo_topo *topo, int i, nemo_cpu_place *out)
 {
-	if (!topo || !out || i < 0 || i >= topo->ncpus)
-		return EINVAL;
+	if (!topo || !out)
+		return NEMO__FAIL(EINVAL, "%s is NULL", !topo ? "topo" : "out");
+	if (i < 0 || i >= topo->ncpus)
+		return NEMO__FAIL(EINVAL, "i %d is outside 0..%d (the topology has %d CPUs)", i,
+				  topo->ncpus - 1, topo->ncpus);
 	*out = topo->cpu[i];
 	return 0;
 }
@@ -201,10 +206,11 @@ static bool same(int a, int b)
 int nemo_topo_distance(const nemo_topo *topo, int cpu_a, int cpu_b, int *out)
 {
 	if (!topo || !out)
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "%s is NULL", !topo ? "topo" : "out");
 	const nemo_cpu_place *a = find(topo, cpu_a), *b = find(topo, cpu_b);
 	if (!a || !b)
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "%s %d is not a CPU of the topology (OS numbers, %d CPUs)",
+				  !a ? "cpu_a" : "cpu_b", !a ? cpu_a : cpu_b, topo->ncpus);
 	if (a == b)
 		*out = 0;
 	else if (same(a->core, b->core))

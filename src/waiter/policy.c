@@ -41,6 +41,8 @@
 #define _GNU_SOURCE
 #include "waiter_internal.h"
 
+#include "../platform/fail.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -50,12 +52,18 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* A refusal: with a text under fn's name, or (fn NULL: an internal
+ * caller, for which it is an ordinary result) the bare code. */
+#define REFUSE(fn, code, ...) ((fn) ? nemo__fail((code), (fn), __VA_ARGS__) : (code))
+
 /* ---------------------------------------------------------------- parse */
 
-int nemo_wait_policy_parse(const char *text, nemo_wait_policy *out)
+/* nemo_wait_policy_parse, saying why under fn's name (NULL: bare, for
+ * NEMO_WAIT, which env_load reports itself). */
+static int parse(const char *fn, const char *text, nemo_wait_policy *out)
 {
 	if (!text || !out)
-		return EINVAL;
+		return REFUSE(fn, EINVAL, "%s is NULL", !text ? "text" : "out");
 	nemo_wait_policy p = { 0, 0 };
 	if (strcmp(text, "spin") == 0) {
 		p.kind = NEMO_WAIT_SPIN;
@@ -70,21 +78,33 @@ int nemo_wait_policy_parse(const char *text, nemo_wait_policy *out)
 		char *end;
 		errno = 0;
 		unsigned long ns = strtoul(text + 7, &end, 10);
-		if (errno || end == text + 7 || *end || ns == 0 || ns > 1000000000ul || text[7] == '-')
-			return EINVAL;
+		if ((errno && errno != ERANGE) || end == text + 7 || *end || text[7] == '-')
+			return REFUSE(fn, EINVAL, "hybrid budget '%.40s' is not a number of nanoseconds "
+				      "(hybrid:NS, NS from 1 to 1000000000)", text + 7);
+		if (ns == 0)
+			return REFUSE(fn, EINVAL, "a hybrid budget of 0 ns (hybrid:NS wants NS from 1 "
+				      "to 1000000000; plain hybrid is %u)", NEMO_WAIT_HYBRID_DEFAULT_NS);
+		if (errno || ns > 1000000000ul)
+			return REFUSE(fn, EINVAL, "hybrid budget %.40s ns is above 1 s (1000000000)", text + 7);
 		p.kind = NEMO_WAIT_HYBRID;
 		p.spin_ns = (uint32_t)ns;
 	} else {
-		return EINVAL;
+		return REFUSE(fn, EINVAL, "unknown policy '%.40s' (spin, block, hybrid, hybrid:NS, adaptive)",
+			      text);
 	}
 	*out = p;
 	return 0;
 }
 
+int nemo_wait_policy_parse(const char *text, nemo_wait_policy *out)
+{
+	return parse(__func__, text, out);
+}
+
 int nemo_wait_policy_format(const nemo_wait_policy *p, char *buf, size_t len)
 {
 	if (!p || !buf)
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "%s is NULL", !p ? "p" : "buf");
 	int n;
 	switch (p->kind) {
 	case NEMO_WAIT_SPIN: n = snprintf(buf, len, "spin"); break;
@@ -95,9 +115,12 @@ int nemo_wait_policy_format(const nemo_wait_policy *p, char *buf, size_t len)
 		n = snprintf(buf, len, "hybrid:%u", p->spin_ns ? p->spin_ns : NEMO_WAIT_HYBRID_DEFAULT_NS);
 		break;
 	default:
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "policy kind %d is not a nemo_wait_kind", (int)p->kind);
 	}
-	return n < 0 || (size_t)n >= len ? ERANGE : 0;
+	if (n < 0 || (size_t)n >= len)
+		return NEMO__FAIL(ERANGE, "buf of %zu bytes is too small: the policy takes %d with its NUL",
+				  len, n + 1);
+	return 0;
 }
 
 /* ------------------------------------------------------------- defaults */
@@ -111,7 +134,7 @@ static void env_load(void)
 	const char *s = getenv("NEMO_WAIT");
 	if (!s || !*s)
 		return;
-	if (nemo_wait_policy_parse(s, &env_policy) != 0) {
+	if (parse(NULL, s, &env_policy) != 0) {
 		fprintf(stderr, "nemo: ignoring NEMO_WAIT=%s (want spin, block, hybrid[:NS] or adaptive)\n", s);
 		env_policy = (nemo_wait_policy){ NEMO_WAIT_ADAPTIVE, 0 };
 	}
@@ -122,11 +145,9 @@ static bool kind_ok(nemo_wait_kind k)
 	return k >= NEMO_WAIT_DEFAULT && k <= NEMO_WAIT_ADAPTIVE;
 }
 
-int nemo_wait_policy_resolve(const nemo_wait_policy *p, nemo_wait_policy *out)
+int nemo__wait_policy_resolve(const nemo_wait_policy *p, nemo_wait_policy *out)
 {
-	if (!out)
-		return EINVAL;
-	if (p && !kind_ok(p->kind))
+	if (!out || (p && !kind_ok(p->kind)))
 		return EINVAL;
 	if (p && p->kind != NEMO_WAIT_DEFAULT) {
 		*out = *p;
@@ -141,10 +162,19 @@ int nemo_wait_policy_resolve(const nemo_wait_policy *p, nemo_wait_policy *out)
 	return 0;
 }
 
+int nemo_wait_policy_resolve(const nemo_wait_policy *p, nemo_wait_policy *out)
+{
+	if (!out)
+		return NEMO__FAIL(EINVAL, "out is NULL");
+	if (p && !kind_ok(p->kind))
+		return NEMO__FAIL(EINVAL, "policy kind %d is not a nemo_wait_kind", (int)p->kind);
+	return nemo__wait_policy_resolve(p, out);
+}
+
 int nemo_wait_set_thread_policy(const nemo_wait_policy *p)
 {
 	if (p && !kind_ok(p->kind))
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "policy kind %d is not a nemo_wait_kind", (int)p->kind);
 	tls_policy = p ? *p : (nemo_wait_policy){ NEMO_WAIT_DEFAULT, 0 };
 	return 0;
 }
@@ -172,7 +202,9 @@ static pthread_once_t learned_once = PTHREAD_ONCE_INIT;
  * the very first sleep of the process. */
 static _Atomic bool learned_ready;
 
-int nemo_wait_profile_path(char *buf, size_t len)
+/* nemo_wait_profile_path, saying why under fn's name (NULL: bare, for
+ * profile_read, to which no profile is an ordinary result). */
+static int profile_path(const char *fn, char *buf, size_t len)
 {
 	const char *p = getenv("NEMO_PROFILE");
 	int n;
@@ -183,15 +215,23 @@ int nemo_wait_profile_path(char *buf, size_t len)
 	} else if ((p = getenv("HOME")) && *p) {
 		n = snprintf(buf, len, "%s/.cache/nemo/profile", p);
 	} else {
-		return ENOENT;
+		return REFUSE(fn, ENOENT, "none of NEMO_PROFILE, XDG_CACHE_HOME and HOME is set");
 	}
-	return n < 0 || (size_t)n >= len ? ERANGE : 0;
+	if (n < 0 || (size_t)n >= len)
+		return REFUSE(fn, ERANGE, "buf of %zu bytes is too small: the path takes %d with its NUL",
+			      len, n + 1);
+	return 0;
+}
+
+int nemo_wait_profile_path(char *buf, size_t len)
+{
+	return profile_path(__func__, buf, len);
 }
 
 static bool profile_read(double *ns, double *cpu)
 {
 	char path[PATH_MAX];
-	if (nemo_wait_profile_path(path, sizeof path) != 0)
+	if (profile_path(NULL, path, sizeof path) != 0)
 		return false;
 	FILE *f = fopen(path, "r");
 	if (!f)
@@ -228,25 +268,37 @@ static void mkdirs_for(const char *path)
 
 int nemo_wait_profile_write(const char *path, double block_wake_ns, double block_cpu_ns)
 {
-	if (!(block_wake_ns > 0) || block_wake_ns >= 1e9 || !(block_cpu_ns >= 0) || block_cpu_ns >= 1e9)
-		return EINVAL;
+	if (!(block_wake_ns > 0) || block_wake_ns >= 1e9)
+		return NEMO__FAIL(EINVAL, "block_wake_ns %g is not a latency (want > 0 and < 1e9)",
+				  block_wake_ns);
+	if (!(block_cpu_ns >= 0) || block_cpu_ns >= 1e9)
+		return NEMO__FAIL(EINVAL, "block_cpu_ns %g is not a CPU time (want >= 0 and < 1e9)",
+				  block_cpu_ns);
 	char def[PATH_MAX];
 	if (!path) {
-		int err = nemo_wait_profile_path(def, sizeof def);
+		int err = profile_path(NULL, def, sizeof def);
+		if (err == ENOENT)
+			return NEMO__FAIL(err, "path is NULL and there is no default location: none of "
+					  "NEMO_PROFILE, XDG_CACHE_HOME and HOME is set");
 		if (err)
-			return err;
+			return NEMO__FAIL(err, "path is NULL and the default location is longer than "
+					  "PATH_MAX (%d)", PATH_MAX);
 		path = def;
 		mkdirs_for(path);
 	}
 	FILE *f = fopen(path, "w");
-	if (!f)
-		return errno;
+	if (!f) {
+		int err = errno;
+		return NEMO__FAIL(err, "cannot open '%.160s' for writing", path);
+	}
 	fprintf(f, "# nemo wait profile, written by nemo-bench calibrate\n"
 		   "# futex sleep + wake-up on this machine: one-way latency and the\n"
 		   "# sleeper's CPU time, in ns; the adaptive spin budget is their sum\n"
 		   "block_wake_ns %.0f\nblock_cpu_ns %.0f\n", block_wake_ns, block_cpu_ns);
-	if (fclose(f) != 0)
-		return errno;
+	if (fclose(f) != 0) {
+		int err = errno;
+		return NEMO__FAIL(err, "cannot write '%.160s'", path);
+	}
 	return 0;
 }
 
@@ -335,8 +387,15 @@ static void two_cpus(int *a, int *b)
 
 int nemo_wait_measure(int rounds, int cpu_a, int cpu_b, double *wake_ns, double *cpu_ns)
 {
-	if (rounds < 10 || !wake_ns || cpu_a >= nemo_cpu_count() || cpu_b >= nemo_cpu_count())
-		return EINVAL;
+	int ncpu = nemo_cpu_count();
+	if (rounds < 10)
+		return NEMO__FAIL(EINVAL, "rounds %d: at least 10", rounds);
+	if (!wake_ns)
+		return NEMO__FAIL(EINVAL, "wake_ns is NULL");
+	if (cpu_a >= ncpu || cpu_b >= ncpu)
+		return NEMO__FAIL(EINVAL, "%s %d is not a CPU: %d are online (0..%d; negative: any)",
+				  cpu_a >= ncpu ? "cpu_a" : "cpu_b", cpu_a >= ncpu ? cpu_a : cpu_b, ncpu,
+				  ncpu - 1);
 	if (cpu_a < 0 || cpu_b < 0)
 		two_cpus(&cpu_a, &cpu_b);
 	nemo_clock_init();
@@ -345,7 +404,7 @@ int nemo_wait_measure(int rounds, int cpu_a, int cpu_b, double *wake_ns, double 
 	if (!p || !lat) {
 		free(p);
 		free(lat);
-		return ENOMEM;
+		return NEMO__FAIL(ENOMEM, "cannot allocate the samples of %d rounds", rounds);
 	}
 	memset(p, 0, sizeof *p);
 	p->rounds = rounds;
@@ -373,7 +432,9 @@ int nemo_wait_measure(int rounds, int cpu_a, int cpu_b, double *wake_ns, double 
 	}
 	free(lat);
 	free(p);
-	return err;
+	if (err)
+		return NEMO__FAIL(err, "cannot create the two probe threads (pthread_create)");
+	return 0;
 }
 
 static void learned_init(void)
@@ -448,7 +509,7 @@ double nemo__block_cost_ns(void)
 int nemo_wait_get_calibration(nemo_wait_calibration *out)
 {
 	if (!out)
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "out is NULL");
 	pthread_once(&learned_once, learned_init);
 	out->block_wake_ns = (double)atomic_load_explicit(&learned.lat_ns, memory_order_relaxed);
 	out->block_cpu_ns = 2.0 * (double)atomic_load_explicit(&learned.wake_ns, memory_order_relaxed);

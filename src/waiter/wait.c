@@ -95,6 +95,8 @@
 #define _GNU_SOURCE
 #include "waiter_internal.h"
 
+#include "../platform/fail.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -104,12 +106,14 @@
  * wait times out (glibc's pthread_cond_timedwait and sem_timedwait do the
  * same; a loop that waits for ETIMEDOUT must get it).  Only tv_nsec out
  * of range, or another clock, is EINVAL. */
-int nemo__check_deadline(clockid_t clock, const struct timespec *abstime)
+int nemo__check_deadline(const char *fn, clockid_t clock, const struct timespec *abstime)
 {
 	if (clock != CLOCK_MONOTONIC && clock != CLOCK_REALTIME)
-		return EINVAL;
+		return nemo__fail(EINVAL, fn, "clock %d is neither CLOCK_MONOTONIC nor CLOCK_REALTIME",
+				  (int)clock);
 	if (abstime && (abstime->tv_nsec < 0 || abstime->tv_nsec >= 1000000000L))
-		return EINVAL;
+		return nemo__fail(EINVAL, fn, "abstime's tv_nsec %ld is outside 0..999999999",
+				  (long)abstime->tv_nsec);
 	return 0;
 }
 
@@ -342,8 +346,8 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 		return 0;
 	}
 	nemo_wait_policy pol;
-	if (nemo_wait_policy_resolve(p, &pol) != 0)
-		return EINVAL;
+	if (nemo__wait_policy_resolve(p, &pol) != 0)
+		return EINVAL;      /* bare: the caller says why (fail.h) */
 	bool adaptive = pol.kind == NEMO_WAIT_ADAPTIVE;
 	uint64_t start = nemo_ticks();
 	uint64_t left = ticks_until(clock, abstime);

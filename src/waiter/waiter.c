@@ -112,6 +112,8 @@
 #define _GNU_SOURCE
 #include "waiter_internal.h"
 
+#include "../platform/fail.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -189,6 +191,9 @@ static nemo_waiter *slot_new(void)
 	pthread_mutex_unlock(&pool_lock);
 	if (w)
 		pthread_setspecific(pool_key, w);
+	else
+		nemo__fail(ENOMEM, "nemo_waiter_self", "cannot allocate the calling thread's slot "
+			   "(%zu bytes)", (size_t)NEMO__LINES(sizeof *w));
 	return w;
 }
 
@@ -211,7 +216,7 @@ nemo_waiter_state nemo_waiter_get_state(const nemo_waiter *w)
 int nemo_waiter_arm(nemo_waiter *w)
 {
 	if (!w)
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "w is NULL");
 	atomic_store_explicit(&w->token, 0, memory_order_relaxed);
 	atomic_store_explicit(&w->by_broadcast, 0, memory_order_relaxed);
 	atomic_store_explicit(&w->rel_cpu, -1, memory_order_relaxed);
@@ -275,7 +280,7 @@ static bool kick(nemo_waiter *w)
 int nemo_waiter_kick(nemo_waiter *w)
 {
 	if (!w)
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "w is NULL");
 	/* The caller's earlier stores must be ordered before our read of
 	 * state (R1 -> R2 of the essay, for a caller-made condition). */
 	NEMO__FENCE();
@@ -330,7 +335,7 @@ size_t nemo__waiter_kick_many(nemo_waiter *const *ws, size_t n)
 int nemo_waiter_release(nemo_waiter *w)
 {
 	if (!w)
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "w is NULL");
 	nemo__release_mark(w, sched_getcpu());
 	atomic_store_explicit(&w->token, 1, memory_order_seq_cst);   /* R1 */
 	kick(w);                                                     /* R2, R3 */
@@ -453,11 +458,16 @@ int nemo_waiter_wait(nemo_waiter *w, const nemo_wait_policy *p, clockid_t clock,
 		     const struct timespec *abstime)
 {
 	if (!w)
-		return EINVAL;
-	int err = nemo__check_deadline(clock, abstime);
+		return NEMO__FAIL(EINVAL, "w is NULL");
+	int err = nemo__check_deadline(__func__, clock, abstime);
 	if (err)
 		return err;
-	return nemo__waiter_wait_flags(w, p, clock, abstime, 0);
+	int rc = nemo__waiter_wait_flags(w, p, clock, abstime, 0);
+	/* The loop's only EINVAL: p's kind, found when the wait did not take
+	 * at once (as before; a released slot returns 0 whatever p says). */
+	if (__builtin_expect(rc == EINVAL, 0))
+		return NEMO__FAIL(EINVAL, "policy kind %d is not a nemo_wait_kind", p ? (int)p->kind : 0);
+	return rc;
 }
 
 /* -------------------------------------------------------------- counters */
@@ -465,7 +475,7 @@ int nemo_waiter_wait(nemo_waiter *w, const nemo_wait_policy *p, clockid_t clock,
 int nemo_waiter_get_counters(nemo_waiter_counters *out)
 {
 	if (!out)
-		return EINVAL;
+		return NEMO__FAIL(EINVAL, "out is NULL");
 	memset(out, 0, sizeof *out);
 	pthread_once(&pool_once, pool_init);
 	pthread_mutex_lock(&pool_lock);

@@ -112,7 +112,8 @@ enum {
 /*
  * The one place where a waiter decides how long to poll and when to
  * sleep (src/waiter/wait.c).  Returns 0 once ops->try_take succeeded,
- * ETIMEDOUT, or EINVAL for a bad clock/abstime.
+ * ETIMEDOUT, or EINVAL for a policy of unknown kind (bare: the caller
+ * says why).  The caller has validated clock and abstime.
  */
 int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy *p,
 		    clockid_t clock, const struct timespec *abstime, unsigned flags);
@@ -207,7 +208,12 @@ static inline void nemo__release_mark(nemo_waiter *w, int cpu)
 void nemo__learn_releaser(nemo_waiter *w, int cpu, bool slept);
 
 /* Validate an absolute deadline: NULL ok; EINVAL if malformed or the
- * clock is neither CLOCK_MONOTONIC nor CLOCK_REALTIME. */
-int nemo__check_deadline(clockid_t clock, const struct timespec *abstime);
+ * clock is neither CLOCK_MONOTONIC nor CLOCK_REALTIME, with the text of
+ * a failure of fn, the public call that was given it (fail.h). */
+int nemo__check_deadline(const char *fn, clockid_t clock, const struct timespec *abstime);
+
+/* nemo_wait_policy_resolve without a text (a refusal inside a wait is
+ * its caller's to explain): 0, or EINVAL for NULL out or a bad kind. */
+int nemo__wait_policy_resolve(const nemo_wait_policy *p, nemo_wait_policy *out);
 
 #endif
