@@ -143,8 +143,87 @@ static double cpu_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* nemo_place_wait_for: a reply the progress thread handled before the
+ * wait is not waited for again (with nemo_place_wait it would be). */
+enum { ACT_ECHO = 3, ACT_ECHOED = 4 };
+static uint64_t echoed;     /* written by the handler, read by nemo_place_wait_for */
+
+static void on_echo(const nemo_am_msg *m, void *ctx)
+{
+	(void)ctx;
+	nemo_am_reply(m, ACT_ECHOED, m->arg, NULL, 0, 0);
+}
+
+static void on_echoed(const nemo_am_msg *m, void *ctx)
+{
+	(void)ctx;
+	__atomic_store_n(&echoed, m->arg, __ATOMIC_RELEASE);
+}
+
+struct echo_server {
+	nemo_domain *d;
+	_Atomic nemo_place_id id;
+	atomic_int stop;
+};
+
+static void *echo_main(void *p)
+{
+	struct echo_server *e = p;
+	nemo_place_id id;
+	CHECK_EQ_INT(nemo_place_join(e->d, NULL, &id), 0);
+	atomic_store(&e->id, id);
+	while (!atomic_load(&e->stop)) {
+		struct timespec dl = in_ms(CLOCK_MONOTONIC, 10);
+		nemo_place_wait(&dl, NULL);
+	}
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	return NULL;
+}
+
+static void test_wait_for(void)
+{
+	nemo_domain *d;
+	CHECK_EQ_INT(nemo_domain_create(NULL, &d), 0);
+	CHECK_EQ_INT(nemo_action_register(d, ACT_ECHO, on_echo, NULL), 0);
+	CHECK_EQ_INT(nemo_action_register(d, ACT_ECHOED, on_echoed, NULL), 0);
+	nemo_progress *p;
+	CHECK_EQ_INT(nemo_progress_start(d, NULL, &p), 0);
+	struct echo_server e = { .d = d, .id = NEMO_PLACE_NONE };
+	pthread_t t;
+	pthread_create(&t, NULL, echo_main, &e);
+	while (atomic_load(&e.id) == NEMO_PLACE_NONE)
+		sched_yield();
+	CHECK_EQ_INT(nemo_place_wait_for(&echoed, 0, NULL, NULL), ENOTCONN);
+	CHECK_EQ_INT(nemo_place_join(d, NULL, NULL), 0);
+	CHECK_EQ_INT(nemo_place_wait_for(NULL, 0, NULL, NULL), EINVAL);
+	CHECK_EQ_INT(nemo_place_set_progress(true), 0);
+	for (uint64_t k = 1; k <= 50; k++) {
+		uint64_t before = __atomic_load_n(&echoed, __ATOMIC_ACQUIRE);
+		CHECK_EQ_INT(nemo_am_send(atomic_load(&e.id), ACT_ECHO, k, 0), 0);
+		/* Compute without nemo calls until the progress thread has
+		 * handled the reply (or long enough that it would have). */
+		for (int i = 0; i < 2000 && __atomic_load_n(&echoed, __ATOMIC_ACQUIRE) == before; i++) {
+			struct timespec us = { 0, 100000 };
+			nanosleep(&us, NULL);
+		}
+		struct timespec dl = in_ms(CLOCK_MONOTONIC, 10000);
+		CHECK_EQ_INT(nemo_place_wait_for(&echoed, before, &dl, NULL), 0);
+		CHECK_EQ_INT(__atomic_load_n(&echoed, __ATOMIC_ACQUIRE), k);
+	}
+	/* A word that does not move: the deadline. */
+	struct timespec dl = in_ms(CLOCK_MONOTONIC, 5);
+	CHECK_EQ_INT(nemo_place_wait_for(&echoed, 50, &dl, NULL), ETIMEDOUT);
+	CHECK_EQ_INT(nemo_place_set_progress(false), 0);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	atomic_store(&e.stop, 1);
+	pthread_join(t, NULL);
+	CHECK_EQ_INT(nemo_progress_stop(p), 0);
+	CHECK_EQ_INT(nemo_domain_destroy(d), 0);
+}
+
 int main(void)
 {
+	test_wait_for();
 	nemo_domain *d;
 	CHECK_EQ_INT(nemo_domain_create(NULL, &d), 0);
 	CHECK_EQ_INT(nemo_action_register(d, ACT_WORK, on_work, NULL), 0);

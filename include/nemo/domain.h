@@ -351,6 +351,23 @@ int nemo_poll(unsigned *handled);
 int nemo_place_wait(const struct timespec *abstime, unsigned *handled);
 
 /**
+ * Wait until *word != old: handle messages and notifications (as
+ * nemo_place_wait does) and return once a handler - this place's, run
+ * here or earlier - has changed the word, or the deadline passes.  The
+ * word is read at the start, after every drain and before sleeping, so a
+ * reply that the progress thread or an interrupt handled just before the
+ * call is not waited for again (the gap of "loop: nemo_place_wait until
+ * my reply came").  The word must be changed by this place's handlers
+ * (a store from another thread does not wake the place).  It is read
+ * with an acquire load: write it with an atomic store (a C11 atomic
+ * object of the same size, or __atomic_store_n).
+ * @return 0 once *word != old; ETIMEDOUT; ENOTCONN; EINVAL for a NULL
+ *         word or a malformed abstime.
+ */
+int nemo_place_wait_for(const uint64_t *word, uint64_t old, const struct timespec *abstime,
+			unsigned *handled);
+
+/**
  * Set how the calling place waits in nemo_place_wait.
  * @return 0, EINVAL for NULL or an unknown kind, ENOTCONN.
  */

@@ -436,6 +436,7 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 			atomic_store_explicit(&p->irq_pending, 0, memory_order_relaxed);
 			p->serve_depth = 0;
 			p->hdepth = 0;
+			p->wf_word = NULL;
 			p->user_ctx = a.context;
 			p->guest = false;
 			p->poll_thresh_ns = NEMO_POLL_THRESHOLD_DEFAULT_NS;

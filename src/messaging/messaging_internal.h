@@ -241,6 +241,8 @@ typedef struct nemo_place {
 	unsigned char old_mask[128];  /* affinity before pinning (cpu_set_t) */
 	size_t old_mask_len;
 	unsigned handled;             /* handlers run in the current poll/wait */
+	const uint64_t *wf_word;      /* nemo_place_wait_for's word (read with __atomic_load_n), or NULL */
+	uint64_t wf_old;              /* ... and the value it waits to see change */
 	int hdepth;                   /* handlers running on this thread now (nested) */
 	void *user_ctx;               /* nemo_place_set_context: passed to handlers */
 	bool guest;                   /* joined by a send from a plain thread */

@@ -171,6 +171,8 @@ static bool place_try_take(void *arg)
 	if (me->ovf_n)
 		nemo__ovf_flush(me);
 	me->handled += n;
+	if (me->wf_word)         /* nemo_place_wait_for: done when the word moved */
+		return __atomic_load_n(me->wf_word, __ATOMIC_ACQUIRE) != me->wf_old;
 	return n > 0;
 }
 
@@ -213,15 +215,15 @@ static const nemo__wait_ops place_ops = {
 	.futex_flags = NEMO_FUTEX_PRIVATE,
 };
 
-int nemo_place_wait(const struct timespec *abstime, unsigned *handled)
+static int place_wait(nemo_place *me, const struct timespec *abstime, unsigned *handled,
+		      const uint64_t *word, uint64_t old)
 {
-	nemo_place *me = nemo__place_self();
-	if (!me)
-		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
-	int rc = nemo__check_deadline(__func__, CLOCK_MONOTONIC, abstime);
-	if (rc)
-		return rc;
+	int rc;
 	nemo__busy_enter(me);
+	const uint64_t *outer_word = me->wf_word;   /* a handler may wait too */
+	uint64_t outer_old = me->wf_old;
+	me->wf_word = word;
+	me->wf_old = old;
 	if (atomic_load_explicit(&me->efd, memory_order_relaxed) >= 0)
 		nemo__fd_disarm(me);        /* it waits here now, not on its descriptor */
 	unsigned outer = me->handled;   /* a handler may wait too: nest the count */
@@ -236,10 +238,33 @@ int nemo_place_wait(const struct timespec *abstime, unsigned *handled)
 		nemo__fd_arm(me);           /* back to waiting on its descriptor */
 	unsigned n = me->handled;
 	me->handled = outer + n;
+	me->wf_word = outer_word;
+	me->wf_old = outer_old;
 	nemo__busy_exit(me);
-	if (rc == ETIMEDOUT && n)
+	if (rc == ETIMEDOUT && n && !word)
 		rc = 0;
 	if (handled)
 		*handled = n;
 	return rc;
+}
+
+int nemo_place_wait(const struct timespec *abstime, unsigned *handled)
+{
+	nemo_place *me = nemo__place_self();
+	if (!me)
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
+	int rc = nemo__check_deadline(__func__, CLOCK_MONOTONIC, abstime);
+	return rc ? rc : place_wait(me, abstime, handled, NULL, 0);
+}
+
+int nemo_place_wait_for(const uint64_t *word, uint64_t old, const struct timespec *abstime,
+			unsigned *handled)
+{
+	nemo_place *me = nemo__place_self();
+	if (!me)
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
+	if (!word)
+		return NEMO__FAIL(EINVAL, "word is NULL");
+	int rc = nemo__check_deadline(__func__, CLOCK_MONOTONIC, abstime);
+	return rc ? rc : place_wait(me, abstime, handled, word, old);
 }
