@@ -173,13 +173,21 @@ int nemo_fastwrite(nemo_fastio *h, size_t len)
 		if (h->err)
 			return take_err(h);
 	}
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&h->ring);
-	if (!sqe) {
-		io_uring_submit(&h->ring);
-		reap(h, true);
-		sqe = io_uring_get_sqe(&h->ring);
-		if (!sqe)
-			return NEMO__FAIL(EAGAIN, "the submission queue stays full");
+	/* A free submission entry.  With SQPOLL the entries are given back
+	 * when the kernel thread has consumed them, which on a loaded machine
+	 * can take a while: wait for that (io_uring_sqring_wait), not for
+	 * completions.  (Found under load: the first version gave up with
+	 * EAGAIN.) */
+	struct io_uring_sqe *sqe;
+	while (!(sqe = io_uring_get_sqe(&h->ring))) {
+		if (h->mode == NEMO_FASTWRITE_MODE_SQPOLL) {
+			int rc = io_uring_sqring_wait(&h->ring);
+			if (rc < 0 && rc != -EINTR && rc != -EAGAIN)
+				return NEMO__FAIL(-rc, "waiting for room in the submission queue failed");
+		} else {
+			io_uring_submit(&h->ring);
+			reap(h, h->inflight > 0);
+		}
 	}
 	uint64_t off = h->seekable ? h->off : (uint64_t)-1;
 	if (h->fixed_buf)
