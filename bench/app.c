@@ -139,6 +139,20 @@ struct app_run {
 	double t0;
 };
 
+/* A CLOCK_MONOTONIC deadline ms milliseconds from now. */
+static struct timespec in_ms(long ms)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	t.tv_sec += ms / 1000;
+	t.tv_nsec += (ms % 1000) * 1000000;
+	if (t.tv_nsec >= 1000000000) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000;
+	}
+	return t;
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -171,13 +185,7 @@ static void await_reply(struct app_place *p, uint64_t before)
 {
 	double start = now_s();
 	while (atomic_load_explicit(&p->reply_tag, memory_order_acquire) == before) {
-		struct timespec dl;
-		clock_gettime(CLOCK_MONOTONIC, &dl);
-		dl.tv_nsec += 50 * 1000 * 1000;
-		if (dl.tv_nsec >= 1000000000) {
-			dl.tv_sec++;
-			dl.tv_nsec -= 1000000000;
-		}
+		struct timespec dl = in_ms(50);
 		int rc = nemo_place_wait(&dl, NULL);
 		if (rc && rc != ETIMEDOUT)
 			fatal("app %s: nemo_place_wait: %s", p->run->m->name, nemo_last_error());
@@ -246,13 +254,7 @@ static void *place_main(void *arg)
 	atomic_fetch_add(&r->done, 1);
 	/* Keep serving until every place is done. */
 	while (atomic_load_explicit(&r->done, memory_order_acquire) < (unsigned)r->nplaces) {
-		struct timespec dl;
-		clock_gettime(CLOCK_MONOTONIC, &dl);
-		dl.tv_nsec += 10 * 1000 * 1000;
-		if (dl.tv_nsec >= 1000000000) {
-			dl.tv_sec++;
-			dl.tv_nsec -= 1000000000;
-		}
+		struct timespec dl = in_ms(10);
 		nemo_place_wait(&dl, NULL);
 	}
 	if (st == ST_PROGRESS)
@@ -284,8 +286,6 @@ static void hist(const double *v, size_t n, json_t *jrow)
 							 "sum_ns", sums));
 }
 
-static nemo_domain *app_destroyed[1024];   /* kept: see throughput.c */
-static size_t app_ndestroyed;
 
 static bool app_row(const bench_opts *o, const app_mech *m, enum shape shape, const int *cpus, int ncpus,
 		    json_t *results, char *why, size_t whylen)
@@ -312,8 +312,8 @@ static bool app_row(const bench_opts *o, const app_mech *m, enum shape shape, co
 		err = nemo_watchdog_start(r.d, &wd);
 	if (err) {
 		snprintf(why, whylen, "%s", nemo_last_error());
-		if (r.d && nemo_domain_destroy(r.d) == 0 && app_ndestroyed < 1024)
-			app_destroyed[app_ndestroyed++] = r.d;
+		if (r.d)
+			nemo_domain_destroy(r.d);
 		return false;
 	}
 	r.pl = xcalloc((size_t)r.nplaces, sizeof *r.pl);
@@ -382,8 +382,7 @@ static bool app_row(const bench_opts *o, const app_mech *m, enum shape shape, co
 		nemo_progress_stop(pt);
 	if (wd)
 		nemo_watchdog_stop(wd);
-	if (nemo_domain_destroy(r.d) == 0 && app_ndestroyed < 1024)
-		app_destroyed[app_ndestroyed++] = r.d;
+	nemo_domain_destroy(r.d);
 	return true;
 }
 

@@ -378,8 +378,6 @@ static void *sender_main(void *p)
 	return NULL;
 }
 
-static nemo_domain *sc_destroyed[BENCH_MAX_LIST * 4];   /* kept: see throughput.c */
-static size_t sc_ndestroyed;
 
 static bool sc_row(const bench_opts *o, const sc_mech *m, json_t *results, char *why, size_t whylen)
 {
@@ -424,8 +422,8 @@ static bool sc_row(const bench_opts *o, const sc_mech *m, json_t *results, char 
 		io_uring_queue_exit(&s.ring);
 	if (s.efd >= 0)
 		close(s.efd);
-	if (s.d && nemo_domain_destroy(s.d) == 0 && sc_ndestroyed < sizeof sc_destroyed / sizeof sc_destroyed[0])
-		sc_destroyed[sc_ndestroyed++] = s.d;
+	if (s.d)
+		nemo_domain_destroy(s.d);
 	return true;
 }
 

@@ -160,7 +160,9 @@ int nemo_am_send_bound(nemo_am_bound *b, uint64_t arg)
 	if (__builtin_expect(atomic_load_explicit(&dst->status, memory_order_acquire) != b->st, 0))   /* S0 */
 		return nemo__fail(ESRCH, __func__, "place %#llx left: the binding is spent",
 				  (unsigned long long)b->dest);
-	atomic_store_explicit(&me->busy, 1, memory_order_relaxed);      /* irq.c, E1 */
+	/* E1 (irq.c) without nemo__busy_enter's tests: busy is 0 and the
+	 * place is not served, checked above. */
+	atomic_store_explicit(&me->busy, 1, memory_order_relaxed);
 	atomic_signal_fence(memory_order_seq_cst);
 	nemo__slot *hs = &b->ring[p & b->mask];                          /* S1 */
 	hs->meta = b->meta;
@@ -168,31 +170,11 @@ int nemo_am_send_bound(nemo_am_bound *b, uint64_t arg)
 	uint32_t seq = nemo__slot_seq(p, b->rbits, b->rtag);
 	atomic_store_explicit(&hs->seq, seq, memory_order_release);
 	o->tail = p + 1;
-	int err = 0;
-	if (!nemo__asym)
-		NEMO__FENCE();                                           /* S2 */
-	if (__builtin_expect(atomic_load_explicit(&dst->status, memory_order_seq_cst) != b->st, 0)) { /* S3 */
-		if (nemo__ring_take_back(b->lk, hs, seq, p + 1)) {
-			o->tail = p;
-			NEMO__PCOUNT(me, c_send_failures);
-			err = nemo__fail(ESRCH, __func__, "place %#llx left during the send: not delivered",
-					 (unsigned long long)b->dest);
-		} else {
-			NEMO__PCOUNT(me, c_am_sent);
-		}
-	} else {
-		NEMO__PCOUNT(me, c_am_sent);
-		if (b->flags & NEMO_MORE) {
-			o->deferred = 1;
-		} else {
-			/* nemo__publish, with the hint word found at bind time. */
-			o->deferred = 0;
-			NEMO__FENCE();                                   /* P */
-			if (nemo__hint_test_set(me, b->hint, b->bit, b->flags & NEMO_PUSH))   /* S4 */
-				nemo__kick(me, dst);                     /* S5 */
-		}
-	}
-	atomic_signal_fence(memory_order_seq_cst);                       /* irq.c, E2 */
+	struct nemo__ring_back back = { o, b->lk, hs, seq, p, p + 1 };
+	int err = nemo__send_commit(me, dst, b->st, b->dest, b->flags, &me->c_am_sent, nemo__ring_back, &back,
+				    __func__, o, b->hint, b->bit);             /* S2-S5 */
+	/* E2 (irq.c), for the same reason without nemo__busy_exit's tests. */
+	atomic_signal_fence(memory_order_seq_cst);
 	atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
 	atomic_signal_fence(memory_order_seq_cst);
 	if (__builtin_expect(atomic_load_explicit(&me->irq_pending, memory_order_relaxed), 0)) {

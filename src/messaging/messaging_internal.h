@@ -542,6 +542,53 @@ void nemo__publish(nemo_place *me, unsigned dst_idx, bool push);
 /* The one kick decision (kick.c): make dst notice its queues now. */
 void nemo__kick(nemo_place *me, nemo_place *dst);
 
+/* S3 found the receiver leaving, for a ring entry: take it back unless it
+ * was delivered, and rewind the sender's tail if it was taken (queue.c). */
+struct nemo__ring_back {
+	nemo__out *o;
+	nemo__link *lk;
+	nemo__slot *hs;
+	uint32_t seq, p, end;
+};
+bool nemo__ring_back(void *arg);
+
+/*
+ * S2-S5, the commit every single send ends with, after its entry is
+ * written (S1): queue.c's puts and the bound send (bound.c).  If S3 finds
+ * the receiver leaving, take_back(arg) decides (true: the entry was taken
+ * back, rewinding the sender's position -> ESRCH; false: the receiver
+ * took it -> 0, no kick needed).  *sent counts the entry (c_am_sent or
+ * c_nf_sent of me).  o: our side of the pair; hint and bit: our hint
+ * word and bit at dst (S4).
+ */
+static inline __attribute__((always_inline)) int
+nemo__send_commit(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, unsigned flags,
+		  _Atomic uint64_t *sent, bool (*take_back)(void *), void *arg, const char *fn,
+		  nemo__out *o, _Atomic uint64_t *hint, uint64_t bit)
+{
+	if (!nemo__asym)
+		NEMO__FENCE();                                               /* S2 */
+	if (atomic_load_explicit(&dst->status, memory_order_seq_cst) != st) { /* S3 */
+		if (take_back(arg)) {
+			NEMO__PCOUNT(me, c_send_failures);
+			return nemo__fail(ESRCH, fn, "place %#llx left during the send: not delivered",
+					  (unsigned long long)dest);
+		}
+		NEMO__PADD1(sent);     /* read before, or taken by, the leave */
+		return 0;
+	}
+	NEMO__PADD1(sent);
+	if (flags & NEMO_MORE) {
+		o->deferred = 1;
+		return 0;
+	}
+	o->deferred = 0;
+	NEMO__FENCE();                                                       /* P */
+	if (nemo__hint_test_set(me, hint, bit, flags & NEMO_PUSH))          /* S4 */
+		nemo__kick(me, dst);                                         /* S5 */
+	return 0;
+}
+
 /* Signal dst now if it is in interrupt mode (K1-K3 of kick.c), for a
  * thread that is not a place (the watchdog): true if a signal was sent. */
 bool nemo__irq_signal(nemo_place *dst);

@@ -434,45 +434,21 @@ bool nemo__ring_take_back(nemo__link *lk, nemo__slot *hs, uint32_t seq, uint32_t
 						       memory_order_acquire);
 }
 
-/* S2-S5, the commit every single send ends with, after its entry is
- * written (S1).  If S3 finds the receiver leaving, take_back(arg) decides
- * (true: the entry was taken back, rewinding the sender's position ->
- * ESRCH; false: the receiver took it -> 0, no kick needed).  *sent counts
- * the entry (c_am_sent or c_nf_sent of me). */
+
+/* nemo__send_commit with our hint word at dest's index found here. */
 static inline __attribute__((always_inline)) int
 send_commit(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, unsigned flags,
 	    _Atomic uint64_t *sent, bool (*take_back)(void *), void *arg, const char *fn)
 {
-	if (!nemo__asym)
-		NEMO__FENCE();                                               /* S2 */
-	if (atomic_load_explicit(&dst->status, memory_order_seq_cst) != st) { /* S3 */
-		if (take_back(arg)) {
-			NEMO__PCOUNT(me, c_send_failures);
-			return nemo__fail(ESRCH, fn, "place %#llx left during the send: not delivered",
-					  (unsigned long long)dest);
-		}
-		NEMO__PADD1(sent);     /* read before, or taken by, the leave */
-		return 0;
-	}
-	NEMO__PADD1(sent);
 	unsigned r = nemo_place_index(dest);
-	if (flags & NEMO_MORE)
-		me->out_row[r].deferred = 1;
-	else
-		publish(me, r, flags & NEMO_PUSH);                           /* S4, S5 */
-	return 0;
+	return nemo__send_commit(me, dst, st, dest, flags, sent, take_back, arg, fn, &me->out_row[r],
+				 nemo__hint_row(me->d, r) + me->idx / 64,
+				 1ull << (me->idx % 64));
 }
 
-struct ring_back {
-	nemo__out *o;
-	nemo__link *lk;
-	nemo__slot *hs;
-	uint32_t seq, p, end;
-};
-
-static bool ring_back(void *arg)
+bool nemo__ring_back(void *arg)
 {
-	struct ring_back *b = arg;
+	struct nemo__ring_back *b = arg;
 	if (!nemo__ring_take_back(b->lk, b->hs, b->seq, b->end))
 		return false;
 	b->o->tail = b->p;
@@ -525,8 +501,8 @@ int nemo__ring_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id d
 	atomic_store_explicit(&hs->seq, seq, memory_order_release);
 	o->tail = p + need;
 	NEMO__INVARIANT(o->tail - o->ack_seen <= d->R, "the ring holds more than R slots");
-	struct ring_back b = { o, lk, hs, seq, p, p + need };
-	return send_commit(me, dst, st, dest, flags, &me->c_am_sent, ring_back, &b, "send");
+	struct nemo__ring_back b = { o, lk, hs, seq, p, p + need };
+	return send_commit(me, dst, st, dest, flags, &me->c_am_sent, nemo__ring_back, &b, "send");
 }
 
 /* A batch of one-slot messages: S1 for each (room permitting), then one
