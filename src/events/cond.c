@@ -5,7 +5,7 @@
  *
  *   0  lock      internal spin lock: 0 free, else (fork generation << 1) | 1
  *   4  gen       fork generation of the queue's contents
- *   8  head      FIFO of waiting slots (nemo_waiter), linked by ->next
+ *   8  head      FIFO of waiting threads' records (struct cond_node), by ->next
  *  16  tail
  *  24  spin_ns   wait policy budget (HYBRID)
  *  28  policy    wait policy kind (0 = default)
@@ -24,9 +24,23 @@
  *                the mutex); DESTROY is set by a destroy that waits for
  *                count to reach 0.  Also a futex word (destroy sleeps on it).
  *
- * The lock protects head, tail, nwaiting, gen and each queued slot's
+ * The lock protects head, tail, nwaiting, gen and each queued record's
  * `next` and `queued`.  It is held for a few instructions and never across
  * a syscall.
+ *
+ * THE RECORD
+ *
+ * Each waiting thread is queued through its own struct cond_node, a
+ * thread-local record this file owns: the queue and tree links, the CPU
+ * it queued on, whether a broadcast released it, and its slot (the
+ * waiter layer's, reached only through waiter_internal.h: arm, wait,
+ * release, kick, the shared word).  A releaser touches a record only
+ * before the release store (R1) that lets its owner return: it reads the
+ * record's links and slot, writes `by_broadcast`, then releases the slot;
+ * after R1 it touches only the slot, which the waiter layer never frees.
+ * So a record is never touched after its thread could have left the
+ * wait, and a thread-local record is safe even for a thread that exits
+ * right after it.
  *
  * LIFETIME (destroy after broadcast)
  *
@@ -152,11 +166,27 @@
 #define WREF_DESTROY 1u
 #define WREF_ONE 2u
 
+/* A waiting thread's record (THE RECORD above). */
+struct cond_node {
+	nemo_waiter *w;               /* the thread's slot */
+	struct cond_node *next;       /* queue link (under the lock); group list in a broadcast */
+	struct cond_node *gnext;      /* next member of the same CPU group (broadcast) */
+	bool queued;                  /* in the queue (under the lock) */
+	int cpu;                      /* CPU it was on when it queued itself */
+	/* The release came from a broadcast: written by the releaser before
+	 * R1 (relaxed), read by the owner after it saw the token. */
+	_Atomic uint32_t by_broadcast;
+	int nkids;                    /* child groups a tree broadcast gave it */
+	struct cond_node *kids[NEMO_COND_MAX_FANOUT];
+};
+
+static __thread struct cond_node cond_self;
+
 struct cond_impl {
 	_Atomic uint32_t lock;
 	uint32_t gen;
-	_Atomic(struct nemo_waiter *) head;
-	struct nemo_waiter *tail;
+	_Atomic(struct cond_node *) head;
+	struct cond_node *tail;
 	uint32_t spin_ns;
 	uint32_t policy;
 	uint32_t nwaiting;
@@ -327,11 +357,11 @@ static int fanout_of(const struct cond_impl *c)
 
 /* ------------------------------------------------------------ the queue */
 
-static void enqueue(struct cond_impl *c, nemo_waiter *w)
+static void enqueue(struct cond_impl *c, struct cond_node *w)
 {
 	w->next = NULL;
 	w->cpu = sched_getcpu();
-	atomic_store_explicit(&w->bword, &c->bseq, memory_order_relaxed);
+	nemo__slot_share(w->w, &c->bseq);
 	w->queued = true;
 	if (c->tail)
 		c->tail->next = w;
@@ -341,9 +371,9 @@ static void enqueue(struct cond_impl *c, nemo_waiter *w)
 	c->nwaiting++;
 }
 
-static nemo_waiter *dequeue_head(struct cond_impl *c)
+static struct cond_node *dequeue_head(struct cond_impl *c)
 {
-	nemo_waiter *w = atomic_load_explicit(&c->head, memory_order_relaxed);
+	struct cond_node *w = atomic_load_explicit(&c->head, memory_order_relaxed);
 	if (!w)
 		return NULL;
 	atomic_store_explicit(&c->head, w->next, memory_order_relaxed);
@@ -356,12 +386,12 @@ static nemo_waiter *dequeue_head(struct cond_impl *c)
 
 /* Leave the queue if still in it (true); else a releaser dequeued us: wait
  * for its token store, which is in flight (false). */
-static bool leave_queue(struct cond_impl *c, nemo_waiter *w)
+static bool leave_queue(struct cond_impl *c, struct cond_node *w)
 {
 	cond_lock(c);
 	bool was = w->queued;
 	if (was) {
-		nemo_waiter *prev = NULL, *p = atomic_load_explicit(&c->head, memory_order_relaxed);
+		struct cond_node *prev = NULL, *p = atomic_load_explicit(&c->head, memory_order_relaxed);
 		while (p && p != w) {
 			prev = p;
 			p = p->next;
@@ -377,8 +407,7 @@ static bool leave_queue(struct cond_impl *c, nemo_waiter *w)
 	}
 	cond_unlock(c);
 	if (!was)
-		while (atomic_load_explicit(&w->token, memory_order_acquire) != 1)
-			nemo_cpu_relax();
+		nemo__waiter_await_release(w->w);
 	return was;
 }
 
@@ -386,17 +415,18 @@ static bool leave_queue(struct cond_impl *c, nemo_waiter *w)
  * sleeps.  Each link is read before the release that lets its owner
  * return and queue itself again (rewriting it): until its release, a
  * member cannot move, so the chain is stable while we walk it. */
-static void release_group(nemo_waiter *head)
+static void release_group(struct cond_node *head)
 {
-	for (nemo_waiter *m = head, *next; m; m = next) {
+	for (struct cond_node *m = head, *next; m; m = next) {
 		next = m->gnext;
+		nemo_waiter *slot = m->w;
 		atomic_store_explicit(&m->by_broadcast, 1, memory_order_relaxed);
-		nemo_waiter_release(m);
+		nemo_waiter_release(slot);
 	}
 }
 
 /* The child groups a broadcast gave us: release all their members. */
-static void wake_kids(nemo_waiter *w)
+static void wake_kids(struct cond_node *w)
 {
 	int n = w->nkids;
 	w->nkids = 0;
@@ -418,9 +448,9 @@ static void policy_of(const struct cond_impl *c, nemo_wait_policy *out)
  * typically unlocks it a few hundred ns after our release, and sleeping
  * on it would cost a full block+wake.  It always follows a wait loop,
  * which has initialised the clock that the plan's ticks need. */
-static int relock(pthread_mutex_t *m, const nemo_wait_policy *p, nemo_waiter *self)
+static int relock(pthread_mutex_t *m, const nemo_wait_policy *p)
 {
-	nemo__spin_plan plan = nemo__spin_plan_for(p, self);
+	nemo__spin_plan plan = nemo__spin_plan_for(p);
 	uint64_t cap = nemo_ns_to_ticks(50000);
 	if (plan.total) {
 		uint64_t start = nemo_ticks();
@@ -448,7 +478,7 @@ static int relock(pthread_mutex_t *m, const nemo_wait_policy *p, nemo_waiter *se
 struct cancel_ctx {
 	struct cond_impl *c;
 	pthread_mutex_t *m;
-	nemo_waiter *w;
+	struct cond_node *w;
 	bool kick;
 };
 
@@ -457,9 +487,9 @@ struct cancel_ctx {
  * already took us out of it - do what the releaser expects of a woken
  * waiter: kick our broadcast children and pass on a consumed signal.
  * Then drop the reference (V2).  The slot stops naming the condvar. */
-static void abandon(struct cond_impl *c, nemo_waiter *w)
+static void abandon(struct cond_impl *c, struct cond_node *w)
 {
-	atomic_store_explicit(&w->bword, NULL, memory_order_relaxed);
+	nemo__slot_share(w->w, NULL);
 	if (!leave_queue(c, w)) {
 		wake_kids(w);
 		/* We consumed a signal meant for a waiter: pass it on. */
@@ -474,7 +504,7 @@ static void on_cancel(void *arg)
 	struct cancel_ctx *x = arg;
 	if (x->kick)
 		nemo__boost_leave();   /* cleanup handlers run at normal priority */
-	atomic_store_explicit(&x->w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
+	nemo__slot_awake(x->w->w);
 	abandon(x->c, x->w);
 	pthread_mutex_lock(x->m);
 }
@@ -501,14 +531,16 @@ static int cond_wait(const char *fn, nemo_cond *cv, pthread_mutex_t *m, clockid_
 	if (err)
 		return err;
 	pthread_testcancel();
-	nemo_waiter *w = nemo_waiter_self();
-	if (!w)
+	struct cond_node *w = &cond_self;
+	w->w = nemo_waiter_self();
+	if (!w->w)
 		return nemo__fail(ENOMEM, fn, "cannot allocate the calling thread's slot");
 	nemo_wait_policy pol;
 	policy_of(c, &pol);
 	bool kick = c->flags & CF_KICK;
 
-	nemo_waiter_arm(w);
+	nemo_waiter_arm(w->w);
+	atomic_store_explicit(&w->by_broadcast, 0, memory_order_relaxed);
 	w->nkids = 0;
 	cond_lock(c);
 	enqueue(c, w);
@@ -524,16 +556,16 @@ static int cond_wait(const char *fn, nemo_cond *cv, pthread_mutex_t *m, clockid_
 	struct cancel_ctx ctx = { c, m, w, kick };
 	int rc;
 	pthread_cleanup_push(on_cancel, &ctx);
-	rc = nemo__waiter_wait_flags(w, &pol, clock, abstime,
+	rc = nemo__waiter_wait_flags(w->w, &pol, clock, abstime,
 				     NEMO__WAIT_CANCELLABLE | (kick ? NEMO__WAIT_BOOST : 0));
 	pthread_cleanup_pop(0);
 	/* Later plain waits of this slot sleep on state. */
-	atomic_store_explicit(&w->bword, NULL, memory_order_relaxed);
+	nemo__slot_share(w->w, NULL);
 	if (rc == ETIMEDOUT && !leave_queue(c, w))
 		rc = 0;          /* released while timing out: the wake-up counts */
 	wake_kids(w);
 	wref_put(c);     /* V2: the condvar may be destroyed from here on */
-	err = relock(m, &pol, w);
+	err = relock(m, &pol);
 	if (__builtin_expect(err != 0, 0))
 		return relock_failed(fn, err);
 	return rc;           /* ETIMEDOUT is an outcome: no text (fail.h) */
@@ -570,27 +602,29 @@ int nemo_cond_signal(nemo_cond *cv)
 	if (!atomic_load_explicit(&c->head, memory_order_acquire))
 		return 0;
 	cond_lock(c);
-	nemo_waiter *w = dequeue_head(c);
+	struct cond_node *w = dequeue_head(c);
 	cond_unlock(c);
 	if (w) {
+		nemo_waiter *slot = w->w;   /* read before R1: the record may go after it */
 		atomic_store_explicit(&w->by_broadcast, 0, memory_order_relaxed);
-		nemo_waiter_release(w);
+		nemo_waiter_release(slot);
 	}
 	return 0;
 }
 
 /* The flat broadcast over groups (linked by `next`) of members (linked
  * by `gnext`): tokens, then one nemo__waiter_kick_many per 32 waiters. */
-static void broadcast_flat(nemo_waiter *groups)
+static void broadcast_flat(struct cond_node *groups)
 {
 	enum { CHUNK = 32 };
 	nemo_waiter *ws[CHUNK];
-	nemo_waiter *g = groups, *m = groups;
+	struct cond_node *g = groups, *m = groups;
 	while (m) {
 		size_t n = 0;
 		/* Collect (reading every link) before releasing any of them. */
 		while (m && n < CHUNK) {
-			ws[n++] = m;
+			ws[n++] = m->w;
+			atomic_store_explicit(&m->by_broadcast, 1, memory_order_relaxed);
 			if (m->gnext) {
 				m = m->gnext;
 			} else {
@@ -599,11 +633,8 @@ static void broadcast_flat(nemo_waiter *groups)
 			}
 		}
 		int cpu = sched_getcpu();
-		for (size_t i = 0; i < n; i++) {
-			atomic_store_explicit(&ws[i]->by_broadcast, 1, memory_order_relaxed);
-			nemo__release_mark(ws[i], cpu);
-			atomic_store_explicit(&ws[i]->token, 1, memory_order_seq_cst);     /* R1 */
-		}
+		for (size_t i = 0; i < n; i++)
+			nemo__waiter_release_only(ws[i], cpu);                     /* R1 */
 		nemo__waiter_kick_many(ws, n);                               /* R2, R3, K1-K3 */
 	}
 }
@@ -616,11 +647,11 @@ int nemo_cond_broadcast(nemo_cond *cv)
 	if (!atomic_load_explicit(&c->head, memory_order_acquire))
 		return 0;
 	cond_lock(c);
-	nemo_waiter *list = atomic_load_explicit(&c->head, memory_order_relaxed);
+	struct cond_node *list = atomic_load_explicit(&c->head, memory_order_relaxed);
 	atomic_store_explicit(&c->head, NULL, memory_order_relaxed);
 	c->tail = NULL;
 	c->nwaiting = 0;
-	for (nemo_waiter *w = list; w; w = w->next)
+	for (struct cond_node *w = list; w; w = w->next)
 		w->queued = false;
 	cond_unlock(c);
 	if (!list)
@@ -629,7 +660,7 @@ int nemo_cond_broadcast(nemo_cond *cv)
 	int fan = fanout_of(c);
 	if (!fan) {
 		/* Flat: one group of everyone, in queue order. */
-		for (nemo_waiter *w = list; w; w = w->next) {
+		for (struct cond_node *w = list; w; w = w->next) {
 			w->nkids = 0;
 			w->gnext = w->next;
 		}
@@ -640,16 +671,16 @@ int nemo_cond_broadcast(nemo_cond *cv)
 
 	/* 1. Groups by CPU, in order of first appearance (heads linked by
 	 * `next` reused as the group list once detached; members by gnext). */
-	nemo_waiter *groups = NULL, *gtail = NULL;
-	for (nemo_waiter *w = list, *next; w; w = next) {
+	struct cond_node *groups = NULL, *gtail = NULL;
+	for (struct cond_node *w = list, *next; w; w = next) {
 		next = w->next;
 		w->nkids = 0;
 		w->gnext = NULL;
-		nemo_waiter *g = groups;
+		struct cond_node *g = groups;
 		while (g && g->cpu != w->cpu)
 			g = g->next;
 		if (g) {                        /* append to its group */
-			nemo_waiter *t = g;
+			struct cond_node *t = g;
 			while (t->gnext)
 				t = t->gnext;
 			t->gnext = w;
@@ -663,17 +694,17 @@ int nemo_cond_broadcast(nemo_cond *cv)
 		}
 	}
 	int ngroups = 0;
-	for (nemo_waiter *g = groups; g; g = g->next)
+	for (struct cond_node *g = groups; g; g = g->next)
 		ngroups++;
 	if (ngroups <= fan) {
 		broadcast_flat(groups);   /* nothing to parallelise */
 		return 0;
 	}
 	/* 2. The tree over groups, breadth-first: `parent` trails behind. */
-	nemo_waiter *root[NEMO__MAX_FANOUT];
+	struct cond_node *root[NEMO_COND_MAX_FANOUT];
 	int nroot = 0;
-	nemo_waiter *parent = NULL;
-	for (nemo_waiter *g = groups; g; g = g->next) {
+	struct cond_node *parent = NULL;
+	for (struct cond_node *g = groups; g; g = g->next) {
 		if (!parent && nroot < fan) {
 			root[nroot++] = g;
 			continue;

@@ -145,16 +145,14 @@ int nemo_event_post(nemo_event *e)
 	if (!x)
 		return not_an_event(__func__, e);
 	uint32_t old = atomic_fetch_or_explicit(&x->word, EV_SET, memory_order_seq_cst);  /* P1 */
-	nemo_waiter *me = nemo_waiter_self();
 	if (old >= EV_SLEEPER) {                                                         /* P2 */
 		uint64_t t = nemo_ticks();
 		atomic_store_explicit(&x->kick_lo, (uint32_t)t, memory_order_relaxed);
 		nemo_futex_wake((uint32_t *)&x->word, manual(x) ? INT_MAX : 1, NEMO_FUTEX_PRIVATE, NULL);
 		nemo__kick_done(t);
-		if (me)
-			NEMO__COUNT(me, kicks_issued);
-	} else if (me) {
-		NEMO__COUNT(me, kicks_avoided);
+		nemo__count_kick(true);
+	} else {
+		nemo__count_kick(false);
 	}
 	return 0;
 }
@@ -228,6 +226,9 @@ static int event_wait(const char *fn, nemo_event *e, clockid_t clock, const stru
 	if (err)
 		return err;
 	nemo_wait_policy p = { (nemo_wait_kind)((x->flags & EV_KIND_MASK) >> EV_KIND_SHIFT), x->policy_ns };
+	/* The loop keeps this thread's history in its slot (an allocation
+	 * failure only loses the history: the wait goes on). */
+	(void)nemo_waiter_self();
 	/* The kind was checked by init: the loop refuses nothing here. */
 	return nemo__wait_loop(&event_ops, x, &p, clock, abstime, 0);
 }

@@ -30,7 +30,7 @@
  * in hindsight (the classic ski-rental argument), whatever the gap; the
  * adaptive total never exceeds C.
  *
- * THE HISTORY (per thread, in its slot)
+ * THE HISTORY (per thread: struct nemo__wait_hist, slot.h; this file owns it)
  *
  * Polling pays only if the thread we wait for runs elsewhere meanwhile.
  * Two scores, 0..8 each, decide when it cannot:
@@ -93,7 +93,7 @@
  * test processes stalled for seconds beside a kick-mode stress run).
  */
 #define _GNU_SOURCE
-#include "waiter_internal.h"
+#include "slot.h"
 
 #include "../platform/fail.h"
 
@@ -149,7 +149,7 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
  * affinity mask, again after every ONE_CPU_REREAD waits (a program may
  * re-pin a thread). */
 #define ONE_CPU_REREAD 4096
-static bool on_one_cpu(nemo_waiter *self)
+static bool on_one_cpu(struct nemo__wait_hist *self)
 {
 	uint32_t n = (uint32_t)atomic_load_explicit(&self->waits, memory_order_relaxed);
 	if (self->one_cpu < 0 || n - self->one_cpu_at >= ONE_CPU_REREAD) {
@@ -161,8 +161,9 @@ static bool on_one_cpu(nemo_waiter *self)
 	return self->one_cpu == 1;
 }
 
-nemo__spin_plan nemo__spin_plan_for(const nemo_wait_policy *p, nemo_waiter *self)
+nemo__spin_plan nemo__spin_plan_for(const nemo_wait_policy *p)
 {
+	struct nemo__wait_hist *self = nemo__wait_me;
 	switch (p->kind) {
 	case NEMO_WAIT_SPIN:
 		return (nemo__spin_plan){ nemo_ns_to_ticks(SPIN_PURE_NS), 0, UINT64_MAX };
@@ -190,10 +191,37 @@ nemo__spin_plan nemo__spin_plan_for(const nemo_wait_policy *p, nemo_waiter *self
 	}
 }
 
-void nemo__learn_releaser(nemo_waiter *w, int cpu, bool slept)
+__thread struct nemo__wait_hist *nemo__wait_me __attribute__((tls_model("initial-exec")));
+
+void nemo__wait_bind(struct nemo__wait_hist *h)
 {
-	int rel = atomic_load_explicit(&w->rel_cpu, memory_order_relaxed);
-	if (rel < 0 || cpu < 0)
+	if (h) {
+		h->long_waits = 0;
+		h->same_cpu = 0;
+		h->one_cpu = -1;
+		h->boost = 0;
+		h->boosted = false;
+	}
+	nemo__wait_me = h;
+}
+
+uint64_t nemo__wait_sleeps(void)
+{
+	struct nemo__wait_hist *h = nemo__wait_me;
+	return h ? atomic_load_explicit(&h->sleeps, memory_order_relaxed) : 0;
+}
+
+void nemo__wait_hist_add(const struct nemo__wait_hist *h, nemo_waiter_counters *out)
+{
+	out->waits += atomic_load_explicit(&h->waits, memory_order_relaxed);
+	out->waits_polled += atomic_load_explicit(&h->waits_polled, memory_order_relaxed);
+	out->sleeps += atomic_load_explicit(&h->sleeps, memory_order_relaxed);
+}
+
+void nemo__learn_releaser(int rel, int cpu, bool slept)
+{
+	struct nemo__wait_hist *w = nemo__wait_me;
+	if (!w || rel < 0 || cpu < 0)
 		return;
 	uint32_t h = w->same_cpu;
 	if (rel == cpu) {
@@ -207,7 +235,7 @@ void nemo__learn_releaser(nemo_waiter *w, int cpu, bool slept)
 }
 
 /* The history (see THE HISTORY above). */
-static void adapt_update(nemo_waiter *self, uint64_t waited_ticks, bool polled, bool preempted)
+static void adapt_update(struct nemo__wait_hist *self, uint64_t waited_ticks, bool polled, bool preempted)
 {
 	if (!self)
 		return;
@@ -230,7 +258,7 @@ static void adapt_update(nemo_waiter *self, uint64_t waited_ticks, bool polled, 
  * thread under the normal policy is raised (checked once per thread: a
  * thread that is already real-time preempts anyway, and its policy is not
  * ours to touch). */
-static void boost_enter(nemo_waiter *self)
+static void boost_enter(struct nemo__wait_hist *self)
 {
 	if (!self || self->boost < 0 || self->boosted)
 		return;
@@ -253,7 +281,7 @@ static void boost_enter(nemo_waiter *self)
 
 void nemo__boost_leave(void)
 {
-	nemo_waiter *self = nemo_waiter_self();
+	struct nemo__wait_hist *self = nemo__wait_me;
 	if (!self || !self->boosted)
 		return;
 	struct sched_param sp = { .sched_priority = 0 };
@@ -337,7 +365,7 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 	 * process's first wait may be one that found its signal there. */
 	nemo_clock_init();
 	nemo__learned_init();
-	nemo_waiter *self = nemo_waiter_self();
+	struct nemo__wait_hist *self = nemo__wait_me;   /* NULL: a thread without a slot */
 	if (self)
 		NEMO__COUNT(self, waits);
 	if (ops->try_take(arg)) {
@@ -357,7 +385,7 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 
 	/* Poll. */
 	bool preempted = false;
-	nemo__spin_plan plan = nemo__spin_plan_for(&pol, self);
+	nemo__spin_plan plan = nemo__spin_plan_for(&pol);
 	if (plan.total) {
 		int rc = poll_phase(ops, arg, plan, start, deadline, flags, adaptive, &preempted);
 		if (rc != EAGAIN) {

@@ -110,7 +110,7 @@
  * freed: an exiting thread's slot goes back to a pool for the next thread.
  */
 #define _GNU_SOURCE
-#include "waiter_internal.h"
+#include "slot.h"
 
 #include "../platform/fail.h"
 
@@ -144,6 +144,7 @@ static void slot_exit(void *p)
 	pool_free = w;
 	pthread_mutex_unlock(&pool_lock);
 	tls_self = NULL;
+	nemo__wait_bind(NULL);
 }
 
 static void after_fork_child(void)
@@ -178,13 +179,6 @@ static nemo_waiter *slot_new(void)
 	}
 	if (w) {
 		w->in_use = true;
-		w->queued = false;
-		w->nkids = 0;
-		w->boost = 0;
-		w->boosted = false;
-		w->long_waits = 0;
-		w->same_cpu = 0;
-		w->one_cpu = -1;
 		atomic_store_explicit(&w->bword, NULL, memory_order_relaxed);
 		atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
 	}
@@ -202,7 +196,10 @@ nemo_waiter *nemo_waiter_self(void)
 	nemo_waiter *w = tls_self;
 	if (__builtin_expect(w != NULL, 1))
 		return w;
-	return tls_self = slot_new();
+	w = tls_self = slot_new();
+	if (w)
+		nemo__wait_bind(&w->hist);   /* the thread's history starts afresh */
+	return w;
 }
 
 nemo_waiter_state nemo_waiter_get_state(const nemo_waiter *w)
@@ -218,12 +215,11 @@ int nemo_waiter_arm(nemo_waiter *w)
 	if (!w)
 		return NEMO__FAIL(EINVAL, "w is NULL");
 	atomic_store_explicit(&w->token, 0, memory_order_relaxed);
-	atomic_store_explicit(&w->by_broadcast, 0, memory_order_relaxed);
 	atomic_store_explicit(&w->rel_cpu, -1, memory_order_relaxed);
 	return 0;
 }
 
-static void count_kick(bool issued)
+void nemo__count_kick(bool issued)
 {
 	nemo_waiter *me = nemo_waiter_self();
 	if (!me)
@@ -242,7 +238,7 @@ static bool claim(nemo_waiter *w)
 	bool won = s == NEMO_WAITER_SLEEPING &&
 		   atomic_compare_exchange_strong_explicit(&w->state, &s, NEMO_WAITER_RUNNING,
 							   memory_order_seq_cst, memory_order_relaxed);
-	count_kick(won);
+	nemo__count_kick(won);
 	return won;
 }
 
@@ -332,14 +328,32 @@ size_t nemo__waiter_kick_many(nemo_waiter *const *ws, size_t n)
 	return woken;
 }
 
+void nemo__waiter_release_only(nemo_waiter *w, int cpu)
+{
+	/* The releaser's CPU first (relaxed): the owner reads it after it
+	 * saw the token (wait.c, THE HISTORY). */
+	atomic_store_explicit(&w->rel_cpu, cpu, memory_order_relaxed);
+	atomic_store_explicit(&w->token, 1, memory_order_seq_cst);   /* R1 */
+}
+
 int nemo_waiter_release(nemo_waiter *w)
 {
 	if (!w)
 		return NEMO__FAIL(EINVAL, "w is NULL");
-	nemo__release_mark(w, sched_getcpu());
-	atomic_store_explicit(&w->token, 1, memory_order_seq_cst);   /* R1 */
+	nemo__waiter_release_only(w, sched_getcpu());                /* R1 */
 	kick(w);                                                     /* R2, R3 */
 	return 0;
+}
+
+void nemo__waiter_await_release(nemo_waiter *w)
+{
+	while (atomic_load_explicit(&w->token, memory_order_acquire) != 1)
+		nemo_cpu_relax();
+}
+
+void nemo__slot_share(nemo_waiter *w, _Atomic uint32_t *word)
+{
+	atomic_store_explicit(&w->bword, word, memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------ slot waits */
@@ -443,14 +457,13 @@ int nemo__waiter_wait_flags(nemo_waiter *w, const nemo_wait_policy *p, clockid_t
 			    const struct timespec *abstime, unsigned flags)
 {
 	int cpu = sched_getcpu();
-	nemo_waiter *self = nemo_waiter_self();     /* whose counters the loop keeps */
-	uint64_t slept = self ? atomic_load_explicit(&self->sleeps, memory_order_relaxed) : 0;
+	uint64_t slept = nemo__wait_sleeps();
 	atomic_store_explicit(&w->state, NEMO_WAITER_POLLING, memory_order_relaxed);     /* W1 */
 	int rc = nemo__wait_loop(&slot_ops, w, p, clock, abstime, flags);
 	atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
 	if (rc == 0)
-		nemo__learn_releaser(w, cpu,
-				     self && atomic_load_explicit(&self->sleeps, memory_order_relaxed) != slept);
+		nemo__learn_releaser(atomic_load_explicit(&w->rel_cpu, memory_order_relaxed), cpu,
+				     nemo__wait_sleeps() != slept);
 	return rc;
 }
 
@@ -482,9 +495,7 @@ int nemo_waiter_get_counters(nemo_waiter_counters *out)
 	for (nemo_waiter *w = pool_all; w; w = w->all_next) {
 		out->kicks_issued += atomic_load_explicit(&w->kicks_issued, memory_order_relaxed);
 		out->kicks_avoided += atomic_load_explicit(&w->kicks_avoided, memory_order_relaxed);
-		out->waits += atomic_load_explicit(&w->waits, memory_order_relaxed);
-		out->waits_polled += atomic_load_explicit(&w->waits_polled, memory_order_relaxed);
-		out->sleeps += atomic_load_explicit(&w->sleeps, memory_order_relaxed);
+		nemo__wait_hist_add(&w->hist, out);
 	}
 	pthread_mutex_unlock(&pool_lock);
 	return 0;

@@ -10,58 +10,14 @@
 #include <stdatomic.h>
 
 #define NEMO__CACHELINE 64
-#define NEMO__MAX_FANOUT 16
 
 /* Size rounded up to whole cache lines (C11 aligned_alloc requires a
  * multiple of the alignment). */
 #define NEMO__LINES(n) (((n) + NEMO__CACHELINE - 1) / NEMO__CACHELINE * NEMO__CACHELINE)
 
-/* One thread's parking slot.  The first cache line is the one kickers
- * touch (state and token together, so a release costs one line
- * transfer); the rest is written by the owner or under a queue lock. */
-struct nemo_waiter {
-	_Alignas(NEMO__CACHELINE) _Atomic uint32_t state;  /* nemo_waiter_state; the futex word */
-	_Atomic uint32_t token;       /* 0 armed, 1 released */
-	_Atomic uint32_t by_broadcast; /* release came from a broadcast (cond) */
-	/* Ticks when a kicker last issued a FUTEX_WAKE for this slot (written
-	 * just before the wake; the woken owner learns the wake-up latency
-	 * from it: policy.c, THE COST OF BLOCKING). */
-	_Atomic uint64_t kicked_at;
-	/* The CPU the releaser ran on (written before the token, read by the
-	 * owner after it saw the token): a releaser that had to run on the
-	 * waiter's own CPU means polling there only delayed it (wait.c,
-	 * THE HISTORY). */
-	_Atomic int32_t rel_cpu;
+/* struct nemo_waiter, the slot, is private to this folder (slot.h): the
+ * layers above reach it only through the functions below. */
 
-	/* Queue fields of the layer that queues the slot (nemo_cond):
-	 * written under that layer's lock, or by the releaser before the
-	 * token's release store. */
-	_Alignas(NEMO__CACHELINE) struct nemo_waiter *next;
-	bool queued;
-	int cpu;                      /* CPU it was on when it queued itself */
-	/* The queue's shared word to sleep on instead of state, or NULL.
-	 * Atomic (relaxed): a late kicker may read it while the owner clears
-	 * it; the ordering that matters comes from the CAS on state. */
-	_Atomic(_Atomic uint32_t *) bword;
-	uint32_t bbit;                /* this slot's bit on bword; fixed at creation */
-	struct nemo_waiter *gnext;    /* next waiter of the same CPU group (broadcast) */
-	int nkids;
-	struct nemo_waiter *kids[NEMO__MAX_FANOUT];   /* heads of child CPU groups */
-
-	/* Owner-only; read by nemo_waiter_get_counters with relaxed loads. */
-	_Alignas(NEMO__CACHELINE) _Atomic uint64_t kicks_issued, kicks_avoided;
-	_Atomic uint64_t waits, waits_polled, sleeps;
-	uint32_t long_waits;          /* adaptive history: 0..8 (wait.c) */
-	uint32_t same_cpu;            /* adaptive history: releasers on our CPU, 0..8 */
-	uint32_t one_cpu_at;          /* waits count when one_cpu was read (wait.c) */
-	int8_t one_cpu;               /* affinity is a single CPU: -1 unknown, 0, 1 */
-	int boost;                    /* kick mode: 0 untried, 1 works, -1 not permitted */
-	bool boosted;                 /* running at the kick-mode priority now */
-
-	/* Pool bookkeeping, under the pool lock. */
-	struct nemo_waiter *all_next, *free_next;
-	bool in_use;
-};
 
 /* A full (seq_cst) fence.  ThreadSanitizer does not model
  * atomic_thread_fence, and GCC rejects it there when optimising
@@ -113,7 +69,9 @@ enum {
  * The one place where a waiter decides how long to poll and when to
  * sleep (src/waiter/wait.c).  Returns 0 once ops->try_take succeeded,
  * ETIMEDOUT, or EINVAL for a policy of unknown kind (bare: the caller
- * says why).  The caller has validated clock and abstime.
+ * says why).  The caller has validated clock and abstime, and the calling
+ * thread has its slot (nemo_waiter_self(): the loop keeps that thread's
+ * history and counters in it; without one it waits with neither).
  */
 int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy *p,
 		    clockid_t clock, const struct timespec *abstime, unsigned flags);
@@ -131,8 +89,9 @@ typedef struct nemo__spin_plan {
 	uint64_t pure, window, total;
 } nemo__spin_plan;
 
-/* The poll phase of a resolved policy for the calling thread. */
-nemo__spin_plan nemo__spin_plan_for(const nemo_wait_policy *resolved, nemo_waiter *self);
+/* The poll phase of a resolved policy for the calling thread (its
+ * history, wait.c, shapes the adaptive plan). */
+nemo__spin_plan nemo__spin_plan_for(const nemo_wait_policy *resolved);
 
 /*
  * The slot handshake (waiter.c, THE HANDSHAKE): the only way the layers
@@ -160,6 +119,30 @@ void nemo__slot_awake(nemo_waiter *w);
 void nemo__slot_running(nemo_waiter *w);
 /* The published state, as a kicker reads it (seq_cst). */
 uint32_t nemo__slot_state(nemo_waiter *w);
+
+/* Sleep on a word shared with other waiters instead of the slot's own
+ * state (waiter.c, SHARED WORD), or on state again (NULL).  Only the
+ * owner calls it, between waits or before its handshake's W2; a queue
+ * that wants one wake-up to reach many slots (nemo_cond's bseq) sets it
+ * when the slot joins the queue. */
+void nemo__slot_share(nemo_waiter *w, _Atomic uint32_t *word);
+
+/* R1 alone: record the releaser's CPU (`cpu`) and store the token, with
+ * no kick.  The caller kicks afterwards - nemo__waiter_kick_many over a
+ * batch of released slots - and reads nothing of the slot's owner after
+ * the store (the owner may return and queue the slot again at once). */
+void nemo__waiter_release_only(nemo_waiter *w, int cpu);
+
+/* Wait (spinning) until w's token is set: for an owner that learnt under
+ * its queue's lock that a releaser already took it out of the queue, so
+ * the release store is in flight and arrives within instructions. */
+void nemo__waiter_await_release(nemo_waiter *w);
+
+/* Count a kick of the calling thread: one that had to FUTEX_WAKE
+ * (issued) or one that found its target awake (avoided), for
+ * nemo_waiter_get_counters.  For a layer with its own futex word
+ * (nemo_event). */
+void nemo__count_kick(bool issued);
 
 /* nemo_waiter_kick for layers above: returns true if it had to make a
  * FUTEX_WAKE (the target slept), false if the target was awake. */
@@ -196,16 +179,16 @@ static inline uint64_t nemo__kick_stamp(_Atomic uint64_t *at)
 }
 void nemo__kick_done(uint64_t stamp);
 
-/* Releaser side of the same-CPU history: record the calling thread's CPU
- * in w before the token store that releases it. */
-static inline void nemo__release_mark(nemo_waiter *w, int cpu)
-{
-	atomic_store_explicit(&w->rel_cpu, cpu, memory_order_relaxed);
-}
+/* Waiter side: the wait of the calling thread that started on CPU `cpu`
+ * was released by a thread on CPU `rel_cpu` (-1: unknown); learn whether
+ * its releaser ran there too (wait.c, THE HISTORY).  slept: the wait
+ * went to sleep before it was released. */
+void nemo__learn_releaser(int rel_cpu, int cpu, bool slept);
 
-/* Waiter side: the wait of w that started on CPU `cpu` was released; learn
- * whether its releaser ran there too (wait.c). */
-void nemo__learn_releaser(nemo_waiter *w, int cpu, bool slept);
+/* How many times the calling thread's waits went to sleep so far (0
+ * before it has a slot): a caller compares two readings to learn whether
+ * one wait slept. */
+uint64_t nemo__wait_sleeps(void);
 
 /* Validate an absolute deadline: NULL ok; EINVAL if malformed or the
  * clock is neither CLOCK_MONOTONIC nor CLOCK_REALTIME, with the text of
