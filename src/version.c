@@ -1,6 +1,7 @@
 /* version.c - library version and error strings. */
 #define _GNU_SOURCE
-#include <nemo/nemo.h>
+#include <nemo/platform.h>
+#include <nemo/version.h>
 
 #include <string.h>
 

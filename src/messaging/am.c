@@ -2,7 +2,8 @@
  * am.c - active messages: the Action Descriptor Table (per domain), the
  * Action Lookup Tables (per place), and sends that name an action or an
  * event.  The transport is the messaging layer's ring (src/messaging/
- * queue.c); this file only names things and dispatches.
+ * queue.c, which also dispatches a drained message to its action); this
+ * file fills the tables and names things.
  *
  * Tables.  adt[a] = {fn, ctx}: fn is published with release after ctx,
  * and never changes once set (actions live as long as the domain), so a
@@ -23,39 +24,6 @@
 
 #include <errno.h>
 #include <string.h>
-
-/* The messaging layer's hook: run one message's action. */
-void nemo__am_deliver(nemo_place *me, nemo_place_id src, uint32_t meta, uint64_t arg,
-		      const void *payload, size_t len, nemo_am_context ctx)
-{
-	struct nemo_domain *d = me->d;
-	uint32_t action = nemo__meta_action(meta), ev1 = nemo__meta_event1(meta);
-	nemo__action *a = &d->adt[action];
-	nemo_am_handler fn = atomic_load_explicit(&a->fn, memory_order_acquire);
-	uint64_t tag = 0;
-	bool reply = meta & NEMO__META_TAGGED;
-	if (reply) {
-		/* A reply: its first 8 payload bytes are the request's tag. */
-		memcpy(&tag, payload, sizeof tag);
-		payload = len > sizeof tag ? (const unsigned char *)payload + sizeof tag : NULL;
-		len -= sizeof tag;
-	}
-	nemo_am_msg m = {
-		.src = src,
-		.dest = me->id,
-		.action = action,
-		.event = ev1 ? ev1 - 1 : NEMO_AM_NO_EVENT,
-		.arg = arg,
-		.payload = payload,
-		.len = len,
-		.context = ctx,
-		.tag = tag,
-		.is_reply = reply,
-		.place_ctx = me->user_ctx,
-	};
-	if (fn)   /* always set: a send checks it, and it is never cleared */
-		fn(&m, a->ctx);
-}
 
 int nemo_action_register(nemo_domain *d, uint32_t action, nemo_am_handler fn, void *ctx)
 {

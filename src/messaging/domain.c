@@ -19,7 +19,6 @@
 #define _GNU_SOURCE
 #include "messaging_internal.h"
 
-#include <nemo/poll.h>
 
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -31,7 +30,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-__thread nemo_place *nemo__tls_place __attribute__((tls_model("initial-exec")));
 /* NEMO_POLL_CHECK's deadline (src/poll/poll.c): never, outside a place. */
 __thread uint64_t nemo__poll_due __attribute__((tls_model("initial-exec"))) = UINT64_MAX;
 #define tls_place nemo__tls_place
@@ -118,33 +116,6 @@ static void free_arrays(struct nemo_domain *d)
 	d->alt = NULL;
 }
 
-/* ------------------------------------------------ the asymmetric barrier */
-
-bool nemo__asym;
-static pthread_once_t asym_once = PTHREAD_ONCE_INIT;
-
-/* Register for MEMBARRIER_CMD_PRIVATE_EXPEDITED (queue.c, THE ASYMMETRIC
- * BARRIER).  NEMO_MEMBARRIER=0 turns it off (senders then fence), so the
- * tests can run both ways. */
-static void asym_init(void)
-{
-	const char *env = getenv("NEMO_MEMBARRIER");
-	if (env && strcmp(env, "0") == 0)
-		return;
-	if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
-		nemo__asym = true;
-}
-
-void nemo__asym_heavy(void)
-{
-	if (nemo__asym && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
-		return;
-	/* Not registered, or it failed: senders fence at S2 only if
-	 * nemo__asym is false, which it is in the first case; in the second
-	 * (cannot happen once registered) a fence is the best we can do. */
-	NEMO__FENCE();
-}
-
 /* ----------------------------------------------------------- domains */
 
 static bool signal_usable(int sig)
@@ -160,7 +131,7 @@ int nemo_domain_create(const nemo_domain_attr *attr, nemo_domain **out)
 {
 	if (!out)
 		return NEMO__FAIL(EINVAL, "out is NULL");
-	pthread_once(&asym_once, asym_init);
+	nemo__asym_setup();
 	nemo_domain_attr a = attr ? *attr : (nemo_domain_attr){ 0 };
 	if (!a.max_places)
 		a.max_places = 64;
@@ -439,7 +410,7 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 			p->wf_word = NULL;
 			p->user_ctx = a.context;
 			p->guest = false;
-			p->poll_thresh_ns = NEMO_POLL_THRESHOLD_DEFAULT_NS;
+			p->poll_thresh_ns = NEMO__POLL_THRESHOLD_DEFAULT_NS;
 			p->poll_thresh_ticks = 0;     /* set below, with the clock */
 			p->poll_next = 0;
 			atomic_store_explicit(&p->wd_ticks, 0, memory_order_relaxed);
@@ -504,7 +475,7 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 	}
 	pthread_setspecific(exit_key, d);
 	nemo_clock_init();
-	tls_place->poll_thresh_ticks = nemo_ns_to_ticks((double)NEMO_POLL_THRESHOLD_DEFAULT_NS);
+	tls_place->poll_thresh_ticks = nemo_ns_to_ticks((double)NEMO__POLL_THRESHOLD_DEFAULT_NS);
 	nemo__poll_due = 0;         /* the first threshold check decides */
 	if (a.flags & NEMO_PLACE_INTERRUPTS) {
 		sigset_t set;

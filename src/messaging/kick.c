@@ -170,7 +170,7 @@ void nemo__irq_quiesce(nemo_place *me)
 	errno = saved;
 }
 
-/* F3 (queue.c, THE FILE DESCRIPTOR): dst is armed on its eventfd. */
+/* F3 (placewait.c, THE FILE DESCRIPTOR): dst is armed on its eventfd. */
 static void fd_kick(nemo_place *me, nemo_place *dst)
 {
 	atomic_fetch_add_explicit(&dst->fd_kickers, 1, memory_order_seq_cst);

@@ -32,6 +32,13 @@
 #include "../platform/invariant.h"
 #include "../waiter/waiter_internal.h"
 
+/* Buckets of the notification-delay histogram: NEMO_DELAY_BUCKETS of
+ * nemo/poll.h, a layer above (src/poll/delay.c asserts they match). */
+#define NEMO__DELAY_BUCKETS 48
+/* A place's poll-check threshold until nemo_poll_threshold_set: the
+ * NEMO_POLL_THRESHOLD_DEFAULT_NS of nemo/poll.h (src/poll/poll.c asserts). */
+#define NEMO__POLL_THRESHOLD_DEFAULT_NS 5000u
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -196,7 +203,7 @@ typedef struct nemo_place {
 	_Atomic pid_t tid;            /* the occupant's thread, for tgkill */
 	_Atomic(nemo_notify_handler) nf_fn;
 	void *_Atomic nf_ctx;
-	/* Event-loop mode (queue.c, THE FILE DESCRIPTOR): the place's
+	/* Event-loop mode (placewait.c, THE FILE DESCRIPTOR): the place's
 	 * eventfd (-1: none), and 1 while it is armed, i.e. the place counts
 	 * as waiting on it and the next kick writes it. */
 	_Atomic int efd;
@@ -272,7 +279,7 @@ typedef struct nemo_place {
 	/* Notification delays (NEMO_DOMAIN_DELAYS; src/poll/delay.c): owner
 	 * writes, relaxed; bucket k counts delays in [2^k, 2^(k+1)) ns. */
 	_Alignas(NEMO__CACHELINE) _Atomic uint64_t dl_count, dl_sum_ns, dl_max_ns;
-	_Atomic uint64_t dl_bucket[48];      /* NEMO_DELAY_BUCKETS */
+	_Atomic uint64_t dl_bucket[NEMO__DELAY_BUCKETS];
 } nemo_place;
 
 /* An action of the ADT (am.c). */
@@ -290,8 +297,9 @@ int nemo__am_resolve(struct nemo_domain *d, nemo_place_id dest, uint32_t id, siz
 /* Is a binding a notification's (bound.c)? */
 bool nemo__bound_is_notify(const nemo_am_bound *b);
 
-/* Run one ring message's action (am.c): the ring's payload format is the
- * active message's, and its dispatch is part of this layer. */
+/* Run one ring message's action (queue.c, beside the drain; the tables
+ * are filled by am.c): the ring's payload format is the active
+ * message's, and its dispatch is part of this layer. */
 void nemo__am_deliver(nemo_place *me, nemo_place_id src, uint32_t meta, uint64_t arg,
 		      const void *payload, size_t len, nemo_am_context ctx);
 
@@ -535,6 +543,8 @@ extern bool nemo__asym;
 
 /* The leaver's side of it: membarrier, or a fence where unavailable. */
 void nemo__asym_heavy(void);
+/* Register this process for the asymmetric barrier, once (domain create). */
+void nemo__asym_setup(void);
 
 /* Publish deferred sends to one destination index (hint + kick). */
 void nemo__publish(nemo_place *me, unsigned dst_idx, bool push);
@@ -607,9 +617,10 @@ void nemo__kick_many(nemo_place *me, nemo_place *const *dsts, size_t n);
  * nemo__kick_many for those that need a kick). */
 void nemo__publish_many(nemo_place *me, const unsigned *rs, size_t n, bool push);
 
-/* The overflow (queue.c, OVERFLOW): try to deliver what is kept, without
- * waiting (busy held); returns how many entries are left.  And release
- * its memory (leave, after the last flush). */
+/* The overflow (overflow.c, OVERFLOW): try to deliver what is kept,
+ * without waiting (busy held; queue.c, beside the puts it calls); returns
+ * how many entries are left.  And release its memory (overflow.c; leave,
+ * after the last flush). */
 uint32_t nemo__ovf_flush(nemo_place *me);
 void nemo__ovf_free(nemo_place *me);
 
@@ -618,7 +629,7 @@ void nemo__ovf_free(nemo_place *me);
  * dropped and counted. */
 void nemo__ovf_flush_all(nemo_place *me);
 
-/* Event-loop mode (queue.c, THE FILE DESCRIPTOR): disarm on entry to a
+/* Event-loop mode (placewait.c, THE FILE DESCRIPTOR): disarm on entry to a
  * poll or wait, arm on the way out of nemo_poll. */
 void nemo__fd_disarm(nemo_place *me);
 void nemo__fd_arm(nemo_place *me);
@@ -641,7 +652,7 @@ int nemo__place_adopt(struct nemo_domain *d, const char *fn);
  * domain.c, which resets it at join and leave: the place's lifecycle). */
 extern __thread uint64_t nemo__poll_due __attribute__((tls_model("initial-exec")));
 
-/* Record one notification delay of me (src/poll/delay.c; owner only). */
+/* Record one notification delay of me (queue.c; owner only). */
 void nemo__delay_record(nemo_place *me, uint64_t enq_ticks);
 
 /* Signal handler install (domain.c). */

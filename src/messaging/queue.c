@@ -223,8 +223,49 @@
 #include "messaging_internal.h"
 
 #include <errno.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* The calling thread's place, or NULL (domain.c joins and leaves). */
+__thread nemo_place *nemo__tls_place __attribute__((tls_model("initial-exec")));
+
+/* ------------------------------------------------ the asymmetric barrier */
+
+bool nemo__asym;
+static pthread_once_t asym_once = PTHREAD_ONCE_INIT;
+
+/* Register for MEMBARRIER_CMD_PRIVATE_EXPEDITED (THE ASYMMETRIC BARRIER
+ * above).  NEMO_MEMBARRIER=0 turns it off (senders then fence), so the
+ * tests can run both ways. */
+static void asym_init(void)
+{
+	const char *env = getenv("NEMO_MEMBARRIER");
+	if (env && strcmp(env, "0") == 0)
+		return;
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
+		nemo__asym = true;
+}
+
+void nemo__asym_heavy(void)
+{
+	if (nemo__asym && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+		return;
+	/* Not registered, or it failed: senders fence at S2 only if
+	 * nemo__asym is false, which it is in the first case; in the second
+	 * (cannot happen once registered) a fence is the best we can do. */
+	NEMO__FENCE();
+}
+
+void nemo__asym_setup(void)
+{
+	pthread_once(&asym_once, asym_init);
+}
+
 
 #define NEMO__SERVE_DEPTH_MAX 8
 #define NEMO__PREFETCH_SLOTS 16     /* 4 lines ahead */
@@ -287,29 +328,6 @@ void nemo__publish_many(nemo_place *me, const unsigned *rs, size_t n, bool push)
 		need[nn++] = &me->d->places[rs[i]];
 	}
 	nemo__kick_many(me, need, nn);                                       /* S5 */
-}
-
-int nemo_flush(nemo_place_id dest)
-{
-	nemo_place *me = nemo__place_self();
-	if (!me)
-		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
-	struct nemo_domain *d = me->d;
-	int err = 0;
-	nemo__busy_enter(me);
-	if (dest == NEMO_PLACE_ALL) {
-		for (unsigned r = 0; r < d->P; r++)
-			if (nemo__out_of(d, me->idx, r)->deferred)
-				nemo__publish(me, r, false);
-	} else {
-		uint64_t st;
-		if (nemo__dest(d, dest, &st))
-			nemo__publish(me, nemo_place_index(dest), false);
-		else
-			err = ESRCH;
-	}
-	nemo__busy_exit(me);
-	return err;
 }
 
 /* ------------------------------------------------------- waiting room */
@@ -670,45 +688,60 @@ int nemo__notify_put(nemo_place *me, nemo_place_id dest, uint32_t chan, unsigned
 	return send_commit(me, dst, st, dest, flags, &me->c_nf_sent, nf_back, &b, "nemo_notify");
 }
 
-int nemo_notify(nemo_place_id dest, uint32_t chan, unsigned flags)
-{
-	nemo_place *me = nemo__place_self();
-	if (!me)
-		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
-	int ferr = nemo__check_flags(flags, __func__);
-	if (ferr)
-		return ferr;
-	if (chan > NEMO_NOTIFY_CHAN_MAX)
-		return NEMO__FAIL(ERANGE, "channel %u is above %u", chan, NEMO_NOTIFY_CHAN_MAX);
-	nemo__busy_enter(me);
-	int err = nemo__notify_send(me, dest, chan, flags);
-	nemo__busy_exit(me);
-	return err;
-}
-
-int nemo_domain_notify(nemo_domain *d, nemo_place_id dest, uint32_t chan, unsigned flags)
-{
-	int err = nemo__place_adopt(d, __func__);
-	return err ? err : nemo_notify(dest, chan, flags);
-}
-
-int nemo_notify_set_handler(nemo_notify_handler fn, void *ctx)
-{
-	nemo_place *me = nemo__place_self();
-	if (!me)
-		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
-	/* Only this thread reads the pair, in a drain: a nemo call, so the
-	 * interrupt handler cannot run one in between these two stores (it
-	 * defers to busy_exit, which then runs the new handler).  Senders
-	 * read fn only to refuse a place without one (ENOENT). */
-	nemo__busy_enter(me);
-	atomic_store_explicit(&me->nf_ctx, ctx, memory_order_relaxed);
-	atomic_store_explicit(&me->nf_fn, fn, memory_order_release);
-	nemo__busy_exit(me);
-	return 0;
-}
-
 /* ------------------------------------------------------------ receive */
+
+/* One notification delay of me, for NEMO_DOMAIN_DELAYS (owner only;
+ * read by src/poll/delay.c): now - the sender's stamp into a power-of-two
+ * histogram of nanoseconds. */
+void nemo__delay_record(nemo_place *me, uint64_t enq)
+{
+	uint64_t now = nemo_ticks();
+	uint64_t ns = now > enq ? (uint64_t)nemo_ticks_to_ns((int64_t)(now - enq)) : 0;
+	unsigned k = ns ? 63u - (unsigned)__builtin_clzll(ns) : 0;
+	if (k >= NEMO__DELAY_BUCKETS)
+		k = NEMO__DELAY_BUCKETS - 1;
+	NEMO__PCOUNT(me, dl_count);
+	NEMO__PADD(me, dl_sum_ns, ns);
+	NEMO__PCOUNT(me, dl_bucket[k]);
+	if (ns > atomic_load_explicit(&me->dl_max_ns, memory_order_relaxed))
+		atomic_store_explicit(&me->dl_max_ns, ns, memory_order_relaxed);
+}
+
+
+/* Run one drained message's action (the action table of am.c's
+ * nemo_action_register) in the receiving place. */
+void nemo__am_deliver(nemo_place *me, nemo_place_id src, uint32_t meta, uint64_t arg,
+		      const void *payload, size_t len, nemo_am_context ctx)
+{
+	struct nemo_domain *d = me->d;
+	uint32_t action = nemo__meta_action(meta), ev1 = nemo__meta_event1(meta);
+	nemo__action *a = &d->adt[action];
+	nemo_am_handler fn = atomic_load_explicit(&a->fn, memory_order_acquire);
+	uint64_t tag = 0;
+	bool reply = meta & NEMO__META_TAGGED;
+	if (reply) {
+		/* A reply: its first 8 payload bytes are the request's tag. */
+		memcpy(&tag, payload, sizeof tag);
+		payload = len > sizeof tag ? (const unsigned char *)payload + sizeof tag : NULL;
+		len -= sizeof tag;
+	}
+	nemo_am_msg m = {
+		.src = src,
+		.dest = me->id,
+		.action = action,
+		.event = ev1 ? ev1 - 1 : NEMO_AM_NO_EVENT,
+		.arg = arg,
+		.payload = payload,
+		.len = len,
+		.context = ctx,
+		.tag = tag,
+		.is_reply = reply,
+		.place_ctx = me->user_ctx,
+	};
+	if (fn)   /* always set: a send checks it, and it is never cleared */
+		fn(&m, a->ctx);
+}
+
 
 static void hot_add(nemo_place *me, unsigned s)
 {
@@ -915,4 +948,90 @@ bool nemo__pending(nemo_place *me)
 		if (atomic_load_explicit(&row[w], memory_order_seq_cst))
 			return true;
 	return false;
+}
+
+/* ------------------------------------ delivering kept sends (OVERFLOW) */
+
+/* The overflow's delivery (overflow.c, OVERFLOW, keeps the sends): here,
+ * beside the puts it calls, because every round of a wait for room
+ * (nemo__serve_round) flushes it. */
+static void ovf_done(nemo_place *me, nemo__ovf_entry *e)
+{
+	unsigned r = nemo_place_index(e->dest);
+	nemo__out *o = &me->out_row[r];
+	NEMO__INVARIANT(me->ovf_n > 0 && (e->kind == NEMO__OVF_RING ? o->ovf_ring : o->ovf_nf) > 0,
+			"an overflow entry delivered twice, or counts out of step");
+	if (e->kind == NEMO__OVF_RING)
+		o->ovf_ring--;
+	else
+		o->ovf_nf--;
+	if (!o->ovf_ring && !o->ovf_nf)
+		atomic_store_explicit(&nemo__link_of(me->d, r, me->idx)->held, 0, memory_order_relaxed);
+	e->kind = NEMO__OVF_DONE;
+	me->ovf_n--;
+}
+
+uint32_t nemo__ovf_flush(nemo_place *me)
+{
+	if (!me->ovf_n)
+		return 0;
+	struct nemo_domain *d = me->d;
+	/* Receivers whose queue is still full in this pass: their later
+	 * entries wait too (order).  And those we sent to (to publish). */
+	uint64_t stuck_ring[NEMO_PLACES_MAX / 64] = { 0 }, stuck_nf[NEMO_PLACES_MAX / 64] = { 0 };
+	uint64_t sent[NEMO_PLACES_MAX / 64] = { 0 };
+	bool any = false;
+	for (uint32_t i = me->ovf_head; i < me->ovf_tail && me->ovf_n; i++) {
+		nemo__ovf_entry *e = &me->ovf[i];
+		if (e->kind == NEMO__OVF_DONE)
+			continue;
+		unsigned r = nemo_place_index(e->dest);
+		uint64_t *stuck = e->kind == NEMO__OVF_RING ? stuck_ring : stuck_nf, bit = 1ull << (r % 64);
+		if (stuck[r / 64] & bit)
+			continue;
+		int err;
+		if (e->kind == NEMO__OVF_RING) {
+			uint64_t st;
+			nemo_place *dst = nemo__dest(d, e->dest, &st);
+			err = dst ? nemo__ring_put(me, dst, st, e->dest, e->meta, e->arg, e->len ? e->payload : NULL, e->len,
+					     NEMO_NONBLOCK | NEMO_MORE)
+				  : ESRCH;
+		} else {
+			err = nemo__notify_put(me, e->dest, (uint32_t)e->arg, NEMO_NONBLOCK | NEMO_MORE);
+		}
+		if (err == EAGAIN) {
+			stuck[r / 64] |= bit;
+			continue;
+		}
+		if (err) {
+			/* The receiver left (or, for a notification, cleared its
+			 * handler) after the send was kept: it cannot be
+			 * delivered, and its sender has been told 0.  Count it,
+			 * and say so under NEMO_DEBUG. */
+			NEMO__PCOUNT(me, c_ovf_dropped);
+			nemo__fail(err, "overflow", "a kept %s to place %#llx could not be delivered: dropped "
+				   "(counted in overflow_dropped)", e->kind == NEMO__OVF_RING ? "message" : "notification",
+				   (unsigned long long)e->dest);
+		} else {
+			sent[r / 64] |= 1ull << (r % 64);
+			any = true;
+		}
+		ovf_done(me, e);
+	}
+	while (me->ovf_head < me->ovf_tail && me->ovf[me->ovf_head].kind == NEMO__OVF_DONE)
+		me->ovf_head++;
+	if (me->ovf_head == me->ovf_tail)
+		me->ovf_head = me->ovf_tail = 0;
+	if (any) {
+		unsigned rs[NEMO_PLACES_MAX];
+		size_t n = 0;
+		for (unsigned w = 0; w < NEMO_PLACES_MAX / 64; w++)
+			for (uint64_t x = sent[w]; x; x &= x - 1) {
+				unsigned r = w * 64 + (unsigned)__builtin_ctzll(x);
+				if (me->out_row[r].deferred)
+					rs[n++] = r;
+			}
+		nemo__publish_many(me, rs, n, false);
+	}
+	return me->ovf_n;
 }

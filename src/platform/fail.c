@@ -4,7 +4,8 @@
 #define _GNU_SOURCE
 #include "fail.h"
 
-#include <nemo/nemo.h>
+#include <nemo/platform.h>
+#include <nemo/version.h>
 
 #include <errno.h>
 #include <stdarg.h>

@@ -18,19 +18,10 @@
 #include <errno.h>
 #include <string.h>
 
-void nemo__delay_record(nemo_place *me, uint64_t enq)
-{
-	uint64_t now = nemo_ticks();
-	uint64_t ns = now > enq ? (uint64_t)nemo_ticks_to_ns((int64_t)(now - enq)) : 0;
-	unsigned k = ns ? 63u - (unsigned)__builtin_clzll(ns) : 0;
-	if (k >= NEMO_DELAY_BUCKETS)
-		k = NEMO_DELAY_BUCKETS - 1;
-	NEMO__PCOUNT(me, dl_count);
-	NEMO__PADD(me, dl_sum_ns, ns);
-	NEMO__PCOUNT(me, dl_bucket[k]);
-	if (ns > atomic_load_explicit(&me->dl_max_ns, memory_order_relaxed))
-		atomic_store_explicit(&me->dl_max_ns, ns, memory_order_relaxed);
-}
+/* The receiver's side, nemo__delay_record, is in the messaging layer
+ * (src/messaging/queue.c, beside the drain that calls it): this file
+ * only reads what it recorded. */
+_Static_assert(NEMO__DELAY_BUCKETS == NEMO_DELAY_BUCKETS, "messaging's histogram matches nemo_delay_stats");
 
 int nemo_place_delays(nemo_domain *d, nemo_place_id id, nemo_delay_stats *out)
 {

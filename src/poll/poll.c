@@ -25,6 +25,9 @@
 
 #include "../messaging/messaging_internal.h"
 
+_Static_assert(NEMO__POLL_THRESHOLD_DEFAULT_NS == NEMO_POLL_THRESHOLD_DEFAULT_NS,
+	       "messaging starts places at the documented default threshold");
+
 #include <errno.h>
 
 #define THRESHOLD_MAX_NS 10000000000ull     /* 10 s */
