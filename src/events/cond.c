@@ -594,14 +594,29 @@ int nemo_cond_wait(nemo_cond *cv, pthread_mutex_t *m)
 
 /* ------------------------------------------------------------ releasing */
 
+/* The start of a signal or broadcast (fn): NULL with *err set for a cv
+ * that checked() refuses, NULL with *err 0 when the queue looks empty
+ * (SIGNAL above: nothing to release), else the condvar, locked. */
+static struct cond_impl *release_begin(const char *fn, nemo_cond *cv, int *err)
+{
+	*err = 0;
+	struct cond_impl *c = checked(cv);
+	if (!c) {
+		*err = not_a_cond(fn, cv);
+		return NULL;
+	}
+	if (!atomic_load_explicit(&c->head, memory_order_acquire))
+		return NULL;
+	cond_lock(c);
+	return c;
+}
+
 int nemo_cond_signal(nemo_cond *cv)
 {
-	struct cond_impl *c = checked(cv);
+	int err;
+	struct cond_impl *c = release_begin(__func__, cv, &err);
 	if (!c)
-		return not_a_cond(__func__, cv);
-	if (!atomic_load_explicit(&c->head, memory_order_acquire))
-		return 0;
-	cond_lock(c);
+		return err;
 	struct cond_node *w = dequeue_head(c);
 	cond_unlock(c);
 	if (w) {
@@ -641,12 +656,10 @@ static void broadcast_flat(struct cond_node *groups)
 
 int nemo_cond_broadcast(nemo_cond *cv)
 {
-	struct cond_impl *c = checked(cv);
+	int err;
+	struct cond_impl *c = release_begin(__func__, cv, &err);
 	if (!c)
-		return not_a_cond(__func__, cv);
-	if (!atomic_load_explicit(&c->head, memory_order_acquire))
-		return 0;
-	cond_lock(c);
+		return err;
 	struct cond_node *list = atomic_load_explicit(&c->head, memory_order_relaxed);
 	atomic_store_explicit(&c->head, NULL, memory_order_relaxed);
 	c->tail = NULL;
