@@ -9,7 +9,12 @@
  *   C2  destroy returns (an invalid end state if it waits forever), and
  *       every waiter returns, released or timed out;
  *   C3  a waiter that the broadcast took off the queue is released exactly
- *       by its parent (never returns unreleased).
+ *       by its parent (never returns unreleased);
+ *   C4  no access to a waiter's record (struct cond_node: thread-local,
+ *       gone when its thread exits) after its wait returned: a releaser
+ *       reads a record's links and writes its by_broadcast before the
+ *       token store that lets the waiter return, never after (cond.c,
+ *       THE RECORD).
  *
  * THE MODEL
  *
@@ -42,7 +47,10 @@
  *   -DBROKEN_NOREF       destroy does not wait for references (the code
  *                        before this model): a late access (C1);
  *   -DBROKEN_EARLY_PUT   a waiter drops its reference before it kicks its
- *                        child: a late access (C1).
+ *                        child: a late access (C1);
+ *   -DBROKEN_LATE_REC    a releaser writes by_broadcast (or reads the next
+ *                        link) after the token store: a record touched
+ *                        after its thread may have gone (C4).
  */
 #ifndef N
 #define N 3
@@ -58,11 +66,19 @@ byte entered = 0;
 bit destroying = 0;
 bit freed = 0;
 byte done = 0;
+bit gone[N];              /* waiter i's wait returned: its record may be gone */
 
 inline access() { assert(!freed) }
+inline rec(k) { assert(!gone[k]) }   /* touch waiter k's record */
 
 inline release(k) {
+#ifndef BROKEN_LATE_REC
+	rec(k);                /* by_broadcast, the group link: before R1 */
 	token[k] = 1;          /* the releaser's token store */
+#else
+	token[k] = 1;
+	rec(k);
+#endif
 	access()               /* its kick bumps the shared word */
 }
 
@@ -98,6 +114,7 @@ proctype waiter(byte i) {
 #ifndef BROKEN_EARLY_PUT
 	atomic { access(); wrefs-- };                            /* V2 */
 #endif
+	gone[i] = 1;                         /* the thread may exit: C4 */
 	done++
 }
 
@@ -126,6 +143,7 @@ init {
 		:: i < N ->
 			if
 			:: queued[i] ->
+				rec(i);                  /* its links, under the lock */
 				queued[i] = 0;
 				nwaiting--;
 				if
@@ -145,7 +163,11 @@ init {
 	 * and wake of the shared word */
 	i = head;
 	do
-	:: i != NONE -> prev = kid[i]; kid[i] = NONE; token[i] = 1; i = prev
+#ifndef BROKEN_LATE_REC
+	:: i != NONE -> rec(i); prev = kid[i]; kid[i] = NONE; token[i] = 1; i = prev
+#else
+	:: i != NONE -> token[i] = 1; rec(i); prev = kid[i]; kid[i] = NONE; i = prev
+#endif
 	:: else -> break
 	od;
 	access();

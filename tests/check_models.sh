@@ -53,6 +53,9 @@ must_pass cond.pml -DFLAT -DTIMED
 must_fail cond.pml -DTIMED -DBROKEN_NOREF
 must_fail cond.pml -DFLAT -DBROKEN_NOREF
 must_fail cond.pml -DTIMED -DBROKEN_EARLY_PUT
+# The per-thread record (cond.c, THE RECORD): touched only before R1.
+must_fail cond.pml -DTIMED -DBROKEN_LATE_REC
+must_fail cond.pml -DFLAT -DBROKEN_LATE_REC
 # The flat broadcast (cond.c, BROADCAST; waiter.c, nemo__waiter_kick_many):
 # no waiter left asleep; no FUTEX_WAKE when every waiter polls.
 must_pass broadcast.pml -DMAXSPUR=1
