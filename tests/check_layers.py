@@ -29,6 +29,7 @@ ALLOWED = {
     "events": {"waiter", "platform"},
     "messaging": {"waiter", "platform"},
     "poll": {"messaging", "waiter", "platform"},
+    "mcast": {"messaging", "waiter", "platform"},
     "preload": {"events", "waiter", "platform"},
     "fastio": {"platform"},
 }
@@ -37,6 +38,7 @@ PUBLIC = {
     "platform.h": "platform", "version.h": "platform", "waiter.h": "waiter",
     "event.h": "events", "domain.h": "messaging", "notify.h": "messaging",
     "am.h": "messaging", "poll.h": "poll", "fastio.h": "fastio",
+    "mcast.h": "mcast",
     "nemo.h": None,  # the umbrella: for users only
 }
 

@@ -16,6 +16,7 @@
 #include <nemo/notify.h>
 #include <nemo/am.h>
 #include <nemo/poll.h>
+#include <nemo/mcast.h>
 
 /* nemo_version, nemo_strerror and nemo_last_error are in nemo/platform.h. */
 
