@@ -72,7 +72,28 @@ def main(argv=None):
                        description="Print the report's advice (what to use on the measured machine, "
                                    "and why) as text.")
     a.add_argument("results", nargs="+", help="nemo-bench JSON files, or folders of them")
+    m = sub.add_parser("simulate-multicast",
+                       help="project nemo_multicast's latency with the discrete-event simulator",
+                       description="Simulate nemo's acknowledged multicast (every topology x mechanism x "
+                                   "static/dynamic, 32 random groups per size, median) with the seed "
+                                   "paper's Xeon Phi constants or with this machine's, measured by nemo-bench.")
+    m.add_argument("--constants", choices=("paper", "measured"), default="paper")
+    m.add_argument("--results", nargs="*", default=[],
+                   help="with --constants measured: nemo-bench JSON files (syscost, unicast, multicast)")
+    m.add_argument("--places", type=int, action="append",
+                   help="places to simulate (repeatable; default: the paper's 60, or the measured CPUs)")
+    m.add_argument("--groups", type=int, default=32, help="random groups per size (default 32)")
+    m.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args(argv)
+    if args.cmd == "simulate-multicast":
+        from . import mcast_sim
+        if args.constants == "measured" and not args.results:
+            ap.error("--constants measured needs --results FILE...")
+        try:
+            return mcast_sim.main_simulate(args)
+        except (OSError, ValueError) as e:
+            print(f"nemo-report: {e}", file=sys.stderr)
+            return 1
     if args.cmd == "advice":
         return print_advice(args.results)
     return build(args.results, args.output)
