@@ -104,6 +104,8 @@ enum {
 	OPT_PAIRS = 1u << 12,         /* --pairs (coherence) */
 	OPT_SUMMARY = 1u << 13,       /* --summary: the suite has a summary table */
 	OPT_APP = 1u << 14,           /* --request-us, --threshold-us (app: in delay_max_us, delay_min_us) */
+	OPT_GROUPS = 1u << 15,        /* --rounds counts random groups, each of --trials
+	                                 multicasts (multicast): not capped by --trials */
 };
 
 /** Broadcast: the random delay before a signal to polling waiters, us. */
@@ -135,7 +137,7 @@ typedef struct suite {
 } suite;
 
 extern const suite suite_unicast, suite_broadcast, suite_coherence, suite_policy, suite_calibrate,
-	suite_throughput, suite_preload, suite_syscost, suite_app;
+	suite_throughput, suite_preload, suite_syscost, suite_app, suite_multicast;
 
 /** Print "nemo-bench: <msg>" and exit with status 2 (bad usage). */
 _Noreturn void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

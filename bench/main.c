@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 static const suite *const suites[] = { &suite_unicast, &suite_broadcast, &suite_coherence,
-				       &suite_policy, &suite_throughput, &suite_preload, &suite_syscost, &suite_app, &suite_calibrate,
+				       &suite_policy, &suite_throughput, &suite_preload, &suite_syscost, &suite_app, &suite_multicast, &suite_calibrate,
 				       NULL };
 
 static const suite *find_suite(const char *name)
@@ -642,7 +642,7 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 		usage_error("unexpected argument '%s'", argv[optind]);
 	if (!o->rounds)
 		o->rounds = (s->options & OPT_ROUNDS) ? default_rounds(s) : 1;
-	if (o->rounds > o->trials && !(s->options & OPT_SECONDS))
+	if (o->rounds > o->trials && !(s->options & (OPT_SECONDS | OPT_GROUPS)))
 		o->rounds = (int)o->trials;    /* at least one trial per round */
 	if (o->warmup < 0) {
 		o->warmup = o->trials / 10;

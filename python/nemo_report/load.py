@@ -99,6 +99,28 @@ def is_syscost_row(suite, row):
     return suite == "syscost" and isinstance(row, dict) and "latency_ns" not in row
 
 
+def is_multicast_row(suite, row):
+    """A row of the multicast suite: latency per group size, a membership
+    change's cost, or the machine's constants for the simulator."""
+    return suite == "multicast" and isinstance(row, dict)
+
+
+def _check_multicast_row(row, where, problems):
+    if "mechanism" not in row:
+        problems.append(f"{where}.mechanism: missing")
+        return False
+    if row["mechanism"] == "mcast-constants":
+        for k in ("send", "latency", "atomic", "node"):
+            if not _number(row.get(k)):
+                problems.append(f"{where}.{k}: not a number")
+                return False
+        return True
+    key = "change_ns" if row.get("scenario") == "membership" else "latency_ns"
+    if not _check_required(row, (key, "n", "group", "topology"), where, problems):
+        return False
+    return _check_stats(row[key], f"{where}.{key}", problems)
+
+
 def _check_required(row, keys, where, problems):
     for k in keys:
         if k not in row:
@@ -136,6 +158,8 @@ def _check_row(row, where, problems, suite=None):
         return False
     if is_app_row(suite, row):
         return _check_app_row(row, where, problems)
+    if is_multicast_row(suite, row):
+        return _check_multicast_row(row, where, problems)
     if is_syscost_row(suite, row):
         return _check_syscost_row(row, where, problems)
     if is_throughput_row(suite, row):

@@ -13,9 +13,12 @@ dispatch decisions (message, help inline, skip).  Only time is modelled:
   recv     the receiver's cost to take a message and dispatch it
   poll     an idle receiver notices a message after half of this, on average
   check    one membership test (Help, Skip), or one subgroup-count read (Skip)
-  atomic   one shared-memory decrement of a gather counter (SmAck)
+  atomic   a shared-memory decrement of a gather counter (SmAck) whose
+           line another place touched last (a line transfer); one by the
+           place that touched it last costs nothing extra
   action   one run of the multicast's function
   node     the bookkeeping of one role (navigating the topology)
+  call     the source's own cost around the roles (state, lock, wait)
 
 A place handles its messages one at a time in arrival order, each to its
 end (as a place runs handlers).  The source is place 0, always a member
@@ -55,6 +58,7 @@ PAPER = {
     "atomic": 100.0,
     "action": 100.0,
     "node": 700.0,
+    "call": 0.0,
 }
 
 HOST_SOURCE = -2
@@ -143,6 +147,7 @@ class Sim:
     def __init__(self, topo, members, mech, dynamic, k):
         self.t, self.members, self.mech, self.dynamic, self.k = topo, set(members), mech, dynamic, k
         self.cnt = [len(b.kids) + 1 for b in topo.b]
+        self.owner = [None] * len(topo.b)     # last place to touch each counter
         self.count = topo.counts(members) if not dynamic else None
         self.free = {}
         self.q = []
@@ -154,8 +159,8 @@ class Sim:
     # -- time: a cursor per role execution -------------------------------
     def run(self):
         if self.t.root is None:
-            return 0.0
-        self.now = 0.0
+            return self.k.get("call", 0.0)
+        self.now = self.k.get("call", 0.0)
         self.self = self.src
         self.dispatch_enter(self.t.root)
         self.free[self.src] = self.now
@@ -206,7 +211,9 @@ class Sim:
         if b < 0:
             self.finish()
             return
-        self.now += self.k["atomic"]
+        if self.owner[b] not in (None, self.self):
+            self.now += self.k["atomic"]
+        self.owner[b] = self.self
         self.cnt[b] -= 1
         if self.cnt[b]:
             return
@@ -300,25 +307,45 @@ def from_results(docs):
     for d in docs:
         for r in d.get("results", []):
             mech, sc = r.get("mechanism"), r.get("scenario")
+            if mech == "mcast-constants":
+                for key in ("send", "latency", "recv", "poll", "atomic", "node", "check", "action", "call"):
+                    if key in r:
+                        k[key] = r[key]
+                continue
             if r.get("suite", d.get("suite")) == "syscost" and mech == "nemo-am-send":
                 k["send"] = r["cost_ns"]["p50"]
             if mech == "nemo-am" and sc == "polling" and "latency_ns" in r:
                 k["latency"] = r["latency_ns"]["p50"]
-            if mech == "mcast-constants":
-                for key in ("check", "atomic", "node", "action"):
-                    if key in r:
-                        k[key] = r[key]
         cpus = d.get("machine", {}).get("cpus") or d.get("system", {}).get("cpus")
         if cpus:
             k["places"] = max(k["places"], int(cpus))
     missing = [x for x in ("send", "latency") if k[x] is None]
     if missing:
         raise ValueError("the results lack " + " and ".join(missing) +
-                         ": run nemo-bench syscost and nemo-bench unicast --mechanisms nemo-am")
+                         ": run nemo-bench multicast (or syscost and unicast --mechanisms nemo-am)")
     return k
 
 
+def validate(constants, docs, count=32):
+    """The simulator against the multicast suite's own rows: for every
+    measured row that was not oversubscribed, the prediction for the same
+    topology, mechanism, group kind, n and places, and the ratio."""
+    out = []
+    for d in docs:
+        for r in d.get("results", []):
+            if "latency_ns" not in r or r.get("oversubscribed") or "topology" not in r:
+                continue
+            top, mech = r["mechanism"].split("-", 1)
+            sim = simulate(constants, top, mech, r["group"] == "dynamic", r["n"], r["places"], count)
+            m = r["latency_ns"]["p50"]
+            out.append({"mechanism": r["mechanism"], "group": r["group"], "n": r["n"],
+                        "places": r["places"], "measured_ns": m, "simulated_ns": sim["latency"]["p50"],
+                        "ratio": sim["latency"]["p50"] / m if m else None})
+    return out
+
+
 def main_simulate(args):
+    checks = []
     if args.constants == "paper":
         k = dict(PAPER)
     else:
@@ -326,7 +353,9 @@ def main_simulate(args):
         runs, problems = load_all(args.results)
         for p in problems:
             print(f"nemo-report: {p}")
-        k = from_results([{"suite": r.suite, "machine": r.machine, "results": r.rows} for r in runs])
+        docs = [{"suite": r.suite, "machine": r.machine, "results": r.rows} for r in runs]
+        k = from_results(docs)
+        checks = validate(k, docs, args.groups)
     places = args.places or [int(k["places"]) or 2]
     rows = []
     for P in places:
@@ -334,7 +363,7 @@ def main_simulate(args):
         if P not in sizes:
             sizes.append(P)
         rows += sweep(k, sizes, P, args.groups)
-    doc = {"suite": "simulate-multicast", "constants": k, "results": rows}
+    doc = {"suite": "simulate-multicast", "constants": k, "results": rows, "validation": checks}
     text = json.dumps(doc, indent=1)
     if args.json:
         with open(args.json, "w") as f:
@@ -342,4 +371,10 @@ def main_simulate(args):
     for r in rows:
         print(f"{r['mechanism']:16} {r['group']:8} P={r['places']:4} n={r['n']:4} "
               f"p50={r['latency']['p50']:10.0f} {r['unit']}")
+    if checks:
+        print("measured by nemo-bench multicast vs simulated with its constants:")
+        for c in checks:
+            print(f"{c['mechanism']:16} {c['group']:8} P={c['places']:4} n={c['n']:4} "
+                  f"measured={c['measured_ns']:9.0f} ns simulated={c['simulated_ns']:9.0f} ns "
+                  f"ratio={c['ratio']:.2f}")
     return 0

@@ -497,3 +497,34 @@ def test_app(tmp_path, schema):
             assert r["interrupts"] > 0
         if r["mechanism"] == "progress-thread":
             assert r["progress_handled"] is not None
+
+
+def test_multicast(tmp_path, schema):
+    doc, path = run(tmp_path, "multicast", "--rounds", "3", "--trials", "2")
+    jsonschema.validate(doc, schema)
+    rows = [r for r in doc["results"] if r.get("scenario") in ("polling", "blocking")]
+    names = {(r["mechanism"], r["group"]) for r in rows}
+    assert names == {(f"{t}-{m}", g) for t in ("flat", "tree", "diamond") for m in ("smack", "help", "skip")
+                     for g in ("static", "dynamic")}
+    for r in rows:
+        assert r["trials"] == 3 * 2 and r["n"] >= 2 and r["places"] >= r["n"]
+        check_stats(r["latency_ns"])
+    changes = [r for r in doc["results"] if r.get("scenario") == "membership"]
+    assert changes and all(r["change_ns"]["p50"] > 0 for r in changes)
+    const = [r for r in doc["results"] if r["mechanism"] == "mcast-constants"]
+    assert len(const) == 1 and const[0]["send"] > 0 and const[0]["round_trip_ns"] > 0
+    # Oversubscribed: more places than CPUs, marked so.
+    over_dir = tmp_path / "over"
+    over_dir.mkdir()
+    doc, _ = run(over_dir, "multicast", "--waiters", "2,5", "--rounds", "2", "--trials", "1",
+                 "--mechanisms", "tree-skip")
+    jsonschema.validate(doc, schema)
+    over = [r for r in doc["results"] if r.get("scenario") == "blocking"]
+    assert over and all(r["oversubscribed"] and r["places"] == 5 for r in over) or os.cpu_count() >= 5
+    # The simulator reads the run's constants and checks itself against it.
+    out = tmp_path / "sim.json"
+    subprocess.run(["python3", "-m", "nemo_report", "simulate-multicast", "--constants", "measured",
+                    "--results", str(path), "--places", "16", "--groups", "4", "--json", str(out)],
+                   check=True, cwd=ROOT / "python", timeout=120)
+    sim = json.loads(out.read_text())
+    assert sim["validation"] and all(v["simulated_ns"] > 0 for v in sim["validation"])
