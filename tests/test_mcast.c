@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,6 +242,138 @@ static void run_churn(nemo_mcast_topology top, nemo_mcast_mechanism mech, bool d
 	CHECK(nemo_mcast_group_destroy(c.g) == 0);
 }
 
+/* ---------------------------------------------------- service places */
+
+/* Service mode: members that never poll (they block on a condvar until
+ * the end), pinned to the CPUs; their function runs on the service place
+ * of their CPU, once each. */
+static pthread_mutex_t svc_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t svc_cv = PTHREAD_COND_INITIALIZER;
+static bool svc_done;
+static nemo_domain *svc_dom;
+static nemo_place_id svc_ids[MAXP];
+static atomic_int svc_joined;
+static _Atomic unsigned svc_runs[MAXP];
+
+static void *sleeper(void *arg)
+{
+	long i = (long)arg;
+	nemo_place_attr pa = { .flags = NEMO_PLACE_PIN, .cpu = (int)(i % 2) };
+	cpu_set_t set;
+	sched_getaffinity(0, sizeof set, &set);
+	if (!CPU_ISSET(pa.cpu, &set))
+		pa.flags = 0;                 /* one CPU: unpinned, added by itself */
+	nemo_place_id id;
+	if (nemo_place_join(svc_dom, &pa, &id) != 0) {
+		fprintf(stderr, "sleeper join: %s\n", nemo_last_error());
+		exit(1);
+	}
+	svc_ids[i] = id;
+	atomic_fetch_add(&svc_joined, 1);
+	pthread_mutex_lock(&svc_lock);
+	while (!svc_done)
+		pthread_cond_wait(&svc_cv, &svc_lock);     /* never polls */
+	pthread_mutex_unlock(&svc_lock);
+	nemo_place_leave();
+	return NULL;
+}
+
+static void svc_fn(nemo_place_id self, uint64_t arg, void *ctx)
+{
+	(void)arg;
+	(void)ctx;
+	CHECK(nemo_place_self() != self);          /* on a service place, not the member */
+	atomic_fetch_add(&svc_runs[nemo_place_index(self)], 1);
+}
+
+static void test_service(void)
+{
+	enum { NS = 5 };
+	nemo_domain_attr da = { .max_places = MAXP };
+	CHECK(nemo_domain_create(&da, &svc_dom) == 0);
+	nemo_place_id me;
+	CHECK(nemo_place_leave() == 0);
+	CHECK(nemo_place_join(svc_dom, NULL, &me) == 0);
+	pthread_t t[NS];
+	for (long i = 0; i < NS; i++)
+		pthread_create(&t[i], NULL, sleeper, (void *)i);
+	while (atomic_load(&svc_joined) < NS)
+		;
+	for (int top = 0; top < 3; top++)
+		for (int mech = 0; mech < 3; mech++)
+			for (int dyn = 0; dyn < 2; dyn++) {
+				nemo_mcast_attr a = { .topology = (nemo_mcast_topology)top,
+						      .mechanism = (nemo_mcast_mechanism)mech, .dynamic = dyn,
+						      .service = true };
+				nemo_mcast_group *g;
+				if (nemo_mcast_group_create(svc_dom, &a, &g) != 0) {
+					CHECK(!"service group create");
+					continue;
+				}
+				bool mem[NS] = { 0 };
+				for (unsigned r = 0; r < 20 / sanitized_scale + 2; r++) {
+					for (int i = 0; i < NS; i++) {
+						if (!(rnd() & 1))
+							continue;
+						int rc = mem[i] ? nemo_mcast_remove(g, svc_ids[i]) : nemo_mcast_add(g, svc_ids[i]);
+						if (rc == EINVAL && !mem[i])
+							continue;     /* unpinned on a one-CPU machine */
+						CHECK(rc == 0);
+						mem[i] = !mem[i];
+					}
+					for (int i = 0; i < MAXP; i++)
+						atomic_store(&svc_runs[i], 0);
+					CHECK(nemo_multicast(g, svc_fn, NULL, r, 0, NULL) == 0);
+					for (int i = 0; i < NS; i++) {
+						unsigned k = atomic_load(&svc_runs[nemo_place_index(svc_ids[i])]);
+						if (k != (mem[i] ? 1u : 0u)) {
+							fprintf(stderr, "service %s-%s %s round %u: member %d ran %u times\n",
+								tname[top], mname[mech], dyn ? "dynamic" : "static", r, i, k);
+							failures++;
+						}
+					}
+				}
+				for (int i = 0; i < NS; i++)
+					if (mem[i])
+						CHECK(nemo_mcast_remove(g, svc_ids[i]) == 0);
+				/* A service place cannot be a member. */
+				nemo_place_id all[MAXP];
+				size_t n = 0;
+				CHECK(nemo_domain_places(svc_dom, all, MAXP, &n) == 0);
+				unsigned nsvc = 0;
+				for (size_t k = 0; k < n; k++) {
+					bool app = all[k] == me;
+					for (int i = 0; i < NS; i++)
+						app |= all[k] == svc_ids[i];
+					if (!app) {
+						nsvc++;
+						CHECK(nemo_mcast_add(g, all[k]) == EINVAL);
+					}
+				}
+				CHECK(nsvc >= 1);
+				CHECK(nemo_mcast_group_destroy(g) == 0);
+			}
+	pthread_mutex_lock(&svc_lock);
+	svc_done = true;
+	pthread_cond_broadcast(&svc_cv);
+	pthread_mutex_unlock(&svc_lock);
+	for (int i = 0; i < NS; i++)
+		pthread_join(t[i], NULL);
+	CHECK(nemo_place_leave() == 0);
+	CHECK(nemo_domain_destroy(svc_dom) == 0);
+	/* back to the main domain for the rest */
+	CHECK(nemo_place_join(dom, NULL, &me) == 0);
+	ids[nemo_place_index(me)] = me;
+	/* No room for the service places: ENOSPC, and nothing left behind. */
+	nemo_domain *tiny;
+	nemo_domain_attr ta = { .max_places = 1 };
+	CHECK(nemo_domain_create(&ta, &tiny) == 0);
+	nemo_mcast_attr sa = { .service = true };
+	nemo_mcast_group *g;
+	CHECK(nemo_mcast_group_create(tiny, &sa, &g) == ENOSPC);
+	CHECK(nemo_domain_destroy(tiny) == 0);
+}
+
 /* ------------------------------------------------------------- errors */
 
 static void *not_a_place(void *arg)
@@ -359,6 +492,7 @@ int main(void)
 			run_churn((nemo_mcast_topology)top, (nemo_mcast_mechanism)mech, top == 1 && mech == 1);
 	run_churn(NEMO_MCAST_TREE, NEMO_MCAST_HELP, true);
 	test_errors();
+	test_service();
 
 	atomic_store(&stop, 1);
 	for (int i = 0; i < NW; i++)
@@ -368,6 +502,6 @@ int main(void)
 		fprintf(stderr, "test_mcast: %d failures\n", failures);
 		return 1;
 	}
-	printf("test_mcast: ok (every topology x mechanism x static/dynamic, churn, errors)\n");
+	printf("test_mcast: ok (every topology x mechanism x static/dynamic, churn, service places, errors)\n");
 	return 0;
 }

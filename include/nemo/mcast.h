@@ -87,6 +87,14 @@ typedef struct nemo_mcast_attr {
 	bool dynamic;                 /**< the topology spans the members only, and is
 	                                   rebuilt at every change (else it spans every
 	                                   place index of the domain) */
+	bool service;                 /**< deliver on service places: one per CPU of the
+	                                   process, pinned, started with the group and
+	                                   joined to its domain (which needs room for
+	                                   them).  A member's function then runs on the
+	                                   service place of its CPU (its pinned CPU, or,
+	                                   unpinned, the CPU of the thread that added
+	                                   itself), with self = the member: members need
+	                                   not poll, and nothing interrupts them. */
 	uint32_t action;              /**< the action id the group's messages use: one
 	                                   the domain has no handler for (0: the highest
 	                                   free one).  It stays taken after destroy. */
@@ -97,7 +105,8 @@ typedef struct nemo_mcast_attr {
  * @param attr NULL for the defaults
  * @return 0 with *out set; EINVAL for NULL d or out, an unknown topology
  *         or mechanism, a fanout outside 2..16; EEXIST if attr->action
- *         has a handler already; ENOSPC if no action id is free; ENOMEM;
+ *         has a handler already; ENOSPC if no action id is free, or
+ *         (service) no room in the domain for the service places; ENOMEM;
  *         EIDRM.
  */
 int nemo_mcast_group_create(nemo_domain *d, const nemo_mcast_attr *attr, nemo_mcast_group **out);
@@ -111,7 +120,8 @@ int nemo_mcast_group_destroy(nemo_mcast_group *g);
 /**
  * Make place p a member.  Any thread, at any time, also while multicasts
  * are in flight (see "Exactly once" above).
- * @return 0; EINVAL for NULL g; ESRCH if p is not a place of the group's
+ * @return 0; EINVAL for NULL g, or (service) a service place or a place
+ *         whose CPU is unknown; ESRCH if p is not a place of the group's
  *         domain now; EALREADY if p is a member already; ENOMEM (dynamic).
  */
 int nemo_mcast_add(nemo_mcast_group *g, nemo_place_id p);
@@ -140,7 +150,8 @@ enum {
 
 /**
  * Run fn(member, arg, ctx) exactly once on every member of g, each in its
- * own place, and return when all have returned.  The calling thread must
+ * own place (or, for a service group, on its CPU's service place), and
+ * return when all have returned.  The calling thread must
  * be a place of g's domain; it serves its own queue while it waits (it
  * may be a member itself).  fn runs as an active-message handler: it may
  * send, and must not wait for other places.

@@ -102,6 +102,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,11 +150,24 @@ struct nemo_mcast_group {
 	size_t nmembers;              /* under lock */
 	_Atomic uint64_t in_flight, multicasts, changes, rebuilds;
 	struct mc_stat *stat;         /* [P]: written by the place of that index */
+	/* Service mode (SERVICE PLACES above): one place per CPU. */
+	bool service;
+	int nsvc;                     /* service places */
+	int *svc_cpu;                 /* [nsvc]: its CPU */
+	_Atomic int32_t *svc_idx;     /* [nsvc]: its place index (-1 until joined) */
+	int32_t *slot_of;             /* [P]: place index -> service slot, or -1 */
+	_Atomic int32_t *member_slot; /* [P]: a member's service slot */
+	_Atomic uint32_t *svc_members;/* [nsvc]: members on that CPU */
+	_Atomic uint64_t *last_run;   /* [P]: the multicast a member last ran for */
+	pthread_t *svc_thread;
+	_Atomic int svc_up, svc_stop, svc_failed;
+	_Atomic uint64_t seq;         /* multicasts started */
 };
 
 struct nemo_mcast {
 	nemo_mcast_group *g;
 	struct mc_topo *t;
+	uint64_t seq;                 /* this multicast's number (service mode) */
 	nemo_mcast_fn fn;
 	void *ctx;
 	uint64_t arg;
@@ -299,13 +313,21 @@ static void topo_put(struct mc_topo *t)
 		topo_free(t);
 }
 
-/* The members now, as sorted indexes (under the lock). */
-static uint32_t members_now(const nemo_mcast_group *g, uint32_t *L)
+/* The topology's nodes now, as sorted place indexes (under the lock):
+ * the members, or (service mode) the service places of CPUs with members
+ * (all of them: static). */
+static uint32_t nodes_now(const nemo_mcast_group *g, uint32_t *L, bool all)
 {
 	uint32_t n = 0;
-	for (unsigned i = 0; i < g->P; i++)
-		if (atomic_load_explicit(&g->member[i], memory_order_relaxed))
+	for (unsigned i = 0; i < g->P; i++) {
+		if (g->service) {
+			int32_t s = g->slot_of[i];
+			if (s >= 0 && (all || atomic_load_explicit(&g->svc_members[s], memory_order_relaxed)))
+				L[n++] = i;
+		} else if (all || atomic_load_explicit(&g->member[i], memory_order_relaxed)) {
 			L[n++] = i;
+		}
+	}
 	return n;
 }
 
@@ -316,7 +338,7 @@ static int rebuild(nemo_mcast_group *g)
 	uint32_t *L = malloc(g->P * sizeof *L);
 	if (!L)
 		return ENOMEM;
-	struct mc_topo *t = topo_build(g, L, members_now(g, L));
+	struct mc_topo *t = topo_build(g, L, nodes_now(g, L, false));
 	free(L);
 	if (!t)
 		return ENOMEM;
@@ -331,6 +353,17 @@ static int rebuild(nemo_mcast_group *g)
 static bool is_member(const nemo_mcast_group *g, unsigned idx)
 {
 	return atomic_load_explicit(&g->member[idx], memory_order_acquire) != 0;
+}
+
+/* Whether the topology node at place index idx serves a member: the
+ * member itself, or (service mode) the service place of a CPU that has
+ * members. */
+static bool node_member(const nemo_mcast_group *g, unsigned idx)
+{
+	if (!g->service)
+		return is_member(g, idx);
+	int32_t s = g->slot_of[idx];
+	return s >= 0 && atomic_load_explicit(&g->svc_members[s], memory_order_acquire) != 0;
 }
 
 /* Static: add delta to the member count of every bracket containing idx. */
@@ -351,6 +384,29 @@ static nemo_place_id place_at(const nemo_mcast_group *g, unsigned idx)
 	return nemo__make_id(idx, nemo__status_gen(s));
 }
 
+/* A topology node (place index idx) gained (+1) or lost (-1) its last
+ * member: rebuild (dynamic) or update the subgroup counts (static).
+ * Under the lock. */
+static int node_changed(nemo_mcast_group *g, unsigned idx, int delta)
+{
+	if (g->dynamic)
+		return rebuild(g);
+	count_path(g, idx, delta);
+	return 0;
+}
+
+/* Service mode: the slot of the CPU that serves place p. */
+static int32_t slot_for(const nemo_mcast_group *g, nemo_place_id p)
+{
+	int cpu = g->d->places[nemo_place_index(p)].cpu;
+	if (cpu < 0 && p == nemo_place_self())
+		cpu = sched_getcpu();
+	for (int s = 0; cpu >= 0 && s < g->nsvc; s++)
+		if (g->svc_cpu[s] == cpu)
+			return s;
+	return -1;
+}
+
 int nemo_mcast_add(nemo_mcast_group *g, nemo_place_id p)
 {
 	if (!g)
@@ -359,6 +415,17 @@ int nemo_mcast_add(nemo_mcast_group *g, nemo_place_id p)
 	if (p == NEMO_PLACE_NONE || idx >= g->P || place_at(g, idx) != p)
 		return NEMO__FAIL(ESRCH, "place %#llx is not a place of the group's domain now",
 				  (unsigned long long)p);
+	int32_t slot = -1;
+	if (g->service) {
+		if (g->slot_of[idx] >= 0)
+			return NEMO__FAIL(EINVAL, "place %#llx is one of the group's service places",
+					  (unsigned long long)p);
+		slot = slot_for(g, p);
+		if (slot < 0)
+			return NEMO__FAIL(EINVAL, "the CPU of place %#llx is unknown or has no service place: "
+					  "pin it (NEMO_PLACE_PIN), or add it from its own thread",
+					  (unsigned long long)p);
+	}
 	pthread_mutex_lock(&g->lock);
 	int err = 0;
 	if (is_member(g, idx)) {
@@ -371,13 +438,17 @@ int nemo_mcast_add(nemo_mcast_group *g, nemo_place_id p)
 		atomic_store_explicit(&g->member_id[idx], p, memory_order_release);
 	} else {
 		atomic_store_explicit(&g->member_id[idx], p, memory_order_relaxed);
+		if (g->service)
+			atomic_store_explicit(&g->member_slot[idx], slot, memory_order_relaxed);
 		atomic_store_explicit(&g->member[idx], 1, memory_order_release);
 		g->nmembers++;
-		if (g->dynamic)
-			err = rebuild(g);
-		else
-			count_path(g, idx, +1);
+		if (!g->service)
+			err = node_changed(g, idx, +1);
+		else if (atomic_fetch_add_explicit(&g->svc_members[slot], 1, memory_order_acq_rel) == 0)
+			err = node_changed(g, (unsigned)atomic_load_explicit(&g->svc_idx[slot], memory_order_relaxed), +1);
 		if (err) {
+			if (g->service)
+				atomic_fetch_sub_explicit(&g->svc_members[slot], 1, memory_order_relaxed);
 			atomic_store_explicit(&g->member[idx], 0, memory_order_release);
 			g->nmembers--;
 		}
@@ -403,11 +474,14 @@ int nemo_mcast_remove(nemo_mcast_group *g, nemo_place_id p)
 	atomic_store_explicit(&g->member[idx], 0, memory_order_release);
 	g->nmembers--;
 	int err = 0;
-	if (g->dynamic)
-		err = rebuild(g);
-	else
-		count_path(g, idx, -1);
+	int32_t slot = g->service ? atomic_load_explicit(&g->member_slot[idx], memory_order_relaxed) : -1;
+	if (!g->service)
+		err = node_changed(g, idx, -1);
+	else if (atomic_fetch_sub_explicit(&g->svc_members[slot], 1, memory_order_acq_rel) == 1)
+		err = node_changed(g, (unsigned)atomic_load_explicit(&g->svc_idx[slot], memory_order_relaxed), -1);
 	if (err) {
+		if (g->service)
+			atomic_fetch_add_explicit(&g->svc_members[slot], 1, memory_order_relaxed);
 		atomic_store_explicit(&g->member[idx], 1, memory_order_release);
 		g->nmembers++;
 	} else {
@@ -447,6 +521,23 @@ static void complete(struct ex *ex, uint32_t b);
 static void run_at(struct ex *ex, int32_t idx)
 {
 	nemo_mcast_group *g = ex->m->g;
+	if (g->service) {
+		/* A service place runs the function for every member on its
+		 * CPU, each at most once per multicast (a member moved to
+		 * another CPU during it is not run twice). */
+		int32_t s = idx >= 0 && (unsigned)idx == ex->self ? g->slot_of[idx] : -1;
+		if (s < 0 || !atomic_load_explicit(&g->svc_members[s], memory_order_acquire))
+			return;
+		for (unsigned i = 0; i < g->P; i++) {
+			if (atomic_load_explicit(&g->member_slot[i], memory_order_relaxed) != s || !is_member(g, i))
+				continue;
+			if (atomic_exchange_explicit(&g->last_run[i], ex->m->seq, memory_order_relaxed) == ex->m->seq)
+				continue;
+			ex->m->fn(atomic_load_explicit(&g->member_id[i], memory_order_relaxed), ex->m->arg, ex->m->ctx);
+			STAT(ex, runs);
+		}
+		return;
+	}
 	if (idx < 0 || (unsigned)idx != ex->self || !is_member(g, (unsigned)idx) ||
 	    atomic_load_explicit(&g->member_id[idx], memory_order_relaxed) != ex->self_id)
 		return;
@@ -459,8 +550,9 @@ static void run_at(struct ex *ex, int32_t idx)
 static bool send_op(struct ex *ex, uint32_t op, uint32_t b, unsigned idx)
 {
 	nemo_mcast_group *g = ex->m->g;
-	nemo_place_id to = is_member(g, idx) ? atomic_load_explicit(&g->member_id[idx], memory_order_relaxed)
-					     : place_at(g, idx);
+	nemo_place_id to = !g->service && is_member(g, idx)
+				   ? atomic_load_explicit(&g->member_id[idx], memory_order_relaxed)
+				   : place_at(g, idx);
 	if (to == NEMO_PLACE_NONE)
 		return false;
 	uint32_t w = op << OP_SHIFT | b;
@@ -502,7 +594,7 @@ static void arrive(struct ex *ex, int32_t b)
 									: br->host;
 	if (at < 0 || (unsigned)at == ex->self) {
 		complete(ex, (uint32_t)b);
-	} else if (g->mech != NEMO_MCAST_SMACK && (br->tail < 0 || !is_member(g, (unsigned)at))) {
+	} else if (g->mech != NEMO_MCAST_SMACK && (br->tail < 0 || !node_member(g, (unsigned)at))) {
 		if (br->tail >= 0)
 			STAT(ex, helped);
 		complete(ex, (uint32_t)b);          /* Help: tree combining */
@@ -520,7 +612,7 @@ static void dispatch_enter(struct ex *ex, uint32_t c)
 		enter(ex, c);
 		return;
 	}
-	if (g->mech != NEMO_MCAST_SMACK && !is_member(g, (unsigned)h)) {
+	if (g->mech != NEMO_MCAST_SMACK && !node_member(g, (unsigned)h)) {
 		if (g->mech == NEMO_MCAST_SKIP && !g->dynamic &&
 		    atomic_load_explicit(&t->count[c], memory_order_relaxed) == 0) {
 			STAT(ex, skipped);
@@ -579,10 +671,115 @@ static void on_message(const nemo_am_msg *msg, void *ctx)
 	}
 }
 
+/* ------------------------------------------------------ service places */
+
+struct svc_arg {
+	nemo_mcast_group *g;
+	int slot;
+};
+
+static void *service_main(void *p)
+{
+	struct svc_arg a = *(struct svc_arg *)p;
+	free(p);
+	nemo_mcast_group *g = a.g;
+	nemo_place_attr pa = { .flags = NEMO_PLACE_PIN, .cpu = g->svc_cpu[a.slot] };
+	nemo_place_id id;
+	int err = nemo_place_join(g->d, &pa, &id);
+	if (err) {
+		atomic_store_explicit(&g->svc_failed, err, memory_order_release);
+		atomic_fetch_add_explicit(&g->svc_up, 1, memory_order_release);
+		return NULL;
+	}
+	g->slot_of[nemo_place_index(id)] = a.slot;
+	atomic_store_explicit(&g->svc_idx[a.slot], (int32_t)nemo_place_index(id), memory_order_relaxed);
+	atomic_fetch_add_explicit(&g->svc_up, 1, memory_order_release);
+	/* Wait for work as any place does (adaptive: poll, then sleep); the
+	 * deadline only bounds how long a stop takes to be seen. */
+	while (!atomic_load_explicit(&g->svc_stop, memory_order_acquire)) {
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		t.tv_nsec += 10000000;
+		if (t.tv_nsec >= 1000000000) {
+			t.tv_sec++;
+			t.tv_nsec -= 1000000000;
+		}
+		nemo_place_wait(&t, NULL);
+	}
+	nemo_place_leave();
+	return NULL;
+}
+
+/* One service place per CPU this process may run on, each pinned there
+ * and joined to the group's domain; returns once all have joined. */
+static int services_start(nemo_mcast_group *g)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof set, &set) != 0)
+		return NEMO__FAIL(errno, "cannot read this process's CPUs (sched_getaffinity)");
+	int n = CPU_COUNT(&set);
+	g->svc_cpu = calloc((size_t)n, sizeof *g->svc_cpu);
+	g->svc_idx = calloc((size_t)n, sizeof *g->svc_idx);
+	g->slot_of = malloc(g->P * sizeof *g->slot_of);
+	g->member_slot = calloc(g->P, sizeof *g->member_slot);
+	g->svc_members = calloc((size_t)n, sizeof *g->svc_members);
+	g->last_run = calloc(g->P, sizeof *g->last_run);
+	g->svc_thread = calloc((size_t)n, sizeof *g->svc_thread);
+	if (!g->svc_cpu || !g->svc_idx || !g->slot_of || !g->member_slot || !g->svc_members || !g->last_run ||
+	    !g->svc_thread)
+		return NEMO__FAIL(ENOMEM, "cannot allocate the service places' tables");
+	for (unsigned i = 0; i < g->P; i++)
+		g->slot_of[i] = -1;
+	for (int c = 0, k = 0; c < CPU_SETSIZE && k < n; c++)
+		if (CPU_ISSET(c, &set))
+			g->svc_cpu[k++] = c;
+	int started = 0;
+	for (int k = 0; k < n; k++) {
+		struct svc_arg *a = malloc(sizeof *a);
+		if (a)
+			*a = (struct svc_arg){ g, k };
+		if (!a || pthread_create(&g->svc_thread[k], NULL, service_main, a) != 0) {
+			free(a);
+			atomic_store(&g->svc_failed, EAGAIN);
+			break;
+		}
+		started++;
+	}
+	g->nsvc = started;
+	while (atomic_load_explicit(&g->svc_up, memory_order_acquire) < started)
+		sched_yield();
+	int err = atomic_load_explicit(&g->svc_failed, memory_order_acquire);
+	if (err)
+		return NEMO__FAIL(err, "cannot start the %d service places (one per CPU): %s", n,
+				  err == ENOSPC ? "the domain has no room for them (max_places)"
+						: "a thread could not start or join");
+	return 0;
+}
+
+static void services_stop(nemo_mcast_group *g)
+{
+	if (!g->svc_thread)
+		return;
+	atomic_store_explicit(&g->svc_stop, 1, memory_order_release);
+	for (int k = 0; k < g->nsvc; k++)
+		pthread_join(g->svc_thread[k], NULL);
+	g->nsvc = 0;
+}
+
 /* -------------------------------------------------------------- groups */
+
+static void services_stop(nemo_mcast_group *g);
 
 static void group_free(nemo_mcast_group *g)
 {
+	services_stop(g);
+	free(g->svc_cpu);
+	free((void *)g->svc_idx);
+	free(g->slot_of);
+	free((void *)g->member_slot);
+	free((void *)g->svc_members);
+	free((void *)g->last_run);
+	free(g->svc_thread);
 	topo_put(atomic_load_explicit(&g->topo, memory_order_relaxed));
 	pthread_mutex_destroy(&g->lock);
 	free((void *)g->member);
@@ -617,26 +814,16 @@ int nemo_mcast_group_create(nemo_domain *d, const nemo_mcast_attr *attr, nemo_mc
 	g->fanout = a.fanout;
 	g->dynamic = a.dynamic;
 	g->P = d->P;
+	g->service = a.service;
 	pthread_mutex_init(&g->lock, NULL);
 	g->member = calloc(g->P, sizeof *g->member);
 	g->member_id = calloc(g->P, sizeof *g->member_id);
 	g->stat = aligned_alloc(NEMO__CACHELINE, NEMO__LINES(g->P * sizeof *g->stat));
-	uint32_t *L = malloc(g->P * sizeof *L);
-	struct mc_topo *t = NULL;
-	if (g->member && g->member_id && g->stat && L) {
-		memset(g->stat, 0, g->P * sizeof *g->stat);
-		uint32_t n = 0;
-		if (!g->dynamic)
-			for (unsigned i = 0; i < g->P; i++)
-				L[n++] = i;
-		t = topo_build(g, L, n);
-	}
-	free(L);
-	atomic_init(&g->topo, t);
-	if (!t) {
+	if (!g->member || !g->member_id || !g->stat) {
 		group_free(g);
-		return NEMO__FAIL(ENOMEM, "cannot allocate the group's topology (%u places)", d->P);
+		return NEMO__FAIL(ENOMEM, "cannot allocate the group (%u places)", d->P);
 	}
+	memset(g->stat, 0, g->P * sizeof *g->stat);
 	/* The action: the one asked for, or the highest free one. */
 	if (a.action) {
 		err = nemo_action_register(d, a.action, on_message, g);
@@ -657,6 +844,19 @@ int nemo_mcast_group_create(nemo_domain *d, const nemo_mcast_attr *attr, nemo_mc
 	if (err) {
 		group_free(g);
 		return err;        /* nemo_action_register's text */
+	}
+	g->action = a.action;
+	if (g->service && (err = services_start(g)) != 0) {
+		group_free(g);
+		return err;        /* services_start's text */
+	}
+	uint32_t *L = malloc(g->P * sizeof *L);
+	struct mc_topo *t = L ? topo_build(g, L, g->dynamic ? 0 : nodes_now(g, L, true)) : NULL;
+	free(L);
+	atomic_init(&g->topo, t);
+	if (!t) {
+		group_free(g);
+		return NEMO__FAIL(ENOMEM, "cannot allocate the group's topology (%u places)", d->P);
 	}
 	g->action = a.action;
 	*out = g;
@@ -735,6 +935,7 @@ int nemo_multicast(nemo_mcast_group *g, nemo_mcast_fn fn, void *ctx, uint64_t ar
 	}
 	atomic_fetch_add_explicit(&g->in_flight, 1, memory_order_relaxed);
 	*m = (struct nemo_mcast){ .g = g, .t = t, .fn = fn, .ctx = ctx, .arg = arg,
+				  .seq = atomic_fetch_add_explicit(&g->seq, 1, memory_order_relaxed) + 1,
 				  .src = nemo_place_self(), .owner = pthread_self(), .done = 0 };
 	for (uint32_t i = 0; i < t->nb; i++)
 		atomic_init(&m->cnt[i], t->cnt0[i]);

@@ -435,6 +435,7 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 			p->ring_row = nemo__ring_of(d, i, 0);
 			p->out_row = nemo__out_of(d, i, 0);
 			p->pinned = pinned;
+			p->cpu = pinned ? a.cpu : -1;
 			if (pinned) {
 				memcpy(p->old_mask, &old, sizeof old < sizeof p->old_mask ? sizeof old : sizeof p->old_mask);
 				p->old_mask_len = sizeof old < sizeof p->old_mask ? sizeof old : sizeof p->old_mask;

@@ -245,6 +245,7 @@ typedef struct nemo_place {
 	unsigned hot_next;
 	nemo_wait_policy policy;
 	bool pinned;
+	int cpu;                      /* the CPU it is pinned to, or -1 (read by src/mcast) */
 	unsigned char old_mask[128];  /* affinity before pinning (cpu_set_t) */
 	size_t old_mask_len;
 	unsigned handled;             /* handlers run in the current poll/wait */
