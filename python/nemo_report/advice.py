@@ -89,6 +89,11 @@ MECHANISMS = {
                                                 "(`nemo_place_set_interrupts(true)`)"},
     ("throughput", "nemo-am"): {"api": "`nemo_am_send_batch` to a place that polls with `nemo_poll` "
                                        "(one call, one publish per batch)"},
+    # nemo-bench multicast: nemo_multicast per topology and mechanism (nemo/mcast.h)
+    **{f"{t}-{m}": {"kind": "nemo", "api": f"`nemo_multicast` on a {t} topology with {m} "
+                    f"(`NEMO_MCAST_{t.upper()}`, `NEMO_MCAST_{m.upper()}`)"}
+       for t in ("flat", "tree", "diamond") for m in ("smack", "help", "skip")},
+    "mcast-constants": {"kind": "floor", "api": "the per-operation costs the multicast simulator takes"},
 }
 
 PROGRAMS = (("condvar-handoff", "An unmodified pthread condvar program: a hand-off between two threads"),

@@ -35,7 +35,8 @@ def build(paths, outdir):
                     (figures.breakdown_bars, urows), (figures.policy_sweep, runs),
                     (figures.throughput_rates, trows), (figures.preload_ratios, prows),
                     (figures.app_delay_distribution, arows), (figures.app_delay_share, arows),
-                    (figures.app_runtime, arows)):
+                    (figures.app_runtime, arows), (figures.multicast_vs_n, runs),
+                    (figures.multicast_projection, runs)):
         try:
             fig = fn(arg, outdir)
         except Exception as ex:  # a figure that fails must not cost the others

@@ -515,3 +515,81 @@ def app_runtime(rows, outdir):
     ax.legend(fontsize=7)
     return _save(fig, outdir, "app_runtime.png"), ("Seed 002, Fig. 7: runtime of the fixed work per "
                                                   "strategy, relative to interrupt mode, per loop shape")
+
+
+def _mcast_rows(runs):
+    return [r for run in runs if run.suite == "multicast" for r in run.rows
+            if "latency_ns" in r and "topology" in r]
+
+
+def multicast_vs_n(runs, outdir):
+    """Seed 003's Fig. 4: median latency against group size, one panel per
+    topology x mechanism, static (triangles) and dynamic (circles)."""
+    rows = _mcast_rows(runs)
+    if not rows:
+        return None
+    tops, mechs = ("flat", "tree", "diamond"), ("smack", "help", "skip")
+    fig, axes = plt.subplots(3, 3, figsize=(10, 8), sharex=True, sharey=True)
+    for i, mech in enumerate(mechs):
+        for j, top in enumerate(tops):
+            ax = axes[i][j]
+            for group, marker in (("static", "^"), ("dynamic", "o")):
+              for places in sorted({r["places"] for r in rows}):
+                pts = sorted((r["n"], r["latency_ns"]["p50"] / 1000, r.get("oversubscribed", False))
+                             for r in rows if r["mechanism"] == f"{top}-{mech}" and r["group"] == group
+                             and r["places"] == places)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker,
+                            label=f"{group}, {places} places")
+                    over = [p for p in pts if p[2]]
+                    if over:
+                        ax.scatter([p[0] for p in over], [p[1] for p in over], s=80, facecolors="none",
+                                   edgecolors="red")
+            ax.set_title(f"{top} / {mech}", fontsize=9)
+            if i == 2:
+                ax.set_xlabel("group size n")
+            if j == 0:
+                ax.set_ylabel("median latency (us)")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle("nemo_multicast: latency against group size (red rings: oversubscribed places)")
+    fig.tight_layout()
+    return _save(fig, outdir, "multicast_vs_n.png"), (
+        "Seed 003, Fig. 4: median multicast latency against group size, per topology (columns) and "
+        "mechanism (rows); triangles: static topology over every place, circles: dynamic, over the "
+        "members only.  Red rings: more places than CPUs.")
+
+
+def multicast_projection(runs, outdir):
+    """The simulator with this machine's constants (the multicast run's
+    mcast-constants row), projected to 64, 128 and 256 places, with the
+    measured points beside it."""
+    from . import mcast_sim
+    docs = [{"suite": r.suite, "machine": r.machine, "results": r.rows} for r in runs if r.suite == "multicast"]
+    if not docs:
+        return None
+    try:
+        k = mcast_sim.from_results(docs)
+    except ValueError:
+        return None
+    sizes = (2, 4, 8, 16, 32, 64, 128, 256)
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for top in ("flat", "tree", "diamond"):
+        ys = [mcast_sim.simulate(k, top, "smack", False, n, n, count=8)["latency"]["p50"] / 1000 for n in sizes]
+        ax.plot(sizes, ys, marker="^", label=f"{top}-smack, static, n = places (simulated)")
+    ys = [mcast_sim.simulate(k, "tree", "skip", False, 2, P, count=8)["latency"]["p50"] / 1000 for P in sizes]
+    ax.plot(sizes, ys, linestyle="--", label="tree-skip, static, n = 2 of P places (simulated)")
+    meas = [(r["places"], r["latency_ns"]["p50"] / 1000) for r in _mcast_rows(runs)
+            if r["mechanism"] == "tree-smack" and r["group"] == "static" and r["n"] == r["places"]]
+    if meas:
+        ax.scatter([m[0] for m in meas], [m[1] for m in meas], color="black", zorder=3,
+                   label="tree-smack, measured here")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("places")
+    ax.set_ylabel("median latency (us)")
+    ax.set_title("Projection with this machine's costs (nemo-report simulate-multicast)")
+    ax.legend(fontsize=7)
+    return _save(fig, outdir, "multicast_projection.png"), (
+        "The discrete-event simulator with the costs measured by this run's multicast suite, "
+        "projected to 256 places: hierarchical topologies against Flat, and a small static group "
+        "under Skip.")

@@ -377,6 +377,48 @@ def _syscost(srows):
     return "".join(parts)
 
 
+def _multicast(runs):
+    """Latency per size, membership costs, and the simulator against the
+    measured rows with this machine's constants."""
+    from . import mcast_sim
+    docs = [{"suite": r.suite, "machine": r.machine, "results": r.rows} for r in runs if r.suite == "multicast"]
+    rows = [r for d in docs for r in d["results"] if "latency_ns" in r and "topology" in r]
+    out = ["<p>nemo-bench multicast: median time for nemo_multicast to return (all members ran the "
+           "function), over random groups of the source and n - 1 other places.  Oversubscribed rows "
+           "(more places than CPUs) measure the scheduler as much as nemo.</p>",
+           "<table><tr><th>mechanism</th><th>group</th><th>n</th><th>places</th><th>p50</th>"
+           "<th>p99</th><th></th></tr>"]
+    for r in sorted(rows, key=lambda r: (r["n"], r["mechanism"], r["group"])):
+        out.append(f"<tr><td>{e(r['mechanism'])}</td><td>{e(r['group'])}</td><td>{r['n']}</td>"
+                   f"<td>{r['places']}</td><td>{ns(r['latency_ns']['p50'])}</td>"
+                   f"<td>{ns(r['latency_ns']['p99'])}</td>"
+                   f"<td>{'oversubscribed' if r.get('oversubscribed') else ''}</td></tr>")
+    out.append("</table>")
+    chg = [r for d in docs for r in d["results"] if r.get("scenario") == "membership"]
+    if chg:
+        out.append("<p>Cost of one membership change (nemo_mcast_add / nemo_mcast_remove), median:</p>"
+                   "<table><tr><th>mechanism</th><th>group</th><th>n</th><th>p50</th></tr>")
+        for r in sorted(chg, key=lambda r: (r["n"], r["mechanism"], r["group"])):
+            out.append(f"<tr><td>{e(r['mechanism'])}</td><td>{e(r['group'])}</td><td>{r['n']}</td>"
+                       f"<td>{ns(r['change_ns']['p50'])}</td></tr>")
+        out.append("</table>")
+    try:
+        k = mcast_sim.from_results(docs)
+    except ValueError:
+        return "\n".join(out)
+    checks = mcast_sim.validate(k, docs, 16)
+    if checks:
+        out.append("<p>The simulator (nemo-report simulate-multicast) with this run's constants, "
+                   "against the same run's measurements:</p><table><tr><th>mechanism</th><th>group</th>"
+                   "<th>n</th><th>measured</th><th>simulated</th><th>ratio</th></tr>")
+        for c in checks:
+            out.append(f"<tr><td>{e(c['mechanism'])}</td><td>{e(c['group'])}</td><td>{c['n']}</td>"
+                       f"<td>{ns(c['measured_ns'])}</td><td>{ns(c['simulated_ns'])}</td>"
+                       f"<td>{c['ratio']:.2f}</td></tr>")
+        out.append("</table>")
+    return "\n".join(out)
+
+
 def page(runs, figures, problems, outdir):
     urows = analysis.unicast_rows(runs)
     brows = analysis.broadcast_rows(runs)
@@ -403,6 +445,8 @@ def page(runs, figures, problems, outdir):
              *(["<h2>The default wait policy against fixed policies</h2>", policy] if policy else []),
              *(["<h2>Polling strategies (seed 002's study)</h2>", _app(arows)] if arows else []),
              *(["<h2>Fast paths (seed 004's table)</h2>", _syscost(srows)] if srows else []),
+             *(["<h2>Acknowledged multicast (seed 003)</h2>", _multicast(runs)]
+               if any(run.suite == "multicast" for run in runs) else []),
              "<h2>Figures</h2>"]
     for name, caption in figures:
         data = base64.b64encode((outdir / name).read_bytes()).decode()
@@ -413,7 +457,7 @@ def page(runs, figures, problems, outdir):
     other = [r for run in runs if run.suite not in ("unicast", "broadcast", "coherence", "policy")
              for r in run.rows if not load.is_throughput_row(run.suite, r)
              and not load.is_preload_row(run.suite, r) and not load.is_app_row(run.suite, r)
-             and not load.is_syscost_row(run.suite, r)]
+             and not load.is_syscost_row(run.suite, r) and not load.is_multicast_row(run.suite, r)]
     if other:
         parts.append("<h2>Other results</h2><table><tr><th>suite file</th><th>mechanism</th>"
                      "<th>scenario</th><th>p50</th><th>p99</th><th>msgs/s</th></tr>")

@@ -307,7 +307,7 @@ def test_every_mechanism_nemo_bench_emits_is_in_the_table():
     names |= set(re.findall(r'\{\s*"([a-z0-9_-]+)",\s*"', (bench / "throughput.c").read_text()))
     assert {"condvar-handoff", "pool", "nemo-am-each", "ck-ring"} <= names
     suites = {"unicast", "broadcast", "coherence", "policy", "throughput", "preload", "calibrate", "app",
-              "syscost"}
+              "syscost", "multicast"}
     missing = sorted(n for n in names - suites if n not in advice.MECHANISMS)
     assert not missing, missing
 
