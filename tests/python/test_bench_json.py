@@ -528,3 +528,4 @@ def test_multicast(tmp_path, schema):
                    check=True, cwd=ROOT / "python", timeout=120)
     sim = json.loads(out.read_text())
     assert sim["validation"] and all(v["simulated_ns"] > 0 for v in sim["validation"])
+    assert all(r["latency_ns"]["p50"] > 0 for r in sim["results"])
