@@ -325,40 +325,256 @@ static void check_trial_option(const suite *s, const char *opt)
 			    opt, s->name, s->name);
 }
 
-enum { O_MECHS = 256, O_SCEN, O_TRIALS, O_WARMUP, O_SRC, O_DST, O_WAITERS, O_CPUS,
-       O_DELAY, O_JSON, O_SAMPLES, O_SEED, O_QUIET, O_HELP, O_POLICIES, O_GAPS, O_PROFILE,
-       O_SECONDS, O_BATCH, O_ROUNDS, O_POLL_DELAY, O_POLL_POLICY, O_PAIRS, O_SUMMARY,
-       O_REQUEST_US, O_THRESHOLD_US };
+/*
+ * The options: one row each - its name, whether it takes a value, the
+ * OPT_* bit a suite must have to accept it (0: every suite), whether it
+ * counts trials (refused by the suites that run for --seconds), and the
+ * function that parses its value into bench_opts.  parse_args is a loop
+ * over this table; a refusal names the option and the suite.
+ */
+typedef struct opt_def {
+	const char *name;
+	bool has_arg;
+	unsigned need;
+	bool trial;
+	void (*parse)(const suite *s, bench_opts *o, char *arg);  /* may split arg in place */
+} opt_def;
 
-static const struct option long_opts[] = {
-	{ "mechanisms", required_argument, NULL, O_MECHS },
-	{ "scenarios", required_argument, NULL, O_SCEN },
-	{ "trials", required_argument, NULL, O_TRIALS },
-	{ "warmup", required_argument, NULL, O_WARMUP },
-	{ "src", required_argument, NULL, O_SRC },
-	{ "dst", required_argument, NULL, O_DST },
-	{ "waiters", required_argument, NULL, O_WAITERS },
-	{ "cpus", required_argument, NULL, O_CPUS },
-	{ "delay-us", required_argument, NULL, O_DELAY },
-	{ "json", required_argument, NULL, O_JSON },
-	{ "samples", required_argument, NULL, O_SAMPLES },
-	{ "seed", required_argument, NULL, O_SEED },
-	{ "quiet", no_argument, NULL, O_QUIET },
-	{ "help", no_argument, NULL, O_HELP },
-	{ "policies", required_argument, NULL, O_POLICIES },
-	{ "gaps", required_argument, NULL, O_GAPS },
-	{ "profile", required_argument, NULL, O_PROFILE },
-	{ "seconds", required_argument, NULL, O_SECONDS },
-	{ "batch", required_argument, NULL, O_BATCH },
-	{ "rounds", required_argument, NULL, O_ROUNDS },
-	{ "poll-delay-us", required_argument, NULL, O_POLL_DELAY },
-	{ "poll-policy", required_argument, NULL, O_POLL_POLICY },
-	{ "pairs", required_argument, NULL, O_PAIRS },
-	{ "summary", required_argument, NULL, O_SUMMARY },
-	{ "request-us", required_argument, NULL, O_REQUEST_US },
-	{ "threshold-us", required_argument, NULL, O_THRESHOLD_US },
-	{ NULL, 0, NULL, 0 },
+static void opt_mechs(const suite *s, bench_opts *o, char *arg)
+{
+	if (strcmp(arg, "all") == 0) {
+		o->nmechs = 0;
+		return;
+	}
+	o->nmechs = split_list("--mechanisms", arg, o->mechs, BENCH_MAX_LIST);
+	for (int i = 0; i < o->nmechs; i++)
+		if (!s->has_mechanism(o->mechs[i]))
+			usage_error("unknown mechanism '%s' for suite %s (see nemo-bench list)", o->mechs[i], s->name);
+}
+
+static void opt_scenarios(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	const char *items[BENCH_MAX_LIST];
+	int n = split_list("--scenarios", arg, items, BENCH_MAX_LIST);
+	o->scenarios = 0;
+	for (int i = 0; i < n; i++) {
+		unsigned b = scenario_parse(items[i]);
+		if (!b || b == SC_ONE_WAY || b == SC_ROUND_TRIP)
+			usage_error("unknown scenario '%s' (polling, blocked, loaded, busy)", items[i]);
+		o->scenarios |= b;
+	}
+}
+
+static void opt_trials(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	o->trials = parse_long("--trials", arg, 1, 100000000);
+	o->trials_set = true;
+}
+
+static void opt_warmup(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	o->warmup = parse_long("--warmup", arg, 0, 1000000);
+}
+
+static void opt_seconds(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	o->seconds = parse_seconds(arg);
+}
+
+static void opt_rounds(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	o->rounds = (int)parse_long("--rounds", arg, 1, 1000);
+}
+
+static void opt_request_us(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	o->delay_max_us = (double)parse_long("--request-us", arg, 1, 1000000);
+}
+
+static void opt_threshold_us(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	o->delay_min_us = (double)parse_long("--threshold-us", arg, 0, 10000000);
+}
+
+static void opt_batch(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	o->batch = parse_long("--batch", arg, 1, 4096);
+}
+
+static void opt_src(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	o->src = parse_cpu("--src", arg);
+}
+
+static void opt_dst(const suite *s, bench_opts *o, char *arg)
+{
+	if (s->options & OPT_WAITERS)
+		usage_error("--dst does not apply to suite %s (use --cpus)", s->name);
+	o->dst = parse_cpu("--dst", arg);
+}
+
+static void opt_waiters(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	const char *items[BENCH_MAX_LIST];
+	int n = split_list("--waiters", arg, items, BENCH_MAX_LIST);
+	for (int i = 0; i < n; i++)
+		o->waiters[i] = (int)parse_long("--waiters", items[i], 1, 256);
+	o->nwaiters = n;
+}
+
+static void opt_cpus(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	parse_cpus(o, arg);
+}
+
+static void opt_poll_delay(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	parse_delay("--poll-delay-us", arg, &o->poll_delay_min_us, &o->poll_delay_max_us);
+}
+
+static void opt_poll_policy(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	nemo_wait_policy p;
+	if (nemo_wait_policy_parse(arg, &p) != 0 || p.kind == NEMO_WAIT_BLOCK)
+		usage_error("--poll-policy must be spin, hybrid[:NS] or adaptive (a policy that polls), not '%s'", arg);
+	o->poll_policy = p;
+	o->poll_policy_name = arg;
+}
+
+static void opt_pairs(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	if (strcmp(arg, "all") == 0)
+		o->pairs = PAIRS_ALL;
+	else if (strcmp(arg, "sample") == 0)
+		o->pairs = PAIRS_SAMPLE;
+	else
+		usage_error("--pairs must be all or sample, not '%s'", arg);
+}
+
+static void opt_delay(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	parse_delay("--delay-us", arg, &o->delay_min_us, &o->delay_max_us);
+}
+
+static void opt_policies(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	o->npolicies = split_list("--policies", arg, o->policies, BENCH_MAX_LIST);
+	for (int i = 0; i < o->npolicies; i++) {
+		nemo_wait_policy p;
+		if (nemo_wait_policy_parse(o->policies[i], &p) != 0)
+			usage_error("unknown policy '%s' (spin, block, hybrid[:NS], adaptive)", o->policies[i]);
+	}
+}
+
+static void opt_gaps(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	const char *items[BENCH_MAX_LIST];
+	int n = split_list("--gaps", arg, items, BENCH_MAX_LIST);
+	for (int i = 0; i < n; i++) {
+		char *end;
+		double g = strtod(items[i], &end);
+		if (end == items[i] || *end || !(g >= 0) || g > 1e6)
+			usage_error("--gaps: '%s' is not a gap in microseconds (0..1e6)", items[i]);
+		o->gaps_us[i] = g;
+	}
+	o->ngaps = n;
+}
+
+static void opt_profile(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	o->profile_path = arg;
+}
+
+static void opt_json(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	o->json_path = arg;
+}
+
+static void opt_summary(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	if (!summary_path_ok(arg))
+		usage_error("--summary %s: the name must end in .md (Markdown) or .csv (CSV), "
+			    "or be - (Markdown on standard output)", arg);
+	o->summary_path = arg;
+}
+
+static void opt_samples(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	o->samples_dir = arg;
+}
+
+static void opt_seed(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	o->seed = (uint64_t)parse_long("--seed", arg, 0, LONG_MAX);
+}
+
+static void opt_quiet(const suite *s, bench_opts *o, char *arg)
+{
+	(void)s;
+	(void)arg;
+	o->quiet = true;
+}
+
+static void opt_help(const suite *s, bench_opts *o, char *arg)
+{
+	(void)o;
+	(void)arg;
+	suite_help(s);
+	exit(0);
+}
+
+static const opt_def opt_table[] = {
+	{ "mechanisms", true, OPT_MECHS, false, opt_mechs },
+	{ "scenarios", true, OPT_SCENARIOS, false, opt_scenarios },
+	{ "trials", true, 0, true, opt_trials },
+	{ "warmup", true, 0, true, opt_warmup },
+	{ "src", true, OPT_SRC_DST, false, opt_src },
+	{ "dst", true, OPT_SRC_DST, false, opt_dst },
+	{ "waiters", true, OPT_WAITERS, false, opt_waiters },
+	{ "cpus", true, OPT_CPUS, false, opt_cpus },
+	{ "delay-us", true, 0, true, opt_delay },
+	{ "json", true, 0, false, opt_json },
+	{ "samples", true, 0, false, opt_samples },
+	{ "seed", true, 0, true, opt_seed },
+	{ "quiet", false, 0, false, opt_quiet },
+	{ "help", false, 0, false, opt_help },
+	{ "policies", true, OPT_POLICY, false, opt_policies },
+	{ "gaps", true, OPT_GAPS, false, opt_gaps },
+	{ "profile", true, OPT_PROFILE, false, opt_profile },
+	{ "seconds", true, OPT_SECONDS, false, opt_seconds },
+	{ "batch", true, OPT_BATCH, false, opt_batch },
+	{ "rounds", true, OPT_ROUNDS, false, opt_rounds },
+	{ "poll-delay-us", true, OPT_POLL, false, opt_poll_delay },
+	{ "poll-policy", true, OPT_POLL, false, opt_poll_policy },
+	{ "pairs", true, OPT_PAIRS, false, opt_pairs },
+	{ "summary", true, OPT_SUMMARY, false, opt_summary },
+	{ "request-us", true, OPT_APP, false, opt_request_us },
+	{ "threshold-us", true, OPT_APP, false, opt_threshold_us },
 };
+#define OPT_COUNT (sizeof opt_table / sizeof *opt_table)
+#define OPT_VAL0 256      /* getopt_long's value of opt_table[0] */
 
 /*
  * --json FILE and --summary FILE: each is written to a temporary file
@@ -471,172 +687,30 @@ static void parse_args(const suite *s, int argc, char **argv, bench_opts *o)
 		.poll_delay_min_us = BENCH_POLL_DELAY_MIN_US, .poll_delay_max_us = BENCH_POLL_DELAY_MAX_US,
 		.poll_policy = { NEMO_WAIT_SPIN, 0 }, .poll_policy_name = "spin",
 	};
-	const char *items[BENCH_MAX_LIST];
+	struct option long_opts[OPT_COUNT + 1];
+	for (size_t i = 0; i < OPT_COUNT; i++)
+		long_opts[i] = (struct option){ opt_table[i].name, opt_table[i].has_arg ? required_argument : no_argument,
+						NULL, OPT_VAL0 + (int)i };
+	long_opts[OPT_COUNT] = (struct option){ NULL, 0, NULL, 0 };
 	opterr = 0;
 	optind = 2;
 	int c;
 	while ((c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
-		switch (c) {
-		case O_MECHS:
-			check_option(s, OPT_MECHS, "--mechanisms");
-			if (strcmp(optarg, "all") == 0) {
-				o->nmechs = 0;
-				break;
-			}
-			o->nmechs = split_list("--mechanisms", optarg, o->mechs, BENCH_MAX_LIST);
-			for (int i = 0; i < o->nmechs; i++)
-				if (!s->has_mechanism(o->mechs[i]))
-					usage_error("unknown mechanism '%s' for suite %s (see nemo-bench list)",
-						    o->mechs[i], s->name);
-			break;
-		case O_SCEN: {
-			check_option(s, OPT_SCENARIOS, "--scenarios");
-			int n = split_list("--scenarios", optarg, items, BENCH_MAX_LIST);
-			o->scenarios = 0;
-			for (int i = 0; i < n; i++) {
-				unsigned b = scenario_parse(items[i]);
-				if (!b || b == SC_ONE_WAY || b == SC_ROUND_TRIP)
-					usage_error("unknown scenario '%s' (polling, blocked, loaded, busy)", items[i]);
-				o->scenarios |= b;
-			}
-			break;
-		}
-		case O_TRIALS:
-			check_trial_option(s, "--trials");
-			o->trials = parse_long("--trials", optarg, 1, 100000000);
-			o->trials_set = true;
-			break;
-		case O_WARMUP:
-			check_trial_option(s, "--warmup");
-			o->warmup = parse_long("--warmup", optarg, 0, 1000000);
-			break;
-		case O_SECONDS:
-			check_option(s, OPT_SECONDS, "--seconds");
-			o->seconds = parse_seconds(optarg);
-			break;
-		case O_ROUNDS:
-			check_option(s, OPT_ROUNDS, "--rounds");
-			o->rounds = (int)parse_long("--rounds", optarg, 1, 1000);
-			break;
-		case O_REQUEST_US:
-			check_option(s, OPT_APP, "--request-us");
-			o->delay_max_us = (double)parse_long("--request-us", optarg, 1, 1000000);
-			break;
-		case O_THRESHOLD_US:
-			check_option(s, OPT_APP, "--threshold-us");
-			o->delay_min_us = (double)parse_long("--threshold-us", optarg, 0, 10000000);
-			break;
-		case O_BATCH:
-			check_option(s, OPT_BATCH, "--batch");
-			o->batch = parse_long("--batch", optarg, 1, 4096);
-			break;
-		case O_SRC:
-			check_option(s, OPT_SRC_DST, "--src");
-			o->src = parse_cpu("--src", optarg);
-			break;
-		case O_DST:
-			check_option(s, OPT_SRC_DST, "--dst");
-			if (s->options & OPT_WAITERS)
-				usage_error("--dst does not apply to suite %s (use --cpus)", s->name);
-			o->dst = parse_cpu("--dst", optarg);
-			break;
-		case O_WAITERS: {
-			check_option(s, OPT_WAITERS, "--waiters");
-			int n = split_list("--waiters", optarg, items, BENCH_MAX_LIST);
-			for (int i = 0; i < n; i++)
-				o->waiters[i] = (int)parse_long("--waiters", items[i], 1, 256);
-			o->nwaiters = n;
-			break;
-		}
-		case O_CPUS:
-			check_option(s, OPT_CPUS, "--cpus");
-			parse_cpus(o, optarg);
-			break;
-		case O_POLL_DELAY:
-			check_option(s, OPT_POLL, "--poll-delay-us");
-			parse_delay("--poll-delay-us", optarg, &o->poll_delay_min_us, &o->poll_delay_max_us);
-			break;
-		case O_POLL_POLICY: {
-			check_option(s, OPT_POLL, "--poll-policy");
-			nemo_wait_policy p;
-			if (nemo_wait_policy_parse(optarg, &p) != 0 || p.kind == NEMO_WAIT_BLOCK)
-				usage_error("--poll-policy must be spin, hybrid[:NS] or adaptive (a policy that "
-					    "polls), not '%s'", optarg);
-			o->poll_policy = p;
-			o->poll_policy_name = optarg;
-			break;
-		}
-		case O_PAIRS:
-			check_option(s, OPT_PAIRS, "--pairs");
-			if (strcmp(optarg, "all") == 0)
-				o->pairs = PAIRS_ALL;
-			else if (strcmp(optarg, "sample") == 0)
-				o->pairs = PAIRS_SAMPLE;
-			else
-				usage_error("--pairs must be all or sample, not '%s'", optarg);
-			break;
-		case O_DELAY:
-			check_trial_option(s, "--delay-us");
-			parse_delay("--delay-us", optarg, &o->delay_min_us, &o->delay_max_us);
-			break;
-		case O_POLICIES: {
-			check_option(s, OPT_POLICY, "--policies");
-			o->npolicies = split_list("--policies", optarg, o->policies, BENCH_MAX_LIST);
-			for (int i = 0; i < o->npolicies; i++) {
-				nemo_wait_policy p;
-				if (nemo_wait_policy_parse(o->policies[i], &p) != 0)
-					usage_error("unknown policy '%s' (spin, block, hybrid[:NS], adaptive)",
-						    o->policies[i]);
-			}
-			break;
-		}
-		case O_GAPS: {
-			check_option(s, OPT_GAPS, "--gaps");
-			int n = split_list("--gaps", optarg, items, BENCH_MAX_LIST);
-			for (int i = 0; i < n; i++) {
-				char *end;
-				double g = strtod(items[i], &end);
-				if (end == items[i] || *end || !(g >= 0) || g > 1e6)
-					usage_error("--gaps: '%s' is not a gap in microseconds (0..1e6)", items[i]);
-				o->gaps_us[i] = g;
-			}
-			o->ngaps = n;
-			break;
-		}
-		case O_PROFILE:
-			check_option(s, OPT_PROFILE, "--profile");
-			o->profile_path = optarg;
-			break;
-		case O_JSON:
-			o->json_path = optarg;
-			break;
-		case O_SUMMARY:
-			check_option(s, OPT_SUMMARY, "--summary");
-			if (!summary_path_ok(optarg))
-				usage_error("--summary %s: the name must end in .md (Markdown) or .csv (CSV), "
-					    "or be - (Markdown on standard output)", optarg);
-			o->summary_path = optarg;
-			break;
-		case O_SAMPLES:
-			o->samples_dir = optarg;
-			break;
-		case O_SEED:
-			check_trial_option(s, "--seed");
-			o->seed = (uint64_t)parse_long("--seed", optarg, 0, LONG_MAX);
-			break;
-		case O_QUIET:
-			o->quiet = true;
-			break;
-		case O_HELP:
-		case 'h':
-			suite_help(s);
-			exit(0);
-		case ':':
+		if (c == 'h')
+			opt_help(s, o, NULL);
+		if (c == ':')
 			usage_error("option %s needs a value", argv[optind - 1]);
-		default:
+		if (c < OPT_VAL0 || c >= OPT_VAL0 + (int)OPT_COUNT)
 			usage_error("unknown option '%s' for suite %s (see nemo-bench %s --help)",
 				    argv[optind - 1], s->name, s->name);
-		}
+		const opt_def *d = &opt_table[c - OPT_VAL0];
+		char opt[40];
+		snprintf(opt, sizeof opt, "--%s", d->name);
+		if (d->need)
+			check_option(s, d->need, opt);
+		if (d->trial)
+			check_trial_option(s, opt);
+		d->parse(s, o, optarg);
 	}
 	if (optind < argc)
 		usage_error("unexpected argument '%s'", argv[optind]);
