@@ -11,7 +11,8 @@
  *   nemo-handoff [--seconds S] [--cpus A,B] [--json] [--expect-interposed]
  *
  * It runs --seconds, and on past them until each thread had its turn at
- * least once (on a loaded machine they may not have run at all yet).
+ * least twice (on a loaded machine they may not have run at all yet; the
+ * second turn is the one a wake-up must bring).
  *
  * Exit status: 0 if the token alternated correctly (and, with
  * --expect-interposed, the calls went to libnemo-preload.so); 1 if not;
@@ -101,10 +102,13 @@ int main(int argc, char **argv)
 	nanosleep(&d, NULL);
 	/* On a loaded machine the two threads may not have run at all yet: a
 	 * short run is not a failed one.  So the run goes on (1 ms at a time)
-	 * until each thread had its turn once; if the condvar lost wake-ups,
-	 * that never comes, and the caller's time limit ends the run. */
+	 * until each thread had its turn twice: a thread's first turn may come
+	 * without a wake-up (it started after the other's move), its second
+	 * only after the other's pthread_cond_signal woke it from
+	 * pthread_cond_wait.  If the condvar lost wake-ups, that never comes,
+	 * and the caller's time limit ends the run. */
 	pthread_mutex_lock(&mu);
-	while (count[0] == 0 || count[1] == 0) {
+	while (count[0] < 2 || count[1] < 2) {
 		pthread_mutex_unlock(&mu);
 		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
 		pthread_mutex_lock(&mu);
