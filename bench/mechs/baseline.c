@@ -1,5 +1,5 @@
 /*
- * mech_baseline.c - the wake mechanisms every nemo mechanism is compared
+ * baseline.c - the wake mechanisms every nemo mechanism is compared
  * against, in the same run: the coherence floor (spin, spin-rtt), the
  * kernel's blocking paths (futex, pthread condvar, eventfd, pipe,
  * io_uring MSG_RING) and signals (to a running and to a blocked thread).

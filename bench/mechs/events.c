@@ -61,7 +61,7 @@ static void ev_tx(mech_ctx *c, unsigned seq)
 /*
  * A manual-reset event: one post releases every waiter.  Two events, on
  * lines of their own, alternate by generation: waiters of gen wait on
- * ev[gen & 1].  The one for gen + 1 is reset off the clock (tx_prepare)
+ * ev[gen & 1].  The one for gen + 1 is reset off the clock (prepare)
  * once every waiter has announced gen, i.e. has passed its wait for
  * gen - 1 on that same event; nobody waits on it again before the post
  * of gen has released them.
