@@ -1,4 +1,4 @@
-# nemo-bench's messaging mechanisms (bench/mech_messaging.c) hand over
+# nemo-bench's messaging mechanisms (bench/mechs/messaging.c) hand over
 # every wake-up in a short run, in every scenario they have: places
 # joining, sending, waiting, interrupt mode and leaving, end to end.
 # Included from tests/CMakeLists.txt, which defines BENCH.

@@ -1,6 +1,6 @@
 /*
  * test_plan.c - nemo-bench's plans for machines this one is not: default
- * K values, waiter CPUs, coherence pairs and trials per pair (bench/plan.c)
+ * K values, waiter CPUs, coherence pairs and trials per pair (bench/core/plan.c)
  * on synthetic topologies of 16, 64 and 128 CPUs.
  */
 #include "check.h"

@@ -1,4 +1,4 @@
-# The throughput suite (bench/throughput.c): one short run of every
+# The throughput suite (bench/suites/throughput.c): one short run of every
 # mechanism.  nemo-bench checks the hand-off itself (every message in
 # order, the receiver's sum exactly n(n+1)/2) and fails the run otherwise;
 # the JSON goes through the schema in tests/python.  No rate is asserted.

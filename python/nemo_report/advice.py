@@ -26,12 +26,13 @@ ADAPTIVE = "adaptive"
 
 # ---------------------------------------------------------------------------
 # The one table: mechanism names in the JSON -> the API a programmer uses.
-# Names as nemo-bench emits them: bench/mech_baseline.c, mech_events.c,
-# mech_messaging.c (unicast and broadcast), broadcast.c, throughput.c,
-# preload.c.  `kind`: nemo (an API of this library), baseline (what a
-# program uses without nemo), peer (the best-known user-space library of
-# the kind), floor (the hardware, no API), program (the preload suite's
-# unmodified programs).  `policy`: where that API takes its wait policy
+# Names as nemo-bench emits them: every mechanism is defined once, in
+# bench/mechs/ (baseline.c, events.c, messaging.c: unicast, broadcast and
+# throughput), and the preload suite's programs in bench/suites/preload.c.
+# `kind`: nemo (an API of this library), baseline (what a program uses
+# without nemo), peer (the best-known user-space library of the kind),
+# floor (the hardware, no API), program (the preload suite's unmodified
+# programs).  `policy`: where that API takes its wait policy
 # besides NEMO_WAIT.  Keys (suite, name) and (suite, name, scenario)
 # override a name's entry where the suite measures another call.
 # ---------------------------------------------------------------------------

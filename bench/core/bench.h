@@ -7,8 +7,9 @@
  * receiver stamps right after it wakes; the difference is one sample.  To
  * make blocking real, the sender first waits until the receiver announced
  * that it is about to wait, then busy-waits a random 20-50 us, then
- * signals.  Every suite file (unicast.c, broadcast.c, coherence.c) follows
- * this; the mechanisms themselves are in mech_*.c tables.
+ * signals.  The unicast and broadcast harnesses (suites/unicast.c,
+ * suites/broadcast.c) follow this; the mechanisms themselves are defined
+ * once each, in mechs/, behind one interface (mech.h).
  */
 #ifndef NEMO_BENCH_H
 #define NEMO_BENCH_H
@@ -79,7 +80,7 @@ typedef struct bench_opts {
 	int rounds;                   /* unicast, broadcast, preload: rows interleaved in this many rounds */
 	double seconds;               /* throughput: measured seconds; preload: per child run */
 	long batch;                   /* throughput: messages per batch */
-	const char *json_path;        /* --json (main.c opens it at parse time: */
+	const char *json_path;        /* --json (options.c opens it at parse time: */
 	const char *summary_path;     /* --summary    unwritable = usage error) */
 	const char *samples_dir;
 	bool quiet;
@@ -130,7 +131,7 @@ typedef struct suite {
 	/** Is name one of this suite's mechanisms? */
 	bool (*has_mechanism)(const char *name);
 	int (*run)(const bench_opts *o, json_t *results, json_t *config);
-	/** The summary table on stdout, if the suite has its own (else main.c's). */
+	/** The summary table on stdout, if the suite has its own (else summary_print). */
 	void (*print)(json_t *results);
 	double default_seconds;       /* --seconds (OPT_SECONDS); 0: 2 */
 	int default_rounds;           /* --rounds (OPT_ROUNDS); 0: 10 */

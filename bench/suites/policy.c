@@ -161,7 +161,7 @@ static int pol_run(const bench_opts *o, json_t *results, json_t *config)
 	int npol = o->npolicies ? o->npolicies : 4;
 	const double *gaps = o->ngaps ? o->gaps_us : default_gaps_us;
 	int ngap = o->ngaps ? o->ngaps : 9;
-	const uc_mech *m = unicast_find("nemo-event");
+	const bench_mech *m = unicast_find("nemo-event");
 	nemo_wait_calibration cal;
 	nemo_wait_get_calibration(&cal);
 	json_object_set_new(config, "calibration", json_pack("{s:f,s:f,s:f,s:s}",

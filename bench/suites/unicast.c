@@ -1,7 +1,7 @@
 /*
  * unicast.c - suite `unicast`: one-way wake latency and sender cost of
  * one sender and one receiver on two CPUs, for every mechanism and
- * scenario asked for.  The method is in bench.h and unicast.h.
+ * scenario asked for.  The method is in bench.h, mech.h and unicast.h.
  */
 #define _GNU_SOURCE
 #include "unicast.h"
@@ -11,44 +11,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static const uc_mech *const *const uc_tables[] = { uc_baselines, uc_events, uc_messaging };
-
-#define FOR_EACH_MECH(m)                                                       \
-	for (size_t t_ = 0; t_ < sizeof uc_tables / sizeof uc_tables[0]; t_++)  \
-		for (const uc_mech *const *p_ = uc_tables[t_]; (m = *p_) != NULL; p_++)
-
-const uc_mech *unicast_find(const char *name)
-{
-	const uc_mech *m;
-	FOR_EACH_MECH(m)
-		if (strcmp(m->name, name) == 0)
-			return m;
-	return NULL;
-}
-
 static bool uc_has(const char *name)
 {
 	return unicast_find(name) != NULL;
 }
 
-static void print_scenarios(FILE *out, unsigned mask)
-{
-	const char *sep = "";
-	for (int i = 0; i < SC_COUNT; i++)
-		if (mask & (1u << i)) {
-			fprintf(out, "%s%s", sep, scenario_name(1u << i));
-			sep = ",";
-		}
-}
-
 static void uc_list(FILE *out)
 {
-	const uc_mech *m;
-	FOR_EACH_MECH(m) {
-		fprintf(out, "    %-20s [", m->name);
-		print_scenarios(out, m->scenarios);
-		fprintf(out, "] %s\n", m->summary);
-	}
+	mech_list(ROLE_UNICAST, out);
 }
 
 static void uc_help(FILE *out)
@@ -66,8 +36,9 @@ static void uc_help(FILE *out)
 /* --------------------------------------------------------------- one row */
 
 struct uc_run {
-	const uc_mech *m;
-	uc_ctx *c;
+	const mech_wake *m;           /* the mechanism's unicast hooks */
+	const char *name;
+	mech_ctx *c;
 	long total, warmup;
 	long measured;                /* sender: trials measured (fewer if interrupted) */
 	double *lat, *snd;
@@ -79,11 +50,11 @@ struct uc_run {
 static void *uc_receiver(void *p)
 {
 	struct uc_run *r = p;
-	uc_ctx *c = r->c;
+	mech_ctx *c = r->c;
 	pthread_setname_np(pthread_self(), "bench-receiver");   /* top -H, tests */
 	c->rx_tid = (pid_t)syscall(SYS_gettid);
 	if (r->m->rx_init)
-		r->m->rx_init(c);
+		r->m->rx_init(c, 0);
 	long v0 = 0, t0 = 0, v1, t1;
 	double cpu0 = 0;
 	long i = 0;
@@ -94,14 +65,14 @@ static void *uc_receiver(void *p)
 			cpu0 = thread_cpu_ns();
 		}
 		atomic_store_explicit(&c->ready, seq, memory_order_release);
-		uint64_t stamp = r->m->rx_wait(c, seq);
+		uint64_t stamp = r->m->rx_wait(c, 0, seq);
 		if (!stamp)
 			stamp = nemo_ticks_ordered();
 		uint64_t sent = atomic_load_explicit(&c->t_send, memory_order_acquire);
 		if (i >= r->warmup && !r->m->sender_measures)
 			r->lat[i - r->warmup] = nemo_ticks_to_ns((int64_t)(stamp - sent));
 		/* The sender made this trial the last (interrupted). */
-		if (atomic_load_explicit(&c->last_seq, memory_order_acquire) == seq) {
+		if (atomic_load_explicit(&c->last, memory_order_acquire) == seq) {
 			i++;
 			break;
 		}
@@ -114,7 +85,7 @@ static void *uc_receiver(void *p)
 		r->ctx = (double)(t1 - t0) / (double)n;
 	}
 	if (r->m->rx_fini)
-		r->m->rx_fini(c);
+		r->m->rx_fini(c, 0);
 	atomic_store_explicit(&c->ready, (unsigned)i + 1, memory_order_release);
 	return NULL;
 }
@@ -122,7 +93,7 @@ static void *uc_receiver(void *p)
 static void *uc_sender(void *p)
 {
 	struct uc_run *r = p;
-	uc_ctx *c = r->c;
+	mech_ctx *c = r->c;
 	uint64_t rng = r->seed | 1;
 	/* In top -H; and a test that sees it knows that a row is under way. */
 	pthread_setname_np(pthread_self(), "bench-sender");
@@ -131,16 +102,16 @@ static void *uc_sender(void *p)
 	long i = 0;
 	for (; i < r->total; i++) {
 		unsigned seq = (unsigned)i + 1;
-		wait_until_eq(&c->ready, seq, BENCH_STUCK_S, r->m->name);
+		wait_until_eq(&c->ready, seq, BENCH_STUCK_S, r->name);
 		/* Interrupted: this trial, a whole one, is the row's last; the
 		 * receiver learns it when it wakes. */
 		bool last = bench_stop_requested();
 		if (last)
-			atomic_store_explicit(&c->last_seq, seq, memory_order_release);
+			atomic_store_explicit(&c->last, seq, memory_order_release);
 		random_delay(&rng, r->dmin, r->dmax);
 		uint64_t t0 = nemo_ticks_ordered();
 		atomic_store_explicit(&c->t_send, t0, memory_order_release);
-		r->m->tx_signal(c, seq);
+		r->m->signal(c, seq);
 		uint64_t t1 = nemo_ticks_ordered();
 		if (r->m->tx_after)
 			r->m->tx_after(c, seq);
@@ -157,13 +128,13 @@ static void *uc_sender(void *p)
 		}
 	}
 	r->measured = i > r->warmup ? i - r->warmup : 0;
-	wait_until_eq(&c->ready, (unsigned)i + 1, BENCH_STUCK_S, r->m->name);
+	wait_until_eq(&c->ready, (unsigned)i + 1, BENCH_STUCK_S, r->name);
 	if (r->m->tx_fini)
 		r->m->tx_fini(c);
 	return NULL;
 }
 
-bool unicast_row(const bench_opts *o, const uc_mech *m, unsigned sc, int src, int dst,
+bool unicast_row(const bench_opts *o, const bench_mech *m, unsigned sc, int src, int dst,
 		 json_t *results, char *why, size_t whylen)
 {
 	return unicast_row_policy(o, m, sc, src, dst, NULL, NULL, NULL, results, why, whylen);
@@ -172,27 +143,30 @@ bool unicast_row(const bench_opts *o, const uc_mech *m, unsigned sc, int src, in
 bool uc_measure(const bench_opts *o, uc_acc *acc, int src, int dst,
 		const nemo_wait_policy *pol, long trials, char *why, size_t whylen)
 {
-	const uc_mech *m = acc->m;
+	const mech_wake *m = &acc->m->unicast;
 	unsigned sc = acc->sc;
-	uc_ctx *c = xaligned(sizeof *c);
-	if (!c)
-		fatal("out of memory");
+	mech_ctx *c = xaligned(sizeof *c);
 	memset(c, 0, sizeof *c);
 	c->scenario = sc;
+	c->waiters = 1;
 	c->pid = getpid();
-	if (pol)
+	/* nemo's receivers: the row's policy if it forces one, else spin
+	 * when polling and block otherwise (mech.h). */
+	if (pol && pol->kind != NEMO_WAIT_DEFAULT)
 		c->policy = *pol;
+	else
+		c->policy = (nemo_wait_policy){ sc == SC_POLLING ? NEMO_WAIT_SPIN : NEMO_WAIT_BLOCK, 0 };
 	if (m->setup && m->setup(c) != 0) {
 		snprintf(why, whylen, "%s", c->why[0] ? c->why : "setup failed");
 		free(c);
 		return false;
 	}
 	struct uc_run r = {
-		.m = m, .c = c, .total = trials + o->warmup, .warmup = o->warmup,
+		.m = m, .name = acc->m->name, .c = c, .total = trials + o->warmup, .warmup = o->warmup,
 		.lat = acc->lat + acc->n,
 		.snd = acc->snd + acc->n,
 		.dmin = o->delay_min_us, .dmax = o->delay_max_us,
-		.seed = o->seed ^ ((uint64_t)sc << 32) ^ (uint64_t)(uintptr_t)m ^ (uint64_t)acc->n,
+		.seed = o->seed ^ ((uint64_t)sc << 32) ^ (uint64_t)(uintptr_t)acc->m ^ (uint64_t)acc->n,
 	};
 	double before = coherence_probe(src, dst, 1000);
 	if (acc->n == 0)
@@ -243,7 +217,7 @@ void uc_emit(const bench_opts *o, uc_acc *acc, int src, int dst,
 	}
 }
 
-void uc_acc_init(uc_acc *acc, const uc_mech *m, unsigned sc, long trials)
+void uc_acc_init(uc_acc *acc, const bench_mech *m, unsigned sc, long trials)
 {
 	*acc = (uc_acc){ .m = m, .sc = sc,
 				.lat = xcalloc((size_t)trials, sizeof(double)),
@@ -256,7 +230,7 @@ void uc_acc_free(uc_acc *acc)
 	free(acc->snd);
 }
 
-bool unicast_row_policy(const bench_opts *o, const uc_mech *m, unsigned sc, int src, int dst,
+bool unicast_row_policy(const bench_opts *o, const bench_mech *m, unsigned sc, int src, int dst,
 			const nemo_wait_policy *pol, const char *label, const char *tag,
 			json_t *results, char *why, size_t whylen)
 {
@@ -269,9 +243,9 @@ bool unicast_row_policy(const bench_opts *o, const uc_mech *m, unsigned sc, int 
 	return ok;
 }
 
-static unsigned row_scenarios(const bench_opts *o, const uc_mech *m)
+static unsigned row_scenarios(const bench_opts *o, const bench_mech *m)
 {
-	return o->scenarios ? (m->scenarios & o->scenarios) : m->scenarios;
+	return o->scenarios ? (m->unicast.scenarios & o->scenarios) : m->unicast.scenarios;
 }
 
 /*
@@ -284,16 +258,13 @@ static unsigned row_scenarios(const bench_opts *o, const uc_mech *m)
  */
 static int uc_run(const bench_opts *o, json_t *results, json_t *config)
 {
-	const uc_mech *sel[BENCH_MAX_LIST * 2];
+	const bench_mech *sel[BENCH_MAX_LIST * 2];
 	int n = 0;
 	if (o->nmechs) {
 		for (int i = 0; i < o->nmechs; i++)
 			sel[n++] = unicast_find(o->mechs[i]);
 	} else {
-		const uc_mech *m;
-		FOR_EACH_MECH(m)
-			if (n < BENCH_MAX_LIST * 2)
-				sel[n++] = m;
+		n = mech_all(ROLE_UNICAST, sel, BENCH_MAX_LIST * 2);
 	}
 	/* The rows, in output order. */
 	uc_acc *rows = xcalloc((size_t)n * SC_COUNT, sizeof *rows);

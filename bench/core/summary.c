@@ -2,16 +2,16 @@
  * summary.c - --summary FILE: the summary table as Markdown (FILE.md, or
  * - for standard output) or CSV (FILE.csv).
  *
- * The same columns as the table nemo-bench prints at the end (main.c's
- * print_summary, print_throughput, print_broadcast; preload.c's
- * pre_print), one line per row, plus each row's trials (an interrupted
+ * The same columns as the table nemo-bench prints on stdout at the end
+ * (summary_print, print_throughput, print_broadcast, at the end of this
+ * file; preload.c's pre_print), one line per row, plus each row's trials (an interrupted
  * run keeps rows of fewer trials than asked) and, for the policy suite,
  * its repeat.  CSV splits what the table packs into one cell (src>dst,
  * K* for oversubscribed, 1.02x) into plain values, and puts the broadcast
  * suite's one-way rows in the same table, with the columns they have.
  */
 #define _GNU_SOURCE
-#include "bench.h"
+#include "cli.h"
 
 #include <string.h>
 #include <strings.h>
@@ -450,4 +450,102 @@ void summary_write(FILE *f, const char *path, const char *suite_name, json_t *re
 	else
 		write_md(f, &t, interrupted_by);
 	table_free(&t);
+}
+
+/* ------------------------------------------------------ the table on stdout */
+
+/* Throughput rows: rates in millions of messages per second. */
+static void print_throughput(json_t *results)
+{
+	printf("%-20s %7s %6s %12s %10s %10s %10s\n", "mechanism", "src>dst", "batch",
+	       "p50 Mmsg/s", "min", "max", "kicks/msg");
+	size_t i;
+	json_t *r;
+	json_array_foreach(results, i, r) {
+		char pair[16];
+		snprintf(pair, sizeof pair, "%d>%d", (int)jnum(r, "src_cpu", NULL), (int)jnum(r, "dst_cpu", NULL));
+		printf("%-20s %7s %6d %12.2f %10.2f %10.2f %10.4f\n",
+		       json_string_value(json_object_get(r, "mechanism")), pair,
+		       (int)jnum(r, "batch", NULL),
+		       jnum(r, "msgs_per_s_stats", "p50") / 1e6, jnum(r, "msgs_per_s_stats", "min") / 1e6,
+		       jnum(r, "msgs_per_s_stats", "max") / 1e6, jnum(r, "kicks_per_msg", NULL));
+	}
+}
+
+/* Broadcast rows: first and last waiter; then the one-way spin rows. */
+static void print_broadcast(json_t *results)
+{
+	printf("%-14s %-8s %-13s %5s %4s %9s %9s %9s %9s %6s %6s %6s\n", "mechanism", "scenario",
+	       "policy", "src", "K", "first p50", "last p50", "last p99", "send p50", "ctx/tr",
+	       "x1way", "probe");
+	size_t i;
+	json_t *r;
+	bool oversub = false, oneway = false;
+	json_array_foreach(results, i, r) {
+		if (!json_object_get(r, "waiters")) {
+			oneway = true;
+			continue;
+		}
+		char k[12], ratio[12] = "-";
+		bool over = json_is_true(json_object_get(r, "oversubscribed"));
+		oversub |= over;
+		snprintf(k, sizeof k, "%d%s", (int)jnum(r, "waiters", NULL), over ? "*" : "");
+		json_t *ow = json_object_get(r, "one_way_spin_p50_ns");
+		if (json_is_number(ow) && json_number_value(ow) > 0)
+			snprintf(ratio, sizeof ratio, "%.1f", jnum(r, "last_ns", "p50") / json_number_value(ow));
+		const char *pol = json_string_value(json_object_get(r, "policy"));
+		printf("%-14s %-8s %-13s %5d %4s %9.0f %9.0f %9.0f %9.0f %6.2f %6s %6.0f\n",
+		       json_string_value(json_object_get(r, "mechanism")),
+		       json_string_value(json_object_get(r, "scenario")), pol ? pol : "-",
+		       (int)jnum(r, "src_cpu", NULL), k,
+		       jnum(r, "first_ns", "p50"), jnum(r, "last_ns", "p50"), jnum(r, "last_ns", "p99"),
+		       jnum(r, "sender_ns", "p50"), jnum(r, "ctx_switches_per_trial", NULL), ratio,
+		       jnum(r, "coherence_probe_ns", "before"));
+	}
+	if (oversub)
+		printf("* oversubscribed: some waiters share a CPU with another thread of the row\n");
+	if (!oneway)
+		return;
+	printf("one-way spin, sender > waiter CPU (x1way = last p50 / the largest of these p50 over the row's waiter CPUs):\n");
+	json_array_foreach(results, i, r) {
+		if (json_object_get(r, "waiters"))
+			continue;
+		printf("  %4d>%-4d p50 %6.0f  p99 %6.0f\n", (int)jnum(r, "src_cpu", NULL),
+		       (int)jnum(r, "dst_cpu", NULL), jnum(r, "latency_ns", "p50"),
+		       jnum(r, "latency_ns", "p99"));
+	}
+}
+
+void summary_print(const char *suite_name, json_t *results)
+{
+	if (strcmp(suite_name, "throughput") == 0) {
+		print_throughput(results);
+		return;
+	}
+	if (strcmp(suite_name, "broadcast") == 0) {
+		print_broadcast(results);
+		return;
+	}
+	/* Nothing measured in rows (calibrate): no table. */
+	if (!json_array_size(results))
+		return;
+	/* Rows of the policy suite differ by gap: show it. */
+	bool gaps = json_object_get(json_array_get(results, 0), "gap_ns") != NULL;
+	printf("%-20s %-10s %7s %8s %10s %10s %10s %10s %6s %7s\n", "mechanism", "scenario",
+	       "src>dst", gaps ? "gap us" : "", "p50 ns", "p99 ns", "send p50", "max ns", "ctx/tr", "probe");
+	size_t i;
+	json_t *r;
+	json_array_foreach(results, i, r) {
+		char pair[16], gap[16] = "";
+		snprintf(pair, sizeof pair, "%d>%d", (int)jnum(r, "src_cpu", NULL), (int)jnum(r, "dst_cpu", NULL));
+		if (gaps)
+			snprintf(gap, sizeof gap, "%g", jnum(r, "gap_ns", NULL) / 1000);
+		printf("%-20s %-10s %7s %8s %10.0f %10.0f %10.0f %10.0f %6.2f %7.0f\n",
+		       json_string_value(json_object_get(r, "mechanism")),
+		       json_string_value(json_object_get(r, "scenario")), pair, gap,
+		       jnum(r, "latency_ns", "p50"), jnum(r, "latency_ns", "p99"),
+		       jnum(r, "sender_ns", "p50"), jnum(r, "latency_ns", "max"),
+		       jnum(r, "ctx_switches_per_trial", NULL),
+		       jnum(r, "coherence_probe_ns", "before"));
+	}
 }

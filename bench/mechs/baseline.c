@@ -1,16 +1,20 @@
 /*
- * mech_baseline.c - the wake mechanisms every nemo mechanism is compared
+ * baseline.c - the wake mechanisms every nemo mechanism is compared
  * against, in the same run: the coherence floor (spin, spin-rtt), the
  * kernel's blocking paths (futex, pthread condvar, eventfd, pipe,
  * io_uring MSG_RING) and signals (to a running and to a blocked thread).
+ * spin, futex and condvar also wake K waiters (broadcast), with the same
+ * wait and the same signal, which then wakes all.
  */
 #define _GNU_SOURCE
-#include "unicast.h"
+#include "mech.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <liburing.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +22,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static int ensure_ok(uc_ctx *c, int err, const char *what)
+static int ensure_ok(mech_ctx *c, int err, const char *what)
 {
 	if (err)
 		snprintf(c->why, sizeof c->why, "%s: %s", what, strerror(err));
@@ -26,78 +30,116 @@ static int ensure_ok(uc_ctx *c, int err, const char *what)
 }
 
 /* ------------------------------------------------------------------ spin */
-/* The receiver polls one cache line; the sender's store is the signal. */
+/* The receivers poll one cache line; the sender's store is the signal.
+ * A waiter that shares its CPU (an oversubscribed broadcast row) yields
+ * between checks, so the others get to see the store at all. */
 
-static uint64_t spin_wait(uc_ctx *c, unsigned seq)
+static uint64_t spin_wait(mech_ctx *c, int w, unsigned seq)
 {
-	while (atomic_load_explicit(&c->word, memory_order_acquire) != seq)
+	(void)w;
+	bool yield = c->shared_cpu;
+	unsigned n = 0;
+	while (atomic_load_explicit(&c->word, memory_order_acquire) != seq) {
 		nemo_cpu_relax();
+		if (yield && (++n & 63u) == 0)
+			sched_yield();
+	}
 	return nemo_ticks_ordered();
 }
 
-static void spin_signal(uc_ctx *c, unsigned seq)
+static void spin_signal(mech_ctx *c, unsigned seq)
 {
 	atomic_store_explicit(&c->word, seq, memory_order_release);
 }
 
-static const uc_mech mech_spin = {
+static const bench_mech mech_spin = {
 	.name = "spin",
-	.summary = "receiver polls a cache line; the store is the signal (coherence floor)",
-	.scenarios = SC_POLLING,
-	.rx_wait = spin_wait,
-	.tx_signal = spin_signal,
+	.family = "baseline",
+	.unicast = {
+		.summary = "receiver polls a cache line; the store is the signal (coherence floor)",
+		.scenarios = SC_POLLING,
+		.rx_wait = spin_wait,
+		.signal = spin_signal,
+	},
+	.broadcast = {
+		.summary = "all K waiters poll one shared word; the broadcast is one store (the floor)",
+		.scenarios = SC_POLLING,
+		.rx_wait = spin_wait,
+		.signal = spin_signal,
+	},
 };
 
 /* -------------------------------------------------------------- spin-rtt */
 /* Ping-pong on two lines; latency is half the sender's round trip, so
  * it needs no synchronised clocks. */
 
-static uint64_t rtt_wait(uc_ctx *c, unsigned seq)
+static uint64_t rtt_wait(mech_ctx *c, int w, unsigned seq)
 {
 	while (atomic_load_explicit(&c->word, memory_order_acquire) != seq)
 		nemo_cpu_relax();
+	(void)w;
 	atomic_store_explicit(&c->word2, seq, memory_order_release);
 	return 1; /* stamp unused: the sender measures */
 }
 
-static void rtt_signal(uc_ctx *c, unsigned seq)
+static void rtt_signal(mech_ctx *c, unsigned seq)
 {
 	atomic_store_explicit(&c->word, seq, memory_order_release);
 	while (atomic_load_explicit(&c->word2, memory_order_acquire) != seq)
 		nemo_cpu_relax();
 }
 
-static const uc_mech mech_spin_rtt = {
+static const bench_mech mech_spin_rtt = {
 	.name = "spin-rtt",
-	.summary = "cache-line ping-pong; latency = half the round trip (sender cost = whole round trip)",
-	.scenarios = SC_POLLING,
-	.rx_wait = rtt_wait,
-	.tx_signal = rtt_signal,
-	.sender_measures = true,
+	.family = "baseline",
+	.unicast = {
+		.summary = "cache-line ping-pong; latency = half the round trip (sender cost = whole round trip)",
+		.scenarios = SC_POLLING,
+		.rx_wait = rtt_wait,
+		.signal = rtt_signal,
+		.sender_measures = true,
+	},
 };
 
 /* ----------------------------------------------------------------- futex */
 
-static uint64_t futex_rx(uc_ctx *c, unsigned seq)
+static uint64_t futex_rx(mech_ctx *c, int w, unsigned seq)
 {
 	unsigned v;
+	(void)w;
 	while ((v = atomic_load_explicit(&c->word, memory_order_acquire)) != seq)
 		nemo_futex_wait((uint32_t *)&c->word, v, NULL, NEMO_FUTEX_PRIVATE);
 	return 0;
 }
 
-static void futex_tx(uc_ctx *c, unsigned seq)
+/* The sender always calls wake: one waiter (unicast) or all of them. */
+static void futex_tx(mech_ctx *c, unsigned seq)
 {
 	atomic_store_explicit(&c->word, seq, memory_order_release);
 	nemo_futex_wake((uint32_t *)&c->word, 1, NEMO_FUTEX_PRIVATE, NULL);
 }
 
-static const uc_mech mech_futex = {
+static void futex_tx_all(mech_ctx *c, unsigned seq)
+{
+	atomic_store_explicit(&c->word, seq, memory_order_release);
+	nemo_futex_wake((uint32_t *)&c->word, INT_MAX, NEMO_FUTEX_PRIVATE, NULL);
+}
+
+static const bench_mech mech_futex = {
 	.name = "futex",
-	.summary = "FUTEX_WAIT / FUTEX_WAKE on a private word (sender always calls wake)",
-	.scenarios = SC_BLOCKED | SC_LOADED,
-	.rx_wait = futex_rx,
-	.tx_signal = futex_tx,
+	.family = "baseline",
+	.unicast = {
+		.summary = "FUTEX_WAIT / FUTEX_WAKE on a private word (sender always calls wake)",
+		.scenarios = SC_BLOCKED | SC_LOADED,
+		.rx_wait = futex_rx,
+		.signal = futex_tx,
+	},
+	.broadcast = {
+		.summary = "FUTEX_WAKE of all K waiters sleeping on one word",
+		.scenarios = SC_BLOCKED,
+		.rx_wait = futex_rx,
+		.signal = futex_tx_all,
+	},
 };
 
 /* --------------------------------------------------------------- condvar */
@@ -108,7 +150,7 @@ struct cv_state {
 	unsigned value;
 };
 
-static int cv_setup(uc_ctx *c)
+static int cv_setup(mech_ctx *c)
 {
 	struct cv_state *s = xcalloc(1, sizeof *s);
 	pthread_mutex_init(&s->mu, NULL);
@@ -117,7 +159,7 @@ static int cv_setup(uc_ctx *c)
 	return 0;
 }
 
-static void cv_teardown(uc_ctx *c)
+static void cv_teardown(mech_ctx *c)
 {
 	struct cv_state *s = c->priv;
 	pthread_cond_destroy(&s->cv);
@@ -125,9 +167,10 @@ static void cv_teardown(uc_ctx *c)
 	free(s);
 }
 
-static uint64_t cv_rx(uc_ctx *c, unsigned seq)
+static uint64_t cv_rx(mech_ctx *c, int w, unsigned seq)
 {
 	struct cv_state *s = c->priv;
+	(void)w;
 	pthread_mutex_lock(&s->mu);
 	while (s->value != seq)
 		pthread_cond_wait(&s->cv, &s->mu);
@@ -136,23 +179,44 @@ static uint64_t cv_rx(uc_ctx *c, unsigned seq)
 	return t;
 }
 
-static void cv_tx(uc_ctx *c, unsigned seq)
+static void cv_post(mech_ctx *c, unsigned seq, int (*wake)(pthread_cond_t *))
 {
 	struct cv_state *s = c->priv;
 	pthread_mutex_lock(&s->mu);
 	s->value = seq;
-	pthread_cond_signal(&s->cv);
+	wake(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 }
 
-static const uc_mech mech_condvar = {
+static void cv_tx(mech_ctx *c, unsigned seq)
+{
+	cv_post(c, seq, pthread_cond_signal);
+}
+
+static void cv_tx_all(mech_ctx *c, unsigned seq)
+{
+	cv_post(c, seq, pthread_cond_broadcast);
+}
+
+static const bench_mech mech_condvar = {
 	.name = "condvar",
-	.summary = "pthread_cond_wait / pthread_cond_signal (glibc) with its mutex",
-	.scenarios = SC_BLOCKED | SC_LOADED,
-	.setup = cv_setup,
-	.teardown = cv_teardown,
-	.rx_wait = cv_rx,
-	.tx_signal = cv_tx,
+	.family = "baseline",
+	.unicast = {
+		.summary = "pthread_cond_wait / pthread_cond_signal (glibc) with its mutex",
+		.scenarios = SC_BLOCKED | SC_LOADED,
+		.setup = cv_setup,
+		.teardown = cv_teardown,
+		.rx_wait = cv_rx,
+		.signal = cv_tx,
+	},
+	.broadcast = {
+		.summary = "pthread_cond_broadcast (glibc) to K waiters in pthread_cond_wait",
+		.scenarios = SC_BLOCKED,
+		.setup = cv_setup,
+		.teardown = cv_teardown,
+		.rx_wait = cv_rx,
+		.signal = cv_tx_all,
+	},
 };
 
 /* --------------------------------------------------------- eventfd, pipe */
@@ -162,7 +226,7 @@ struct fd_state {
 	size_t len;                   /* bytes per signal */
 };
 
-static int eventfd_setup(uc_ctx *c)
+static int eventfd_setup(mech_ctx *c)
 {
 	int fd = eventfd(0, EFD_CLOEXEC);
 	if (fd < 0)
@@ -173,7 +237,7 @@ static int eventfd_setup(uc_ctx *c)
 	return 0;
 }
 
-static int pipe_setup(uc_ctx *c)
+static int pipe_setup(mech_ctx *c)
 {
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) != 0)
@@ -184,7 +248,7 @@ static int pipe_setup(uc_ctx *c)
 	return 0;
 }
 
-static void fd_teardown(uc_ctx *c)
+static void fd_teardown(mech_ctx *c)
 {
 	struct fd_state *s = c->priv;
 	close(s->rfd);
@@ -193,8 +257,9 @@ static void fd_teardown(uc_ctx *c)
 	free(s);
 }
 
-static uint64_t fd_rx(uc_ctx *c, unsigned seq)
+static uint64_t fd_rx(mech_ctx *c, int w, unsigned seq)
 {
+	(void)w;
 	struct fd_state *s = c->priv;
 	uint64_t buf = 0;
 	(void)seq;
@@ -204,7 +269,7 @@ static uint64_t fd_rx(uc_ctx *c, unsigned seq)
 	return 0;
 }
 
-static void fd_tx(uc_ctx *c, unsigned seq)
+static void fd_tx(mech_ctx *c, unsigned seq)
 {
 	struct fd_state *s = c->priv;
 	uint64_t one = 1;
@@ -214,43 +279,49 @@ static void fd_tx(uc_ctx *c, unsigned seq)
 			fatal("write: %s", strerror(errno));
 }
 
-static const uc_mech mech_eventfd = {
+static const bench_mech mech_eventfd = {
 	.name = "eventfd",
-	.summary = "read() blocks on an eventfd; write() of 1 wakes it",
-	.scenarios = SC_BLOCKED | SC_LOADED,
-	.setup = eventfd_setup,
-	.teardown = fd_teardown,
-	.rx_wait = fd_rx,
-	.tx_signal = fd_tx,
+	.family = "baseline",
+	.unicast = {
+		.summary = "read() blocks on an eventfd; write() of 1 wakes it",
+		.scenarios = SC_BLOCKED | SC_LOADED,
+		.setup = eventfd_setup,
+		.teardown = fd_teardown,
+		.rx_wait = fd_rx,
+		.signal = fd_tx,
+	},
 };
 
-static const uc_mech mech_pipe = {
+static const bench_mech mech_pipe = {
 	.name = "pipe",
-	.summary = "read() blocks on a pipe; a 1-byte write() wakes it",
-	.scenarios = SC_BLOCKED | SC_LOADED,
-	.setup = pipe_setup,
-	.teardown = fd_teardown,
-	.rx_wait = fd_rx,
-	.tx_signal = fd_tx,
+	.family = "baseline",
+	.unicast = {
+		.summary = "read() blocks on a pipe; a 1-byte write() wakes it",
+		.scenarios = SC_BLOCKED | SC_LOADED,
+		.setup = pipe_setup,
+		.teardown = fd_teardown,
+		.rx_wait = fd_rx,
+		.signal = fd_tx,
+	},
 };
 
 /* -------------------------------------------------------- signal-running */
 /* The receiver computes (it watches no shared memory); the signal handler
  * stamps its entry.  One process-wide handler, so one context at a time. */
 
-static uc_ctx *sig_ctx;
+static mech_ctx *sig_ctx;
 
 static void on_sigusr1(int sig)
 {
 	(void)sig;
-	uc_ctx *c = sig_ctx;
+	mech_ctx *c = sig_ctx;
 	c->handler_stamp = nemo_ticks_ordered();
 	atomic_store_explicit(&c->handled,
 		atomic_load_explicit(&c->sent_seq, memory_order_acquire),
 		memory_order_relaxed);
 }
 
-static int sigrun_setup(uc_ctx *c)
+static int sigrun_setup(mech_ctx *c)
 {
 	sig_ctx = c;
 	struct sigaction sa;
@@ -263,15 +334,16 @@ static int sigrun_setup(uc_ctx *c)
 	return 0;
 }
 
-static void sigrun_teardown(uc_ctx *c)
+static void sigrun_teardown(mech_ctx *c)
 {
 	(void)c;
 	signal(SIGUSR1, SIG_IGN);
 	sig_ctx = NULL;
 }
 
-static uint64_t sigrun_rx(uc_ctx *c, unsigned seq)
+static uint64_t sigrun_rx(mech_ctx *c, int w, unsigned seq)
 {
+	(void)w;
 	uint64_t x = seq;
 	/* "Computing": arithmetic on registers; the only memory it reads is
 	 * the flag its own signal handler writes (no cache-line transfer). */
@@ -284,26 +356,30 @@ static uint64_t sigrun_rx(uc_ctx *c, unsigned seq)
 	return c->handler_stamp;
 }
 
-static void sigrun_tx(uc_ctx *c, unsigned seq)
+static void sigrun_tx(mech_ctx *c, unsigned seq)
 {
 	atomic_store_explicit(&c->sent_seq, seq, memory_order_release);
 	syscall(SYS_tgkill, c->pid, c->rx_tid, SIGUSR1);
 }
 
-static const uc_mech mech_signal_running = {
+static const bench_mech mech_signal_running = {
 	.name = "signal-running",
-	.summary = "tgkill(SIGUSR1) to a thread that is computing; latency to handler entry",
-	.scenarios = SC_BUSY,
-	.setup = sigrun_setup,
-	.teardown = sigrun_teardown,
-	.rx_wait = sigrun_rx,
-	.tx_signal = sigrun_tx,
+	.family = "baseline",
+	.unicast = {
+		.summary = "tgkill(SIGUSR1) to a thread that is computing; latency to handler entry",
+		.scenarios = SC_BUSY,
+		.setup = sigrun_setup,
+		.teardown = sigrun_teardown,
+		.rx_wait = sigrun_rx,
+		.signal = sigrun_tx,
+	},
 };
 
 /* -------------------------------------------------------- signal-blocked */
 
-static void sigblk_rx_init(uc_ctx *c)
+static void sigblk_rx_init(mech_ctx *c, int w)
 {
+	(void)w;
 	(void)c;
 	sigset_t set;
 	sigemptyset(&set);
@@ -311,8 +387,9 @@ static void sigblk_rx_init(uc_ctx *c)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 }
 
-static uint64_t sigblk_rx(uc_ctx *c, unsigned seq)
+static uint64_t sigblk_rx(mech_ctx *c, int w, unsigned seq)
 {
+	(void)w;
 	(void)c;
 	(void)seq;
 	sigset_t set;
@@ -324,19 +401,22 @@ static uint64_t sigblk_rx(uc_ctx *c, unsigned seq)
 	return 0;
 }
 
-static void sigblk_tx(uc_ctx *c, unsigned seq)
+static void sigblk_tx(mech_ctx *c, unsigned seq)
 {
 	(void)seq;
 	syscall(SYS_tgkill, c->pid, c->rx_tid, SIGUSR2);
 }
 
-static const uc_mech mech_signal_blocked = {
+static const bench_mech mech_signal_blocked = {
 	.name = "signal-blocked",
-	.summary = "tgkill(SIGUSR2) to a thread blocked in sigwaitinfo()",
-	.scenarios = SC_BLOCKED | SC_LOADED,
-	.rx_init = sigblk_rx_init,
-	.rx_wait = sigblk_rx,
-	.tx_signal = sigblk_tx,
+	.family = "baseline",
+	.unicast = {
+		.summary = "tgkill(SIGUSR2) to a thread blocked in sigwaitinfo()",
+		.scenarios = SC_BLOCKED | SC_LOADED,
+		.rx_init = sigblk_rx_init,
+		.rx_wait = sigblk_rx,
+		.signal = sigblk_tx,
+	},
 };
 
 /* ----------------------------------------------------- io_uring-msg-ring */
@@ -349,7 +429,7 @@ struct ur_state {
 	atomic_int rx_fd;
 };
 
-static int ur_setup(uc_ctx *c)
+static int ur_setup(mech_ctx *c)
 {
 	/* Probe: can this kernel do MSG_RING at all? */
 	struct io_uring_probe *p = io_uring_get_probe();
@@ -369,13 +449,14 @@ static int ur_setup(uc_ctx *c)
 	return 0;
 }
 
-static void ur_teardown(uc_ctx *c)
+static void ur_teardown(mech_ctx *c)
 {
 	free(c->priv);
 }
 
-static void ur_rx_init(uc_ctx *c)
+static void ur_rx_init(mech_ctx *c, int w)
 {
+	(void)w;
 	struct ur_state *s = c->priv;
 	int err = io_uring_queue_init(8, &s->rx, 0);
 	if (err < 0)
@@ -383,13 +464,14 @@ static void ur_rx_init(uc_ctx *c)
 	atomic_store(&s->rx_fd, s->rx.ring_fd);
 }
 
-static void ur_rx_fini(uc_ctx *c)
+static void ur_rx_fini(mech_ctx *c, int w)
 {
+	(void)w;
 	struct ur_state *s = c->priv;
 	io_uring_queue_exit(&s->rx);
 }
 
-static void ur_tx_init(uc_ctx *c)
+static void ur_tx_init(mech_ctx *c)
 {
 	struct ur_state *s = c->priv;
 	int err = io_uring_queue_init(8, &s->tx, 0);
@@ -397,14 +479,15 @@ static void ur_tx_init(uc_ctx *c)
 		fatal("io_uring_queue_init: %s", strerror(-err));
 }
 
-static void ur_tx_fini(uc_ctx *c)
+static void ur_tx_fini(mech_ctx *c)
 {
 	struct ur_state *s = c->priv;
 	io_uring_queue_exit(&s->tx);
 }
 
-static uint64_t ur_rx(uc_ctx *c, unsigned seq)
+static uint64_t ur_rx(mech_ctx *c, int w, unsigned seq)
 {
+	(void)w;
 	struct ur_state *s = c->priv;
 	struct io_uring_cqe *cqe;
 	int err;
@@ -420,7 +503,7 @@ static uint64_t ur_rx(uc_ctx *c, unsigned seq)
 	return t;
 }
 
-static void ur_tx(uc_ctx *c, unsigned seq)
+static void ur_tx(mech_ctx *c, unsigned seq)
 {
 	struct ur_state *s = c->priv;
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&s->tx);
@@ -430,7 +513,7 @@ static void ur_tx(uc_ctx *c, unsigned seq)
 		fatal("io_uring_submit: %s", strerror(-err));
 }
 
-static void ur_tx_after(uc_ctx *c, unsigned seq)
+static void ur_tx_after(mech_ctx *c, unsigned seq)
 {
 	/* MSG_RING also completes on the sender's ring: reap it off the clock. */
 	struct ur_state *s = c->priv;
@@ -446,22 +529,25 @@ static void ur_tx_after(uc_ctx *c, unsigned seq)
 	io_uring_cqe_seen(&s->tx, cqe);
 }
 
-static const uc_mech mech_io_uring = {
+static const bench_mech mech_io_uring = {
 	.name = "io_uring-msg-ring",
-	.summary = "IORING_OP_MSG_RING to a ring whose owner waits in io_uring_wait_cqe()",
-	.scenarios = SC_BLOCKED | SC_LOADED,
-	.setup = ur_setup,
-	.teardown = ur_teardown,
-	.rx_init = ur_rx_init,
-	.rx_fini = ur_rx_fini,
-	.tx_init = ur_tx_init,
-	.tx_fini = ur_tx_fini,
-	.rx_wait = ur_rx,
-	.tx_signal = ur_tx,
-	.tx_after = ur_tx_after,
+	.family = "baseline",
+	.unicast = {
+		.summary = "IORING_OP_MSG_RING to a ring whose owner waits in io_uring_wait_cqe()",
+		.scenarios = SC_BLOCKED | SC_LOADED,
+		.setup = ur_setup,
+		.teardown = ur_teardown,
+		.rx_init = ur_rx_init,
+		.rx_fini = ur_rx_fini,
+		.tx_init = ur_tx_init,
+		.tx_fini = ur_tx_fini,
+		.rx_wait = ur_rx,
+		.signal = ur_tx,
+		.tx_after = ur_tx_after,
+	},
 };
 
-const uc_mech *const uc_baselines[] = {
+const bench_mech *const mechs_baseline[] = {
 	&mech_spin, &mech_spin_rtt, &mech_futex, &mech_condvar, &mech_eventfd,
 	&mech_pipe, &mech_signal_running, &mech_signal_blocked, &mech_io_uring,
 	NULL,

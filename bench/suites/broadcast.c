@@ -12,9 +12,14 @@
  * latency from the sender to every waiter CPU is measured in the same
  * rounds, so "last waiter vs. one cache-line transfer" is judged within
  * one run.
+ *
+ * It measures the broadcast role of a mechanism (mech.h): each waiter
+ * announces `slot[w].ready = gen` and calls rx_wait(c, w, gen); the
+ * sender sees every announcement, calls prepare(c, gen) if any, waits the
+ * random delay of the row's scenario, stamps t_send, calls signal(c, gen),
+ * stamps again.
  */
 #define _GNU_SOURCE
-#include "broadcast.h"
 #include "plan.h"
 #include "unicast.h"
 
@@ -23,148 +28,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------ baselines */
-
-/*
- * spin: every waiter polls the one shared word; the broadcast is one
- * store to it.  The floor of a polling broadcast.  A waiter that shares
- * its CPU (an oversubscribed row) yields between checks, so the others
- * get to see the store at all.
- */
-static uint64_t bspin_wait(bc_ctx *c, int w, unsigned gen)
-{
-	(void)w;
-	unsigned n = 0;
-	while (atomic_load_explicit(&c->word, memory_order_acquire) != gen) {
-		nemo_cpu_relax();
-		if (c->shared_cpu && (++n & 63u) == 0)
-			sched_yield();
-	}
-	return nemo_ticks_ordered();
-}
-
-static void bspin_broadcast(bc_ctx *c, unsigned gen)
-{
-	atomic_store_explicit(&c->word, gen, memory_order_release);
-}
-
-static const bc_mech bc_spin = {
-	.name = "spin",
-	.summary = "all K waiters poll one shared word; the broadcast is one store (the floor)",
-	.scenarios = SC_POLLING,
-	.rx_wait = bspin_wait,
-	.tx_broadcast = bspin_broadcast,
-};
-
-struct bcv {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	unsigned value;
-};
-
-static int bcv_setup(bc_ctx *c)
-{
-	struct bcv *s = xcalloc(1, sizeof *s);
-	pthread_mutex_init(&s->mu, NULL);
-	pthread_cond_init(&s->cv, NULL);
-	c->priv = s;
-	return 0;
-}
-
-static void bcv_teardown(bc_ctx *c)
-{
-	struct bcv *s = c->priv;
-	pthread_cond_destroy(&s->cv);
-	pthread_mutex_destroy(&s->mu);
-	free(s);
-}
-
-static uint64_t bcv_wait(bc_ctx *c, int w, unsigned gen)
-{
-	struct bcv *s = c->priv;
-	(void)w;
-	pthread_mutex_lock(&s->mu);
-	while (s->value != gen)
-		pthread_cond_wait(&s->cv, &s->mu);
-	uint64_t t = nemo_ticks_ordered();
-	pthread_mutex_unlock(&s->mu);
-	return t;
-}
-
-static void bcv_broadcast(bc_ctx *c, unsigned gen)
-{
-	struct bcv *s = c->priv;
-	pthread_mutex_lock(&s->mu);
-	s->value = gen;
-	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
-}
-
-static const bc_mech bc_condvar = {
-	.name = "condvar",
-	.summary = "pthread_cond_broadcast (glibc) to K waiters in pthread_cond_wait",
-	.scenarios = SC_BLOCKED,
-	.setup = bcv_setup,
-	.teardown = bcv_teardown,
-	.rx_wait = bcv_wait,
-	.tx_broadcast = bcv_broadcast,
-};
-
-static uint64_t bfx_wait(bc_ctx *c, int w, unsigned gen)
-{
-	unsigned v;
-	(void)w;
-	while ((v = atomic_load_explicit(&c->word, memory_order_acquire)) != gen)
-		nemo_futex_wait((uint32_t *)&c->word, v, NULL, NEMO_FUTEX_PRIVATE);
-	return 0;
-}
-
-static void bfx_broadcast(bc_ctx *c, unsigned gen)
-{
-	atomic_store_explicit(&c->word, gen, memory_order_release);
-	nemo_futex_wake((uint32_t *)&c->word, INT_MAX, NEMO_FUTEX_PRIVATE, NULL);
-}
-
-static const bc_mech bc_futex = {
-	.name = "futex",
-	.summary = "FUTEX_WAKE of all K waiters sleeping on one word",
-	.scenarios = SC_BLOCKED,
-	.rx_wait = bfx_wait,
-	.tx_broadcast = bfx_broadcast,
-};
-
-const bc_mech *const bc_baselines[] = { &bc_spin, &bc_condvar, &bc_futex, NULL };
-
-static const bc_mech *const *const bc_tables[] = { bc_baselines, bc_events, bc_messaging };
-
-#define FOR_EACH_BC(m)                                                         \
-	for (size_t t_ = 0; t_ < sizeof bc_tables / sizeof bc_tables[0]; t_++)  \
-		for (const bc_mech *const *p_ = bc_tables[t_]; (m = *p_) != NULL; p_++)
-
-static const bc_mech *find_bc(const char *name)
-{
-	const bc_mech *m;
-	FOR_EACH_BC(m)
-		if (strcmp(m->name, name) == 0)
-			return m;
-	return NULL;
-}
-
 static bool bc_has(const char *name)
 {
-	return find_bc(name) != NULL;
+	return mech_find(ROLE_BROADCAST, name) != NULL;
 }
 
 static void bc_list(FILE *out)
 {
-	const bc_mech *m;
-	FOR_EACH_BC(m) {
-		char sc[32];
-		snprintf(sc, sizeof sc, "[%s%s%s]", (m->scenarios & SC_POLLING) ? "polling" : "",
-			 (m->scenarios & SC_POLLING) && (m->scenarios & SC_BLOCKED) ? "," : "",
-			 (m->scenarios & SC_BLOCKED) ? "blocked" : "");
-		fprintf(out, "    %-20s %s %s\n", m->name, sc, m->summary);
-	}
+	mech_list(ROLE_BROADCAST, out);
 }
 
 static void bc_help(FILE *out)
@@ -190,7 +61,7 @@ static void bc_help(FILE *out)
 
 /* One row's measurements, gathered over the rounds. */
 struct bc_acc {
-	const bc_mech *m;
+	const bench_mech *m;
 	unsigned sc;
 	int K;
 	int *cpus;                    /* K: waiter w's CPU */
@@ -205,8 +76,9 @@ struct bc_acc {
 
 /* One round of one row: what its threads share. */
 struct bc_run {
-	const bc_mech *m;
-	bc_ctx *c;
+	const mech_wake *m;           /* the mechanism's broadcast hooks */
+	const char *name;
+	mech_ctx *c;
 	long total, warmup;
 	long measured;                /* sender: broadcasts measured (fewer if interrupted) */
 	double *lat;                  /* trials * K, [trial][waiter] */
@@ -225,7 +97,7 @@ static void *bc_waiter(void *p)
 {
 	struct bc_waiter_arg *a = p;
 	struct bc_run *r = a->r;
-	bc_ctx *c = r->c;
+	mech_ctx *c = r->c;
 	pthread_setname_np(pthread_self(), "bench-waiter");
 	int K = c->waiters, w = a->w;
 	long v0 = 0, t0 = 0, v1, t1;
@@ -250,7 +122,7 @@ static void *bc_waiter(void *p)
 			r->lat[(size_t)(i - r->warmup) * (size_t)K + (size_t)w] =
 				nemo_ticks_to_ns((int64_t)(stamp - sent));
 		/* The sender made this broadcast the last (interrupted). */
-		if (atomic_load_explicit(&c->last_gen, memory_order_acquire) == gen) {
+		if (atomic_load_explicit(&c->last, memory_order_acquire) == gen) {
 			i++;
 			break;
 		}
@@ -268,7 +140,7 @@ static void *bc_waiter(void *p)
 	return NULL;
 }
 
-static void wait_all(bc_ctx *c, unsigned gen, const char *name)
+static void wait_all(mech_ctx *c, unsigned gen, const char *name)
 {
 	for (int w = 0; w < c->waiters; w++)
 		wait_until_eq(&c->slot[w].ready, gen, BENCH_STUCK_S, name);
@@ -277,7 +149,7 @@ static void wait_all(bc_ctx *c, unsigned gen, const char *name)
 static void *bc_sender(void *p)
 {
 	struct bc_run *r = p;
-	bc_ctx *c = r->c;
+	mech_ctx *c = r->c;
 	uint64_t rng = r->seed | 1;
 	pthread_setname_np(pthread_self(), "bench-sender");
 	if (r->m->tx_init)
@@ -285,18 +157,18 @@ static void *bc_sender(void *p)
 	long i = 0;
 	for (; i < r->total; i++) {
 		unsigned gen = (unsigned)i + 1;
-		wait_all(c, gen, r->m->name);
+		wait_all(c, gen, r->name);
 		/* Interrupted: this broadcast, a whole one, is the row's last;
 		 * every waiter learns it when it wakes. */
 		bool last = bench_stop_requested();
 		if (last)
-			atomic_store_explicit(&c->last_gen, gen, memory_order_release);
-		if (r->m->tx_prepare)
-			r->m->tx_prepare(c, gen);
+			atomic_store_explicit(&c->last, gen, memory_order_release);
+		if (r->m->prepare)
+			r->m->prepare(c, gen);
 		random_delay(&rng, r->dmin, r->dmax);
 		uint64_t t0 = nemo_ticks_ordered();
 		atomic_store_explicit(&c->t_send, t0, memory_order_release);
-		r->m->tx_broadcast(c, gen);
+		r->m->signal(c, gen);
 		uint64_t t1 = nemo_ticks_ordered();
 		if (i >= r->warmup) {
 			r->snd[i - r->warmup] = nemo_ticks_to_ns((int64_t)(t1 - t0));
@@ -308,7 +180,7 @@ static void *bc_sender(void *p)
 		}
 	}
 	r->measured = i > r->warmup ? i - r->warmup : 0;
-	wait_all(c, (unsigned)i + 1, r->m->name);
+	wait_all(c, (unsigned)i + 1, r->name);
 	if (r->m->tx_fini)
 		r->m->tx_fini(c);
 	return NULL;
@@ -319,10 +191,10 @@ static void *bc_sender(void *p)
 static bool bc_measure(const bench_opts *o, struct bc_acc *a, long trials, int round,
 		       char *why, size_t whylen)
 {
-	const bc_mech *m = a->m;
+	const mech_wake *m = &a->m->broadcast;
 	int K = a->K;
-	bc_ctx *c = xaligned(sizeof *c);
-	bc_slot *slot = xaligned(sizeof *slot * (size_t)K);
+	mech_ctx *c = xaligned(sizeof *c);
+	mech_slot *slot = xaligned(sizeof *slot * (size_t)K);
 	c->waiters = K;
 	c->slot = slot;
 	c->scenario = a->sc;
@@ -336,7 +208,7 @@ static bool bc_measure(const bench_opts *o, struct bc_acc *a, long trials, int r
 	}
 	bool polling = a->sc == SC_POLLING;
 	struct bc_run r = {
-		.m = m, .c = c, .total = trials + o->warmup, .warmup = o->warmup,
+		.m = m, .name = a->m->name, .c = c, .total = trials + o->warmup, .warmup = o->warmup,
 		.lat = a->lat + (size_t)a->n * (size_t)K,
 		.snd = a->snd + a->n,
 		.ctx = xcalloc((size_t)K, sizeof(double)),
@@ -344,7 +216,7 @@ static bool bc_measure(const bench_opts *o, struct bc_acc *a, long trials, int r
 		.cpu = xcalloc((size_t)K, sizeof(double)),
 		.dmin = polling ? o->poll_delay_min_us : o->delay_min_us,
 		.dmax = polling ? o->poll_delay_max_us : o->delay_max_us,
-		.seed = o->seed ^ (uint64_t)K ^ ((uint64_t)a->sc << 32) ^ (uint64_t)(uintptr_t)m ^
+		.seed = o->seed ^ (uint64_t)K ^ ((uint64_t)a->sc << 32) ^ (uint64_t)(uintptr_t)a->m ^
 			((uint64_t)round * 0x9e3779b97f4a7c15ULL),
 	};
 	double before = coherence_probe(o->src, a->cpus[0], 1000);
@@ -436,7 +308,7 @@ static void bc_emit(const bench_opts *o, struct bc_acc *a, const struct oneway *
 	out.send_ns = a->snd;
 	row_emit(o, &out, results);
 	json_t *j = json_array_get(results, json_array_size(results) - 1);
-	if (a->m->nemo_policy) {
+	if (a->m->broadcast.nemo_policy) {
 		nemo_wait_policy pol = a->sc == SC_POLLING ? o->poll_policy
 							    : (nemo_wait_policy){ NEMO_WAIT_BLOCK, 0 };
 		char name[32];
@@ -531,23 +403,20 @@ static bool is_oversubscribed(const int *cpus, int K, int src)
 
 /* --------------------------------------------------------------- suite */
 
-static unsigned row_scenarios(const bench_opts *o, const bc_mech *m)
+static unsigned row_scenarios(const bench_opts *o, const bench_mech *m)
 {
-	return o->scenarios ? (m->scenarios & o->scenarios) : m->scenarios;
+	return o->scenarios ? (m->broadcast.scenarios & o->scenarios) : m->broadcast.scenarios;
 }
 
 static int bc_run(const bench_opts *o, json_t *results, json_t *config)
 {
-	const bc_mech *sel[BENCH_MAX_LIST];
+	const bench_mech *sel[BENCH_MAX_LIST];
 	int n = 0;
 	if (o->nmechs) {
 		for (int i = 0; i < o->nmechs; i++)
-			sel[n++] = find_bc(o->mechs[i]);
+			sel[n++] = mech_find(ROLE_BROADCAST, o->mechs[i]);
 	} else {
-		const bc_mech *m;
-		FOR_EACH_BC(m)
-			if (n < BENCH_MAX_LIST)
-				sel[n++] = m;
+		n = mech_all(ROLE_BROADCAST, sel, BENCH_MAX_LIST);
 	}
 	int *order = xcalloc(BENCH_MAX_CPUS, sizeof *order);
 	int norder = waiter_order(o, order);
@@ -628,7 +497,7 @@ static int bc_run(const bench_opts *o, json_t *results, json_t *config)
 		}
 	ow.acc = xcalloc((size_t)ow.n + 1, sizeof *ow.acc);
 	ow.p50 = xcalloc((size_t)ow.n + 1, sizeof *ow.p50);
-	const uc_mech *spin = unicast_find("spin");
+	const bench_mech *spin = unicast_find("spin");
 	for (int i = 0; i < ow.n; i++)
 		uc_acc_init(&ow.acc[i], spin, SC_ONE_WAY, o->trials);
 	/* The one-way rows wait the polling rows' delay: the receiver polls. */
