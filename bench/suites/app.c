@@ -15,6 +15,10 @@
  *   progress-thread  the domain's progress thread serves them
  *   watchdog-50us,   interrupt mode under the polling watchdog, T = 50 us
  *   watchdog-1ms     or 1 ms, and no checks in the loops
+ *   check-watchdog-50us  both: the checks of poll-check, and the watchdog
+ *                    (T = 50 us) for a request the checks leave waiting
+ *                    (the paper's combination: polling, with interrupts
+ *                    only for late messages)
  *   interrupt        interrupt mode: a signal for every request
  *   threads          2P places on the CPUs (more places than CPUs), poll-send
  *
@@ -41,7 +45,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum strategy { ST_POLL_SEND, ST_POLL_CHECK, ST_PROGRESS, ST_WD50, ST_WD1MS, ST_INTERRUPT, ST_THREADS };
+enum strategy { ST_POLL_SEND, ST_POLL_CHECK, ST_PROGRESS, ST_WD50, ST_WD1MS, ST_CHECK_WD50, ST_INTERRUPT,
+		ST_THREADS };
 enum shape { SH_SHORT, SH_NESTED, SH_LONG, SH_COUNT };
 
 static const char *const shape_names[SH_COUNT] = { "short", "nested", "long" };
@@ -59,6 +64,8 @@ static const app_mech app_mechs[] = {
 	{ "progress-thread", ST_PROGRESS, "the domain's progress thread serves the places (nemo_place_set_progress)" },
 	{ "watchdog-50us", ST_WD50, "interrupt mode under the polling watchdog, T = 50 us" },
 	{ "watchdog-1ms", ST_WD1MS, "interrupt mode under the polling watchdog, T = 1 ms" },
+	{ "check-watchdog-50us", ST_CHECK_WD50,
+	  "poll-check's checks, and the polling watchdog (T = 50 us) for the requests they leave waiting" },
 	{ "interrupt", ST_INTERRUPT, "interrupt mode: a signal for every request" },
 	{ "threads", ST_THREADS, "2P places on the P CPUs (more places than CPUs), poll-send" },
 };
@@ -201,16 +208,17 @@ static void *place_main(void *arg)
 	struct app_run *r = p->run;
 	enum strategy st = r->m->st;
 	nemo_place_attr a = { .context = p };
-	if (st == ST_WD50 || st == ST_WD1MS || st == ST_INTERRUPT)
+	bool checks = st == ST_POLL_CHECK || st == ST_CHECK_WD50;
+	if (st == ST_WD50 || st == ST_WD1MS || st == ST_CHECK_WD50 || st == ST_INTERRUPT)
 		a.flags |= NEMO_PLACE_INTERRUPTS;
 	int err = nemo_place_join(r->d, &a, &p->id);
 	if (err)
 		fatal("app %s: join: %s", r->m->name, nemo_last_error());
-	if (st == ST_POLL_CHECK)
+	if (checks)
 		nemo_poll_threshold_set((uint64_t)(r->o->delay_min_us * 1000));
 	if (st == ST_PROGRESS)
 		nemo_place_set_progress(true);
-	if (st == ST_WD50)
+	if (st == ST_WD50 || st == ST_CHECK_WD50)
 		nemo_place_set_watchdog(50 * 1000);
 	if (st == ST_WD1MS)
 		nemo_place_set_watchdog(1000 * 1000);
@@ -245,7 +253,7 @@ static void *place_main(void *arg)
 			if (bench_stop_requested())
 				break;
 		}
-		if (st == ST_POLL_CHECK)
+		if (checks)
 			NEMO_POLL_CHECK();
 		if (bench_stop_requested())
 			break;
@@ -308,7 +316,7 @@ static bool app_row(const bench_opts *o, const app_mech *m, enum shape shape, co
 	nemo_watchdog *wd = NULL;
 	if (!err && m->st == ST_PROGRESS)
 		err = nemo_progress_start(r.d, NULL, &pt);
-	if (!err && (m->st == ST_WD50 || m->st == ST_WD1MS))
+	if (!err && (m->st == ST_WD50 || m->st == ST_WD1MS || m->st == ST_CHECK_WD50))
 		err = nemo_watchdog_start(r.d, &wd);
 	if (err) {
 		snprintf(why, whylen, "%s", nemo_last_error());

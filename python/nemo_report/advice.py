@@ -737,6 +737,8 @@ APP_API = {
     "progress-thread": "`nemo_progress_start` and `nemo_place_set_progress(true)` in the computing places",
     "watchdog-50us": "interrupt mode with `nemo_watchdog_start` and `nemo_place_set_watchdog(50000)`",
     "watchdog-1ms": "interrupt mode with `nemo_watchdog_start` and `nemo_place_set_watchdog(1000000)`",
+    "check-watchdog-50us": "`NEMO_POLL_CHECK()` in the loops, and interrupt mode with `nemo_watchdog_start` and "
+                           "`nemo_place_set_watchdog(50000)` for the requests the checks leave waiting",
     "interrupt": "interrupt mode (`NEMO_PLACE_INTERRUPTS`): a signal for every message",
     "threads": "more places than CPUs, each waiting in `nemo_place_wait`",
 }

@@ -439,7 +439,8 @@ def throughput_rates(rows, outdir):
                   "Every message's value was checked by the receiver.")
 
 
-APP_ORDER = ("interrupt", "poll-send", "poll-check", "progress-thread", "watchdog-50us", "watchdog-1ms", "threads")
+APP_ORDER = ("interrupt", "poll-send", "poll-check", "progress-thread", "watchdog-50us", "watchdog-1ms",
+             "check-watchdog-50us", "threads")
 
 
 def _app_mechs(rows):
