@@ -225,8 +225,7 @@ bool xproc_measure(const bench_opts *o, xproc_acc *acc, int src, int dst, long t
 	case X_EVENT:
 		snprintf(r.seg, sizeof r.seg, "nemo-bench-xproc-%d", (int)getpid());
 		nemo_xproc_unlink(r.seg);
-		nemo_xproc_attr a = {.max_procs = 4, .max_places = 4};
-		if ((rc = nemo_xproc_create(r.seg, &a, &x)) || (rc = nemo_xproc_join(x, "tx", &p, NULL)) ||
+		if ((rc = nemo_xproc_create(r.seg, NULL, &x)) || (rc = nemo_xproc_join(x, "tx", &p, NULL)) ||
 		    (rc = nemo_xproc_name(x, "stamp", &code))) {
 			snprintf(why, whylen, "%s", nemo_last_error());
 			goto out;

@@ -99,7 +99,8 @@
  *
  * JOIN AND LEAVE.  Join: CAS word (FREE or DEAD, gen g) -> (g+1, me,
  * CLAIM); reset the rings into and out of the index (seq of slot k = k);
- * wstate = RUNNING; name; word = (g+1, me, LIVE) (seq_cst).  Senders
+ * wstate = RUNNING; name; word = (g+1, me, LIVE) (seq_cst); then, if
+ * another LIVE place has the same name, leave again (EEXIST).  Senders
  * check the destination's word (LIVE, their generation) before they
  * write, and reset their private position when the generation they knew
  * changed; receivers do the same for each sender's index.  Leave: CAS
@@ -405,6 +406,7 @@ static void reclaim(nemo_xproc *x, uint32_t k, uint32_t word)
 	for (uint32_t i = 0; i < x->nplaces; i++)                                          /* D3 */
 		if (pw_state(atomic_load_explicit(&place_at(x, i)->word, memory_order_relaxed)) == P_LIVE)
 			kick_place(x, i);
+	atomic_store_explicit(&proc_at(x, k)->start, 0, memory_order_relaxed);
 	atomic_compare_exchange_strong_explicit(&proc_at(x, k)->word, &word, 0, memory_order_seq_cst,
 						memory_order_relaxed);                         /* D4 */
 	atomic_fetch_add_explicit(&x->reclaimed, 1, memory_order_relaxed);
@@ -497,7 +499,9 @@ static int claim_proc(nemo_xproc *x)
 	for (uint32_t k = 0; k < x->nprocs; k++) {
 		struct seg_proc *pr = proc_at(x, k);
 		uint32_t zero = 0;
-		atomic_store_explicit(&pr->start, 0, memory_order_relaxed);
+		/* A free slot's start is 0 (D4 and detach clear it before they
+		 * free the word), so until our store below a checker compares
+		 * nothing and relies on the pidfd alone. */
 		if (atomic_compare_exchange_strong_explicit(&pr->word, &zero, x->pid, memory_order_seq_cst,
 							    memory_order_relaxed)) {
 			atomic_store_explicit(&pr->start, start_time(x->pid), memory_order_relaxed);
@@ -692,6 +696,8 @@ int nemo_xproc_detach(nemo_xproc *x)
 		if (x->places[i])
 			nemo_xproc_leave(x->places[i]);
 	uint32_t w = x->pid;
+	if (atomic_load_explicit(&proc_at(x, x->me)->word, memory_order_relaxed) == w)
+		atomic_store_explicit(&proc_at(x, x->me)->start, 0, memory_order_relaxed);
 	atomic_compare_exchange_strong_explicit(&proc_at(x, x->me)->word, &w, 0, memory_order_seq_cst,
 						memory_order_relaxed);
 	handle_free(x);
@@ -796,6 +802,21 @@ int nemo_xproc_join(nemo_xproc *x, const char *name, nemo_xproc_place **out, nem
 			free(p);
 			return NEMO__FAIL(EBADMSG, "place %u was changed by another process while joining", i);
 		}
+		/* Another place that went LIVE under the same name meanwhile:
+		 * both published (seq_cst) before they look, so at least one
+		 * sees the other, and whoever sees one backs out. */
+		if (name) {
+			uint32_t nw[NAME_WORDS];
+			name_pack(name, nw);
+			for (uint32_t o = 0; o < x->nplaces; o++) {
+				struct seg_place *op = place_at(x, o);
+				if (o != i && pw_state(atomic_load_explicit(&op->word, memory_order_seq_cst)) == P_LIVE &&
+				    name_eq(op->name, nw)) {
+					nemo_xproc_leave(p);
+					return NEMO__FAIL(EEXIST, "a live place is named '%s'", name);
+				}
+			}
+		}
 		*out = p;
 		if (id)
 			*id = p->id;
@@ -873,6 +894,25 @@ int nemo_xproc_place_check(nemo_xproc *x, nemo_xproc_id id)
 /* Names and handlers                                                  */
 /* ------------------------------------------------------------------ */
 
+/*
+ * The name table is open addressing with linear probing from the name's
+ * hash, and a name slot is never freed: its state goes 0 -> 1 (claimed,
+ * CAS) -> 2 (name written, seq_cst store).  Two processes entering the
+ * same name probe the same slots in the same order, so the first slot
+ * either finds free is the one both meet: one wins its CAS, the other
+ * waits for state 2 and finds the name there.  A claimer that dies
+ * between 1 and 2 leaves its slot at 1: a prober waits a bounded time
+ * for it, then skips it (the name may then get a second code; names are
+ * entered once per process at start-up, so this needs a death there).
+ */
+static uint32_t name_hash(const uint32_t w[NAME_WORDS])
+{
+	uint32_t h = 2166136261u;
+	for (unsigned i = 0; i < NAME_WORDS; i++)
+		h = (h ^ w[i]) * 16777619u;
+	return h;
+}
+
 int nemo_xproc_name(nemo_xproc *x, const char *name, uint32_t *code)
 {
 	if (!x || !code || !name_ok(name, NEMO_XPROC_NAME_MAX))
@@ -880,36 +920,33 @@ int nemo_xproc_name(nemo_xproc *x, const char *name, uint32_t *code)
 				  NEMO_XPROC_NAME_MAX);
 	uint32_t w[NAME_WORDS];
 	name_pack(name, w);
-	/* Two passes at most: look, then claim a free slot and look again
-	 * for a racing claimer of the same name (the lower index wins). */
-	for (uint32_t i = 0; i < x->nnames; i++) {
+	uint32_t h = name_hash(w);
+	for (uint32_t k = 0; k < x->nnames; k++) {
+		uint32_t i = (h + k) % x->nnames;
 		struct seg_name *n = name_at(x, i);
-		if (atomic_load_explicit(&n->state, memory_order_acquire) == 2 && name_eq(n->name, w)) {
+		uint32_t st = atomic_load_explicit(&n->state, memory_order_acquire);
+		if (st == 0) {
+			if (atomic_compare_exchange_strong_explicit(&n->state, &st, 1, memory_order_acq_rel,
+								    memory_order_acquire)) {
+				for (uint32_t j = 0; j < NAME_WORDS; j++)
+					atomic_store_explicit(&n->name[j], w[j], memory_order_relaxed);
+				atomic_store_explicit(&n->state, 2, memory_order_seq_cst);
+				*code = i;
+				return 0;
+			}
+		}
+		/* Claimed: wait (bounded) for its name to be written. */
+		for (unsigned spin = 0; st == 1 && spin < 100000; spin++) {
+			if (spin > 64)
+				sched_yield();
+			st = atomic_load_explicit(&n->state, memory_order_acquire);
+		}
+		if (st == 2 && name_eq(n->name, w)) {
 			*code = i;
 			return 0;
 		}
 	}
-	for (uint32_t i = 0; i < x->nnames; i++) {
-		struct seg_name *n = name_at(x, i);
-		uint32_t z = 0;
-		if (!atomic_compare_exchange_strong_explicit(&n->state, &z, 1, memory_order_acq_rel,
-							     memory_order_relaxed))
-			continue;
-		for (uint32_t j = 0; j < NAME_WORDS; j++)
-			atomic_store_explicit(&n->name[j], w[j], memory_order_relaxed);
-		atomic_store_explicit(&n->state, 2, memory_order_seq_cst);
-		for (uint32_t j = 0; j < i; j++) {
-			struct seg_name *m = name_at(x, j);
-			if (atomic_load_explicit(&m->state, memory_order_seq_cst) == 2 && name_eq(m->name, w)) {
-				atomic_store_explicit(&n->state, 0, memory_order_release);
-				*code = j;
-				return 0;
-			}
-		}
-		*code = i;
-		return 0;
-	}
-	return NEMO__FAIL(ENOSPC, "every one of the %u names is taken", x->nnames);
+	return NEMO__FAIL(ENOSPC, "no slot of the %u names is free for '%s'", x->nnames, name);
 }
 
 int nemo_xproc_handle(nemo_xproc *x, const char *name, nemo_xproc_handler fn, void *ctx)
