@@ -9,6 +9,12 @@
  *   test_xproc kill     kill -9 of a receiver and of a sender during a
  *                       flood: the survivors get EOWNERDEAD, none hangs;
  *                       a restarted process attaches and joins again
+ *   test_xproc hostile  slots rewritten by hand (length, kind, code, dst,
+ *                       src): rejected, counted, no handler runs, the ring
+ *                       goes on; a scribbled header or a foreign file is
+ *                       refused at attach (EPROTO)
+ *   test_xproc threads  two places of one process on two threads (so that
+ *                       ThreadSanitizer sees both sides of the protocol)
  *
  * Every child has an alarm: a hang fails the test, never stalls it.
  * Nothing here asserts a time.  NEMO_STRESS_SCALE scales the counts
@@ -20,6 +26,8 @@
 #include <nemo/xproc.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -471,6 +479,166 @@ static void test_kill(void)
 	nemo_xproc_detach(x);
 }
 
+/* ------------------------------------------------------------------ */
+
+/* A hostile peer's slots, made by hand: a message is sent, found in the
+ * segment by its arg, and rewritten; the receiver must reject it (no
+ * handler runs, EBADMSG, counted).  And a segment whose header is not
+ * nemo's is refused at attach (EPROTO). */
+#define MARK 0x6e656d6f0badf00dull
+
+static int hostile_calls;
+static void on_hostile(void *ctx, nemo_xproc_place *p, const nemo_xproc_msg *m)
+{
+	(void)ctx;
+	(void)p;
+	(void)m;
+	hostile_calls++;
+}
+
+static unsigned char *map_seg(size_t *size)
+{
+	char path[128];
+	snprintf(path, sizeof path, "/dev/shm/%s", seg);
+	int fd = open(path, O_RDWR);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0)
+		return NULL;
+	*size = (size_t)st.st_size;
+	unsigned char *b = mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	return b == MAP_FAILED ? NULL : b;
+}
+
+/* The slot holding the last message sent with arg MARK: its arg field. */
+static _Atomic uint64_t *find_mark(unsigned char *b, size_t size)
+{
+	for (size_t off = 0; off + 8 <= size; off += 8) {
+		_Atomic uint64_t *w = (_Atomic uint64_t *)(b + off);
+		if (atomic_load_explicit(w, memory_order_relaxed) == MARK)
+			return w;
+	}
+	return NULL;
+}
+
+static void test_hostile(void)
+{
+	seg_name("hostile");
+	nemo_xproc *x;
+	nemo_xproc_attr a = {.max_procs = 2, .max_places = 2, .ring_slots = 4, .max_names = 4};
+	CHECK_EQ_INT(nemo_xproc_create(seg, &a, &x), 0);
+	nemo_xproc_place *p, *q;
+	nemo_xproc_id qid;
+	CHECK_EQ_INT(nemo_xproc_join(x, "p", &p, NULL), 0);
+	CHECK_EQ_INT(nemo_xproc_join(x, "q", &q, &qid), 0);
+	uint32_t code;
+	CHECK_EQ_INT(nemo_xproc_handle(x, "h", on_hostile, NULL), 0);
+	CHECK_EQ_INT(nemo_xproc_name(x, "h", &code), 0);
+	size_t size = 0;
+	unsigned char *b = map_seg(&size);
+	CHECK(b != NULL);
+	if (!b)
+		return;
+	/* Slot fields around arg (xproc.c, THE SEGMENT): seq src dst code
+	 * [arg] kindlen payload.  Each case rewrites one of them. */
+	for (int c = 0; c < 6; c++) {
+		CHECK_EQ_INT(nemo_xproc_send(p, qid, code, MARK, "ok", 2, 0), 0);
+		_Atomic uint64_t *arg = find_mark(b, size);
+		CHECK(arg != NULL);
+		if (!arg)
+			break;
+		_Atomic uint32_t *w = (_Atomic uint32_t *)arg;
+		switch (c) {
+		case 0: atomic_store(&w[2], 1u << 16 | 200); break;          /* len 200 */
+		case 1: atomic_store(&w[2], 9u << 16 | 2); break;            /* unknown kind */
+		case 2: atomic_store(&w[-1], 9999); break;                   /* code out of range */
+		case 3: atomic_store(&w[-2], qid ^ 0x100); break;            /* dst: another generation */
+		case 4: atomic_store(&w[-3], 0xFFFFFFFFu); break;            /* src: index 255 */
+		case 5: atomic_store(&w[2], 2u << 16 | 4); break;            /* a notification with a payload */
+		}
+		atomic_store(arg, 0);   /* the next find must not meet this slot */
+		unsigned h = 99;
+		nemo_xproc_counters before, after;
+		nemo_xproc_get_counters(x, &before);
+		CHECK_EQ_INT(nemo_xproc_poll(q, &h), EBADMSG);
+		CHECK_EQ_INT(h, 0);
+		nemo_xproc_get_counters(x, &after);
+		CHECK_EQ_INT(after.rejected, before.rejected + 1);
+	}
+	CHECK_EQ_INT(hostile_calls, 0);
+	/* The ring is not stuck: a good message after the bad ones arrives. */
+	CHECK_EQ_INT(nemo_xproc_send(p, qid, code, 1, NULL, 0, 0), 0);
+	unsigned h = 0;
+	CHECK_EQ_INT(nemo_xproc_poll(q, &h), 0);
+	CHECK_EQ_INT(h, 1);
+	CHECK_EQ_INT(hostile_calls, 1);
+	/* A scribbled header: later attaches refuse it. */
+	memset(b, 0x5a, 64);
+	nemo_xproc *y;
+	CHECK_EQ_INT(nemo_xproc_attach(seg, NULL, &y), EPROTO);
+	/* The attached handle does not re-read the header: it still works. */
+	CHECK_EQ_INT(nemo_xproc_send(p, qid, code, 2, NULL, 0, 0), 0);
+	CHECK_EQ_INT(nemo_xproc_poll(q, &h), 0);
+	CHECK_EQ_INT(h, 1);
+	munmap(b, size);
+	/* A file of the wrong size under a nemo name. */
+	nemo_xproc_unlink(seg);
+	char path[128];
+	snprintf(path, sizeof path, "/dev/shm/%s", seg);
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	CHECK(fd >= 0);
+	if (fd >= 0) {
+		CHECK(write(fd, "nemo", 4) == 4);
+		close(fd);
+		CHECK_EQ_INT(nemo_xproc_attach(seg, NULL, &y), EPROTO);
+		unlink(path);
+	}
+	nemo_xproc_detach(x);
+}
+
+/* Two places of one process on two threads (ThreadSanitizer sees both
+ * sides of the rings and the futex handshake here). */
+static struct rx_state tr;
+static nemo_xproc_place *tq;
+static uint64_t tn;
+
+static void *thread_rx(void *arg)
+{
+	(void)arg;
+	nemo_wait_policy pol = {.kind = NEMO_WAIT_HYBRID, .spin_ns = 1000};
+	nemo_xproc_set_policy(tq, &pol);
+	struct timespec dl = deadline_ms(60000);
+	while (tr.count < tn)
+		if (nemo_xproc_wait(tq, &dl, NULL) == ETIMEDOUT)
+			break;
+	return NULL;
+}
+
+static void test_threads(void)
+{
+	seg_name("threads");
+	nemo_xproc *x;
+	CHECK_EQ_INT(nemo_xproc_create(seg, NULL, &x), 0);
+	nemo_xproc_place *p;
+	nemo_xproc_id qid;
+	uint32_t code;
+	CHECK_EQ_INT(nemo_xproc_join(x, "p", &p, NULL), 0);
+	CHECK_EQ_INT(nemo_xproc_join(x, "q", &tq, &qid), 0);
+	CHECK_EQ_INT(nemo_xproc_handle(x, "count", on_count, &tr), 0);
+	CHECK_EQ_INT(nemo_xproc_name(x, "count", &code), 0);
+	tn = (uint64_t)(100000 * scale) + 100;
+	pthread_t t;
+	pthread_create(&t, NULL, thread_rx, NULL);
+	for (uint64_t k = 0; k < tn; k++)
+		if (nemo_xproc_send(p, qid, code, k, &k, sizeof k, 0))
+			break;
+	pthread_join(t, NULL);
+	CHECK_EQ_INT(tr.count, tn);
+	CHECK_EQ_INT(tr.bad, 0);
+	nemo_xproc_unlink(seg);
+	nemo_xproc_detach(x);
+}
+
 int main(int argc, char **argv)
 {
 	const char *sc = getenv("NEMO_STRESS_SCALE");
@@ -486,5 +654,9 @@ int main(int argc, char **argv)
 		test_flood();
 	if (!strcmp(what, "kill") || !strcmp(what, "all"))
 		test_kill();
+	if (!strcmp(what, "hostile") || !strcmp(what, "all"))
+		test_hostile();
+	if (!strcmp(what, "threads") || !strcmp(what, "all"))
+		test_threads();
 	return check_exit("test_xproc");
 }
