@@ -901,7 +901,7 @@ int nemo_xproc_place_check(nemo_xproc *x, nemo_xproc_id id)
  * same name probe the same slots in the same order, so the first slot
  * either finds free is the one both meet: one wins its CAS, the other
  * waits for state 2 and finds the name there.  A claimer that dies
- * between 1 and 2 leaves its slot at 1: a prober waits a bounded time
+ * between 1 and 2 leaves its slot at 1: a prober waits at most 2 ms
  * for it, then skips it (the name may then get a second code; names are
  * entered once per process at start-up, so this needs a death there).
  */
@@ -935,10 +935,17 @@ int nemo_xproc_name(nemo_xproc *x, const char *name, uint32_t *code)
 				return 0;
 			}
 		}
-		/* Claimed: wait (bounded) for its name to be written. */
-		for (unsigned spin = 0; st == 1 && spin < 100000; spin++) {
-			if (spin > 64)
+		/* Claimed: wait, at most 2 ms, for its name to be written. */
+		uint64_t give_up = 0;
+		for (unsigned spin = 0; st == 1; spin++) {
+			if (spin >= 64) {
+				uint64_t now = now_ns();
+				if (!give_up)
+					give_up = now + 2000000;
+				else if (now >= give_up)
+					break;
 				sched_yield();
+			}
 			st = atomic_load_explicit(&n->state, memory_order_acquire);
 		}
 		if (st == 2 && name_eq(n->name, w)) {
