@@ -150,11 +150,13 @@ int nemo_xproc_unlink(const char *name);
  * Join a place, owned by the calling process and used by one thread at a
  * time.  name (may be NULL) lets other processes find it.
  * @return 0; ENOSPC (no free place slot); EEXIST (a live place has this
- *         name); EINVAL.
+ *         name, or another joined under it meanwhile); EBADMSG (the slot
+ *         was changed by another process while joining); EINVAL.
  */
 int nemo_xproc_join(nemo_xproc *x, const char *name, nemo_xproc_place **out, nemo_xproc_id *id);
 
-/** Leave a place and free it (messages still queued to it are dropped). @return 0, EINVAL. */
+/** Leave a place and free it (messages still queued to it are dropped).
+ *  Not from one of its own handlers. @return 0, EINVAL, EBUSY (in a handler). */
 int nemo_xproc_leave(nemo_xproc_place *p);
 
 /** The place's id. */
@@ -203,7 +205,8 @@ int nemo_xproc_notify(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t chan, uns
 /**
  * Run the handlers of every message queued to p, without waiting.
  * @param handled if not NULL, how many messages were handled
- * @return 0; EOWNERDEAD once after a peer process died; EINVAL.
+ * @return 0; EOWNERDEAD once after a peer process died; EBADMSG if the
+ *         only slots found failed validation (consumed, counted); EINVAL.
  */
 int nemo_xproc_poll(nemo_xproc_place *p, unsigned *handled);
 
@@ -214,7 +217,8 @@ int nemo_xproc_poll(nemo_xproc_place *p, unsigned *handled);
  * dead peers.
  * @param abstime CLOCK_MONOTONIC deadline, or NULL
  * @return 0 after handling at least one message; ETIMEDOUT; EOWNERDEAD
- *         once after a peer process died (handled may be > 0); EINVAL.
+ *         once after a peer process died (handled may be > 0); EBADMSG if
+ *         the only slots found failed validation; EINVAL.
  */
 int nemo_xproc_wait(nemo_xproc_place *p, const struct timespec *abstime, unsigned *handled);
 
