@@ -10,7 +10,9 @@
  * finds "rx" and sends active messages and notifications without
  * blocking; C maps the segment and writes random words, random bytes,
  * plausible slots (seq one ahead of a consumer) and plausible process
- * and place words, at random offsets, for SECONDS.  R and S check that
+ * and place words, at random offsets, in bursts (the first half of every
+ * 200 ms is quiet, so that the delivery path runs between them), for
+ * SECONDS.  R and S check that
  * every call returns one of its documented codes and that every message
  * a handler sees is well-formed; they must exit 0 at the end.  A crash,
  * a sanitizer report (ASan build: `make fuzz-xproc` runs 10 minutes) or
@@ -23,6 +25,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +40,7 @@
 static char seg[64];
 static double seconds = 3;
 static uint64_t seed;
+static _Atomic int *attached;   /* shared: R and S have attached (C waits for them) */
 
 static double now_s(void)
 {
@@ -84,6 +89,7 @@ static int receiver(double end)
 	nemo_xproc *x;
 	nemo_xproc_place *p = NULL;
 	int rc = nemo_xproc_attach(seg, NULL, &x);
+	atomic_fetch_add(attached, 1);
 	if (rc)
 		return bad_code("R", "attach", rc);
 	nemo_xproc_handle(x, "msg", on_msg, NULL);
@@ -141,6 +147,7 @@ static int sender(double end)
 	nemo_xproc *x;
 	nemo_xproc_place *p;
 	int rc = nemo_xproc_attach(seg, NULL, &x);
+	atomic_fetch_add(attached, 1);
 	if (rc)
 		return bad_code("S", "attach", rc);
 	rc = nemo_xproc_join(x, "tx", &p, NULL);
@@ -152,6 +159,8 @@ static int sender(double end)
 	uint64_t s = seed ^ 0x5678;
 	nemo_xproc_id rx = 0;
 	unsigned long long sent = 0;
+	unsigned stuck = 0;
+	bool rejoin = false;
 	while (now_s() < end) {
 		if (!rx && nemo_xproc_find(x, "rx", &rx) != 0) {
 			rx = 0;
@@ -163,16 +172,39 @@ static int sender(double end)
 		memset(buf, (int)len, sizeof buf);
 		rc = (rnd(&s) & 3) ? nemo_xproc_send(p, rx, code, sent, buf, len, NEMO_XPROC_NONBLOCK)
 				   : nemo_xproc_notify(p, rx, (uint32_t)rnd(&s), NEMO_XPROC_NONBLOCK);
-		if (rc == 0)
+		if (rc == 0) {
 			sent++;
+			stuck = 0;
+		}
 		else if (rc == ESRCH || rc == EOWNERDEAD || rc == EBADMSG)
 			rx = 0;
-		else if (rc == EAGAIN)
+		else if (rc == EAGAIN && ++stuck < 20000)
 			nemo_xproc_poll(p, NULL);
+		else if (rc == EAGAIN) {
+			/* A ring scribbled into "full" for good: a join resets it. */
+			stuck = 0;
+			rejoin = true;
+		}
 		else
 			return bad_code("S", "send", rc);
-		if ((sent & 1023) == 0) {
+		if ((sent & 1023) == 0 || (rc && rc != EAGAIN) || rejoin) {
 			nemo_xproc_check(x);
+			/* Our place taken from us (reclaimed or scribbled): join again. */
+			nemo_xproc_id me;
+			if (rejoin || nemo_xproc_find(x, "tx", &me) != 0 || me != nemo_xproc_self(p)) {
+				rejoin = false;
+				nemo_xproc_leave(p);
+				while ((rc = nemo_xproc_join(x, "tx", &p, NULL)) != 0) {
+					if (rc != EEXIST && rc != ENOSPC && rc != EBADMSG)
+						return bad_code("S", "join", rc);
+					if (now_s() >= end) {
+						nemo_xproc_detach(x);
+						return 0;
+					}
+					nemo_xproc_check(x);
+					usleep(1000);
+				}
+			}
 			rc = nemo_xproc_place_check(x, rx);
 			if (rc && rc != ESRCH && rc != EOWNERDEAD && rc != EBADMSG)
 				return bad_code("S", "place_check", rc);
@@ -198,9 +230,19 @@ static int corrupter(double end)
 		return 2;
 	uint64_t s = seed;
 	unsigned long long writes = 0;
-	/* Let R and S start before the scribbling does. */
-	usleep(20000);
+	/* Let R and S attach before the scribbling starts (a scribbled
+	 * header makes attach fail with EPROTO, which is right but ends
+	 * their part of the test). */
+	for (int i = 0; i < 10000 && atomic_load(attached) < 2; i++)
+		usleep(1000);
 	while (now_s() < end) {
+		/* Quiet for the first half of every 200 ms, so that the domain
+		 * recovers and the delivery path runs between the bursts. */
+		double t = now_s();
+		if (t - 0.2 * (double)(long long)(t / 0.2) < 0.1) {
+			usleep(5000);
+			continue;
+		}
 		uint64_t r = rnd(&s);
 		size_t off = (size_t)(rnd(&s) % (size / 4)) * 4;
 		volatile uint32_t *w = (volatile uint32_t *)(b + off);
@@ -247,6 +289,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "fuzz_xproc: create: %s\n", strerror(rc));
 		return 1;
 	}
+	attached = mmap(NULL, sizeof *attached, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (attached == MAP_FAILED)
+		return 1;
 	double end = now_s() + seconds;
 	pid_t kid[3];
 	int (*fn[3])(double) = {receiver, sender, corrupter};
