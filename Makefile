@@ -16,7 +16,7 @@ VENV     := .venv
 PYTHON   := $(CURDIR)/$(VENV)/bin/python
 CMAKE_FLAGS := -G Ninja -DNEMO_PYTHON=$(PYTHON)
 
-.PHONY: all build test test-plain test-asan test-tsan test-python report install bundle clean bootstrap
+.PHONY: all build test test-plain test-asan test-tsan test-python report install bundle clean bootstrap fuzz-xproc
 
 all: build
 
@@ -49,6 +49,14 @@ test-tsan: bootstrap
 	$(call configure,build-tsan,-DCMAKE_BUILD_TYPE=Debug -DNEMO_SANITIZE=thread)
 	@cmake --build build-tsan
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --output-on-failure -j2 -L concurrency
+
+# The shared-domain corruption fuzzer under ASan+UBSan, 10 minutes
+# (FUZZ_SECONDS=N for another length; tests/fuzz_xproc.c).
+FUZZ_SECONDS ?= 600
+fuzz-xproc: bootstrap
+	$(call configure,build-asan,-DCMAKE_BUILD_TYPE=Debug -DNEMO_SANITIZE=address)
+	@cmake --build build-asan --target fuzz_xproc
+	build-asan/bin/fuzz_xproc $(FUZZ_SECONDS)
 
 # nemo-report's own tests (python/tests).
 test-python: bootstrap

@@ -101,5 +101,13 @@ must_fail place.pml -DGEN -DRING -DBROKEN_LATE_D4   # word read after the ack: t
 must_pass placefd.pml
 must_fail placefd.pml -DBROKEN_NO_RECHECK     # arm without re-checking the hints
 must_fail placefd.pml -DBROKEN_SKIP_READ      # read back only when the flag was taken
+# A shared-domain place (src/xproc/xproc.c, THE SLEEP, PEER DEATH): two
+# senders in other processes, a shared futex, no lost wake-up without the
+# 100 ms slices; a peer's death (D2 before D3) always reaches a sleeper.
+must_pass xproc.pml -DMAXSPUR=2
+must_pass xproc.pml -DDEATH -DMAXSPUR=2
+must_fail xproc.pml -DBROKEN_KICK_FIRST                 # S2 before S1
+must_fail xproc.pml -DBROKEN_CHECK_FIRST                # W3 before W2
+must_fail xproc.pml -DDEATH -DBROKEN_DEATH_KICK_FIRST   # D3 before D2
 echo "check_models: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -17,6 +17,7 @@
 #include <nemo/am.h>
 #include <nemo/poll.h>
 #include <nemo/mcast.h>
+#include <nemo/xproc.h>
 
 /* nemo_version, nemo_strerror and nemo_last_error are in nemo/platform.h. */
 

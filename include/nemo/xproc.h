@@ -1,0 +1,245 @@
+/*
+ * nemo/xproc.h - domains shared between processes: places in different
+ * processes notify each other and send active messages through rings in
+ * a named shared-memory segment, sleep on shared futexes with the
+ * published-state handshake, and survive a peer that dies (kill -9
+ * included) or scribbles over the segment.
+ *
+ * These are calls of their own (nemo_xproc_*), not the in-process calls
+ * of nemo/domain.h: an in-process place is a thread's, reached by
+ * pointers, and the segment holds no pointer.  The model is the same:
+ * a place is owned by one thread at a time, it receives through one
+ * ring per sending place, handlers run on the receiving place's thread
+ * inside nemo_xproc_poll / nemo_xproc_wait, and a sender kicks the
+ * receiver only when the receiver published SLEEPING.
+ *
+ * docs/xproc.md has the segment layout, the threat model (what a peer
+ * with write access to the segment can and cannot do to you), the
+ * protocols and an example (examples/xproc.c).
+ *
+ * Identity.  A place id (nemo_xproc_id) is the place's index in the
+ * segment and a generation: a place that leaves, or whose process dies,
+ * gets a new generation when its index is reused, so a late send to the
+ * old id fails rather than reaching the new occupant.
+ *
+ * Names.  A process registers handlers by name (nemo_xproc_handle); the
+ * segment's name table maps each name to a code that every process
+ * shares, and a message carries the code.  A message whose code has no
+ * handler in the receiving process is dropped and counted (unhandled).
+ *
+ * Errors: 0 or a positive errno code, as everywhere in nemo, with
+ * nemo_last_error() saying why for refusals.  The ones specific to this
+ * layer:
+ *   EOWNERDEAD  the process that owned the destination place died (kill
+ *               -9, crash): the place was reclaimed.  A wait returns it
+ *               once after any attached process died, so that the caller
+ *               learns to check its peers (nemo_xproc_check).
+ *   ESRCH       the destination place left (or never existed).
+ *   EPROTO      the segment is not a nemo segment of this version, or
+ *               its header disagrees with its size.
+ *   EBADMSG     a record read from the segment failed validation (a
+ *               corrupt or hostile peer): the operation did nothing else.
+ *   EACCES      attach: the segment's owner or group is not the one
+ *               expected (a name squatted by another user).
+ *   EUSERS      attach: every process slot is taken.
+ *   ENOSPC      join / name: every place or name slot is taken.
+ */
+#ifndef NEMO_XPROC_H
+#define NEMO_XPROC_H
+
+#include <nemo/waiter.h>
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A process's handle on a shared domain (opaque, private memory). */
+typedef struct nemo_xproc nemo_xproc;
+/** A place of the calling process in a shared domain (opaque). */
+typedef struct nemo_xproc_place nemo_xproc_place;
+/** A place's id: index in bits 0-7, generation in bits 8-31; never 0. */
+typedef uint32_t nemo_xproc_id;
+
+/** Largest payload of an active message, bytes (a slot is one cache line). */
+#define NEMO_XPROC_PAYLOAD_MAX 36u
+/** Longest name (places, actions), bytes, without the terminating NUL. */
+#define NEMO_XPROC_NAME_MAX 23u
+/** Most processes, places and names a segment can be created with. */
+#define NEMO_XPROC_PROCS_MAX 64u
+#define NEMO_XPROC_PLACES_MAX 64u
+#define NEMO_XPROC_NAMES_MAX 256u
+
+/** How a shared domain is created.  Zero fields take the defaults. */
+typedef struct nemo_xproc_attr {
+	unsigned mode;         /**< permission bits of the segment (0: 0600) */
+	unsigned max_procs;    /**< process slots (0: 16; at most NEMO_XPROC_PROCS_MAX) */
+	unsigned max_places;   /**< place slots (0: 16; at most NEMO_XPROC_PLACES_MAX) */
+	unsigned ring_slots;   /**< slots per ring, a power of two 2..4096 (0: 64) */
+	unsigned max_names;    /**< name slots (0: 64; at most NEMO_XPROC_NAMES_MAX) */
+} nemo_xproc_attr;
+
+/** Whom an attacher trusts as the segment's creator. */
+typedef struct nemo_xproc_attach_attr {
+	uid_t uid;             /**< the owner the segment must have (use_ids) */
+	gid_t gid;             /**< the group it must have when it grants group access */
+	int use_ids;           /**< 0: the caller's effective uid and gid */
+} nemo_xproc_attach_attr;
+
+/** An active message as its handler sees it (a private copy, validated). */
+typedef struct nemo_xproc_msg {
+	nemo_xproc_id src;     /**< the sending place */
+	nemo_xproc_id dst;     /**< the receiving place (the caller's) */
+	uint32_t code;         /**< the action's code (nemo_xproc_name) */
+	uint64_t arg;
+	uint32_t len;          /**< payload bytes, <= NEMO_XPROC_PAYLOAD_MAX */
+	unsigned char payload[NEMO_XPROC_PAYLOAD_MAX];
+} nemo_xproc_msg;
+
+/** An action's handler; runs on the receiving place's thread. */
+typedef void (*nemo_xproc_handler)(void *ctx, nemo_xproc_place *p, const nemo_xproc_msg *m);
+/** A place's notification handler: chan has news from src. */
+typedef void (*nemo_xproc_notify_handler)(void *ctx, nemo_xproc_place *p, nemo_xproc_id src, uint32_t chan);
+
+/** Flags of nemo_xproc_send / nemo_xproc_notify. */
+enum {
+	NEMO_XPROC_NONBLOCK = 1u << 0,  /**< a full ring returns EAGAIN instead of waiting */
+};
+
+/** Counters of one process's handle (relaxed reads). */
+typedef struct nemo_xproc_counters {
+	uint64_t sent, received, kicks, unhandled;
+	uint64_t rejected;     /**< slots that failed validation (corrupt or hostile) */
+	uint64_t reclaimed;    /**< dead processes this process reclaimed */
+} nemo_xproc_counters;
+
+/**
+ * Create the shared domain `name` (a POSIX shm name without the slash:
+ * [A-Za-z0-9._-], at most 200 bytes) and attach the calling process.
+ * @return 0; EEXIST if it exists; EINVAL for a bad name or attr; the
+ *         errors of shm_open, ftruncate, mmap.
+ */
+int nemo_xproc_create(const char *name, const nemo_xproc_attr *attr, nemo_xproc **out);
+
+/**
+ * Attach the calling process to the existing shared domain `name`.
+ * The segment's owner must be attr's uid (default: the caller's
+ * effective uid), and if its mode grants group access, its group attr's
+ * gid; its header must match its size.  Dead processes found in the
+ * process table are reclaimed first.
+ * @return 0; ENOENT; EACCES; EPROTO; EUSERS; EINVAL.
+ */
+int nemo_xproc_attach(const char *name, const nemo_xproc_attach_attr *attr, nemo_xproc **out);
+
+/**
+ * Detach: leave every place of this handle that is still joined, free
+ * the process slot, unmap.  The handle is freed.  Places must not be in
+ * use by other threads.
+ * @return 0; EINVAL for NULL.
+ */
+int nemo_xproc_detach(nemo_xproc *x);
+
+/** Remove the name (the segment lives on while attached). @return 0, ENOENT, EINVAL. */
+int nemo_xproc_unlink(const char *name);
+
+/**
+ * Join a place, owned by the calling process and used by one thread at a
+ * time.  name (may be NULL) lets other processes find it.
+ * @return 0; ENOSPC (no free place slot); EEXIST (a live place has this
+ *         name, or another joined under it meanwhile); EBADMSG (the slot
+ *         was changed by another process while joining); EINVAL.
+ */
+int nemo_xproc_join(nemo_xproc *x, const char *name, nemo_xproc_place **out, nemo_xproc_id *id);
+
+/** Leave a place and free it (messages still queued to it are dropped).
+ *  Not from one of its own handlers. @return 0, EINVAL, EBUSY (in a handler). */
+int nemo_xproc_leave(nemo_xproc_place *p);
+
+/** The place's id. */
+nemo_xproc_id nemo_xproc_self(const nemo_xproc_place *p);
+
+/**
+ * Find a live place by name.
+ * @return 0; ENOENT; EINVAL.
+ */
+int nemo_xproc_find(nemo_xproc *x, const char *name, nemo_xproc_id *id);
+
+/**
+ * The code of `name` in the segment's name table, entered if new.
+ * @return 0; ENOSPC (table full); EINVAL (bad name); EBADMSG (the table
+ *         is corrupt).
+ */
+int nemo_xproc_name(nemo_xproc *x, const char *name, uint32_t *code);
+
+/**
+ * Handle action `name` in this process (all its places) with fn (NULL:
+ * stop handling it).  Enters the name if new.
+ * @return 0; the errors of nemo_xproc_name.
+ */
+int nemo_xproc_handle(nemo_xproc *x, const char *name, nemo_xproc_handler fn, void *ctx);
+
+/** Set (NULL: clear) the place's notification handler. @return 0, EINVAL. */
+int nemo_xproc_set_notify(nemo_xproc_place *p, nemo_xproc_notify_handler fn, void *ctx);
+
+/** The place's wait policy (default: the thread's). @return 0, EINVAL. */
+int nemo_xproc_set_policy(nemo_xproc_place *p, const nemo_wait_policy *pol);
+
+/**
+ * Send an active message from place p to place dst.  Blocking (flags 0):
+ * a full ring waits for room while serving p's own incoming messages,
+ * and fails with EOWNERDEAD as soon as dst's process is found dead.
+ * From inside a handler a full ring returns EAGAIN.
+ * @return 0 once in dst's ring; EOWNERDEAD; ESRCH; EAGAIN (NONBLOCK or
+ *         in a handler); EMSGSIZE (len > NEMO_XPROC_PAYLOAD_MAX); EINVAL.
+ */
+int nemo_xproc_send(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t code, uint64_t arg,
+		    const void *payload, size_t len, unsigned flags);
+
+/** Notify place dst that channel chan has news. @return as nemo_xproc_send. */
+int nemo_xproc_notify(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t chan, unsigned flags);
+
+/**
+ * Run the handlers of every message queued to p, without waiting.
+ * @param handled if not NULL, how many messages were handled
+ * @return 0; EOWNERDEAD once after a peer process died; EBADMSG if the
+ *         only slots found failed validation (consumed, counted); EINVAL.
+ */
+int nemo_xproc_poll(nemo_xproc_place *p, unsigned *handled);
+
+/**
+ * Wait until a message arrives at p (polling, then sleeping on the
+ * place's shared futex, by p's policy), run the handlers of what is
+ * queued, return.  A sleeper wakes at least every 100 ms to look for
+ * dead peers.
+ * @param abstime CLOCK_MONOTONIC deadline, or NULL
+ * @return 0 after handling at least one message; ETIMEDOUT; EOWNERDEAD
+ *         once after a peer process died (handled may be > 0); EBADMSG if
+ *         the only slots found failed validation; EINVAL.
+ */
+int nemo_xproc_wait(nemo_xproc_place *p, const struct timespec *abstime, unsigned *handled);
+
+/**
+ * Look for dead processes now (one pidfd poll per attached peer) and
+ * reclaim those found.
+ * @return 0; EINVAL.
+ */
+int nemo_xproc_check(nemo_xproc *x);
+
+/**
+ * Whether place id is live: 0; ESRCH (left or never existed);
+ * EOWNERDEAD (its process died; checks the owner's pidfd).
+ */
+int nemo_xproc_place_check(nemo_xproc *x, nemo_xproc_id id);
+
+/** This handle's counters. @return 0, EINVAL. */
+int nemo_xproc_get_counters(nemo_xproc *x, nemo_xproc_counters *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NEMO_XPROC_H */

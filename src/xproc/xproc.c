@@ -1,0 +1,1309 @@
+/*
+ * xproc.c - shared domains: places in different processes, rings in a
+ * named shared-memory segment, shared futexes, peer death, and a segment
+ * that a hostile peer cannot turn into memory corruption.
+ *
+ * THE SEGMENT.  Four tables, at offsets computed from the geometry
+ * (procs P, places N, ring slots R, names M), each record on its own
+ * cache line(s):
+ *
+ *   header   magic, version, size, P N R M, creator uid/gid; and `deaths`
+ *            (line 1), bumped once per reclaimed process
+ *   procs[P]     word (0 free; pid: live; pid | RECLAIM: being reclaimed),
+ *                start (the process's start time, clock ticks since boot)
+ *   places[N]    line A: wstate (the futex word: RUNNING, POLLING,
+ *                SLEEPING); line B: word (gen:16 | owner:8 | state:8;
+ *                states FREE, CLAIM, LIVE, DEAD), name (6 words)
+ *   names[M]     state (0 free, 1 claiming, 2 ready), name (6 words)
+ *   rings[N][N]  ring (s, r): R slots of one cache line each, written by
+ *                place s's owner and read by place r's owner
+ *
+ * A slot: seq, src, dst, code, arg (8 bytes), kind:16 | len:16, payload
+ * (36 bytes).  Every field is an atomic accessed with relaxed loads and
+ * stores except seq, whose orders are below: a peer that rewrites a slot
+ * while we read it is then a well-defined (if useless) program.
+ *
+ * THE VALIDATION RULE.  The segment holds no pointer, and nothing read
+ * from it is trusted.  The geometry is read once, at attach, checked
+ * against the segment's size (fstat) and the limits, and copied into the
+ * private handle; every offset is computed from the private copy, never
+ * read again.  Every value read from the segment afterwards is either
+ * compared with a value we expect (a seq, a place word, an id) or, if it
+ * is an index or length, checked against the private geometry before it
+ * is used (code < M, len <= 36, kind known, src and dst the ring's
+ * places, owner < P).  Positions in a ring are private (prod, cons) and
+ * reduced with the private mask.  Every loop is bounded by the private
+ * geometry (a drain takes at most R slots of a ring per round; a scan
+ * visits each record once), and every sleep has a deadline (waits sleep
+ * in slices of at most 100 ms).  A slot that fails validation is
+ * consumed, counted (rejected) and reported (EBADMSG): it is never
+ * handed to a handler.
+ *
+ * THE RING (seq per slot, as Vyukov's bounded queue, single producer and
+ * single consumer).  Slot k starts with seq = k.  The producer at
+ * private position p: slot p & (R-1) is free iff its seq == p (acquire);
+ * it writes the fields (relaxed), then S1: seq = p + 1 (seq_cst), p++.
+ * The consumer at c: slot c & (R-1) is full iff seq == c + 1 (acquire,
+ * or seq_cst in the re-check W3); it copies the fields into private
+ * memory, validates the copy, then seq = c + R (release), c++.  The
+ * acquire of seq pairs with the producer's seq store, so the fields are
+ * those written for this position (unless a peer scribbles: then the
+ * copy fails validation, or is a wrong but well-formed message).
+ *
+ * THE SLEEP (the published-state handshake of waiter.c, on a shared
+ * futex).  The receiver polls by its policy (nemo__wait_loop), then:
+ *
+ *   W2  wstate = SLEEPING            exchange, seq_cst
+ *   W3  look at every ring into r    seq loads, seq_cst; and `deaths`
+ *       pending: wstate = RUNNING (relaxed) and return without sleeping
+ *   W4  futex_wait(wstate, SLEEPING), shared, deadline <= 100 ms
+ *   W5  wstate = RUNNING             relaxed
+ *
+ *   S1  seq = p + 1                  seq_cst store
+ *   S2  load wstate                  seq_cst
+ *   S3  if SLEEPING: CAS SLEEPING -> RUNNING (seq_cst), and the winner
+ *       FUTEX_WAKEs (shared)
+ *
+ * Why no wake is lost: S1 and W2 are both seq_cst and each side then
+ * reads the other's word (S2, W3) with seq_cst, so in the single total
+ * order either S1 precedes W3 (the receiver sees the message and does
+ * not sleep) or W2 precedes S2 (the sender sees SLEEPING and kicks).  A
+ * kick that lands between W3 and W4 changed wstate, so W4's futex_wait
+ * returns at once (EAGAIN).  models/xproc.pml checks this, with two
+ * senders, spurious wake-ups and a death, and fails for the two
+ * reorderings (S2 before S1; W3 before W2).
+ *
+ * PEER DEATH.  Each handle keeps a pidfd per peer process slot (opened
+ * when it first sees the slot's pid) and checks a peer's start time
+ * against /proc/PID/stat, so a pid reused by another process is not
+ * taken for the peer.  A peer is dead when its pidfd is readable (it
+ * exited, or is a zombie), or pidfd_open fails with ESRCH, or the start
+ * time differs.  Checks run at attach, in nemo_xproc_check, in a send
+ * that waits for room (every 10 ms), and in a wait whose slice ended.
+ * The reclaim, by whoever wins the CAS procs[k].word: pid -> pid|RECLAIM
+ * (anyone may redo it later, every step is idempotent):
+ *
+ *   D1  every place owned by k, CLAIM or LIVE: CAS word -> DEAD (same gen)
+ *   D2  deaths += 1 (seq_cst RMW)
+ *   D3  every LIVE place that sleeps: CAS SLEEPING -> RUNNING and wake
+ *   D4  procs[k].word = 0 (CAS from pid|RECLAIM): the slot is free
+ *
+ * D2 before D3 is the same store-then-look as S1-S2: a waiter's W3 reads
+ * `deaths`, so it either sees the bump or is kicked by D3 (the model's
+ * death process).  A waiter then returns EOWNERDEAD (once per bump); a
+ * send to a DEAD place returns EOWNERDEAD; a send waiting for room in a
+ * ring to a place whose owner is found dead reclaims it and returns
+ * EOWNERDEAD.  Rings to and from a DEAD place are reset by the next
+ * join of its index, which bumps the generation, so that a restarted
+ * process can attach and join again.
+ *
+ * JOIN AND LEAVE.  Join: CAS word (FREE or DEAD, gen g) -> (g+1, me,
+ * CLAIM); reset the rings into and out of the index (seq of slot k = k);
+ * wstate = RUNNING; name; word = (g+1, me, LIVE) (seq_cst); then, if
+ * another LIVE place has the same name, leave again (EEXIST).  Senders
+ * check the destination's word (LIVE, their generation) before they
+ * write, and reset their private position when the generation they knew
+ * changed; receivers do the same for each sender's index.  Leave: CAS
+ * (g, me, LIVE) -> (g, 0, FREE).  Limitation: a send whose check passed
+ * just before its destination left and a new place joined at the same
+ * index may write into the reset ring; the receiver rejects it (wrong
+ * dst generation) and that ring may then report full until one side
+ * rejoins.  Generations are 16 bits.
+ */
+#define _GNU_SOURCE
+
+#include <nemo/xproc.h>
+
+#include "../platform/fail.h"
+#include "../waiter/waiter_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define XP_MAGIC 0x6e656d6f78707231ull   /* "nemoxpr1" */
+#define XP_VERSION 1u
+#define LINE NEMO__CACHELINE
+#define NAME_WORDS 6u
+#define RECLAIM 0x80000000u
+#define SLICE_NS 100000000LL              /* a sleeper looks for dead peers this often */
+#define ROOM_CHECK_NS 10000000LL          /* a send waiting for room checks its peer this often */
+
+enum { P_FREE = 0, P_CLAIM = 1, P_LIVE = 2, P_DEAD = 3 };
+enum { K_AM = 1, K_NOTIFY = 2 };
+
+struct seg_hdr {
+	uint64_t magic;
+	uint64_t size;
+	uint32_t version, procs, places, slots, names, uid, gid, pad;
+	_Alignas(LINE) _Atomic uint32_t deaths;
+};
+
+struct seg_proc {
+	_Alignas(LINE) _Atomic uint32_t word;
+	_Atomic uint64_t start;
+};
+
+struct seg_place {
+	_Alignas(LINE) _Atomic uint32_t wstate;
+	_Alignas(LINE) _Atomic uint32_t word;
+	_Atomic uint32_t name[NAME_WORDS];
+};
+
+struct seg_name {
+	_Alignas(LINE) _Atomic uint32_t state;
+	_Atomic uint32_t name[NAME_WORDS];
+};
+
+struct seg_slot {
+	_Alignas(LINE) _Atomic uint32_t seq;
+	_Atomic uint32_t src, dst, code;
+	_Atomic uint64_t arg;
+	_Atomic uint32_t kindlen;
+	_Atomic uint32_t payload[NEMO_XPROC_PAYLOAD_MAX / 4];
+};
+
+_Static_assert(sizeof(struct seg_slot) == LINE, "a slot is one cache line");
+_Static_assert(sizeof(struct seg_place) == 2 * LINE, "a place is two lines");
+
+static inline uint32_t pw_gen(uint32_t w) { return w >> 16; }
+static inline uint32_t pw_owner(uint32_t w) { return (w >> 8) & 0xFFu; }
+static inline uint32_t pw_state(uint32_t w) { return w & 0xFFu; }
+static inline uint32_t pw_make(uint32_t gen, uint32_t owner, uint32_t st)
+{
+	return (gen & 0xFFFFu) << 16 | (owner & 0xFFu) << 8 | (st & 0xFFu);
+}
+static inline uint32_t id_make(uint32_t idx, uint32_t gen) { return (gen & 0xFFFFu) << 8 | (idx & 0xFFu); }
+static inline uint32_t id_idx(uint32_t id) { return id & 0xFFu; }
+static inline uint32_t id_gen(uint32_t id) { return (id >> 8) & 0xFFFFu; }
+
+struct handler {
+	nemo_xproc_handler fn;
+	void *ctx;
+};
+
+struct nemo_xproc_place {
+	nemo_xproc *x;
+	uint32_t idx, gen, id;
+	bool joined;
+	unsigned depth;                   /* handlers running (sends inside never wait) */
+	uint32_t deaths_seen;
+	nemo_wait_policy policy;
+	nemo_xproc_notify_handler nfn;
+	void *nctx;
+	unsigned handled, rejected;       /* of the current drain round */
+	/* Per other place index: the generation we knew and our position. */
+	uint32_t *dgen, *prod;            /* as a sender, to each index */
+	uint32_t *sgen, *cons;            /* as a receiver, from each index */
+};
+
+struct nemo_xproc {
+	/* Private geometry: read once at attach, validated, never re-read. */
+	uint32_t nprocs, nplaces, nslots, nnames;
+	size_t size, off_procs, off_places, off_names, off_rings;
+	unsigned char *base;
+	int fd;
+	uint32_t me;                      /* our process slot */
+	uint32_t pid;
+	struct handler *handlers;         /* [nnames] */
+	nemo_xproc_place **places;        /* [nplaces]: ours, or NULL */
+	int *pidfd;                       /* [nprocs] */
+	uint32_t *pidfd_pid;              /* [nprocs]: the pid pidfd[k] is of */
+	_Atomic uint64_t sent, received, kicks, unhandled, rejected, reclaimed;
+};
+
+/* ------------------------------------------------------------------ */
+/* Addresses, from the private geometry only                           */
+/* ------------------------------------------------------------------ */
+
+static struct seg_hdr *hdr(nemo_xproc *x) { return (struct seg_hdr *)x->base; }
+static struct seg_proc *proc_at(nemo_xproc *x, uint32_t k)
+{
+	return (struct seg_proc *)(x->base + x->off_procs) + k;
+}
+static struct seg_place *place_at(nemo_xproc *x, uint32_t i)
+{
+	return (struct seg_place *)(x->base + x->off_places) + i;
+}
+static struct seg_name *name_at(nemo_xproc *x, uint32_t i)
+{
+	return (struct seg_name *)(x->base + x->off_names) + i;
+}
+static struct seg_slot *ring_at(nemo_xproc *x, uint32_t s, uint32_t r)
+{
+	return (struct seg_slot *)(x->base + x->off_rings) + ((size_t)s * x->nplaces + r) * x->nslots;
+}
+
+static void layout(uint32_t procs, uint32_t places, uint32_t slots, uint32_t names, size_t *op, size_t *ol,
+		   size_t *on, size_t *orr, size_t *size)
+{
+	*op = sizeof(struct seg_hdr);
+	*ol = *op + (size_t)procs * sizeof(struct seg_proc);
+	*on = *ol + (size_t)places * sizeof(struct seg_place);
+	*orr = *on + (size_t)names * sizeof(struct seg_name);
+	*size = *orr + (size_t)places * places * slots * sizeof(struct seg_slot);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void ns_to_ts(uint64_t ns, struct timespec *ts)
+{
+	ts->tv_sec = (time_t)(ns / 1000000000u);
+	ts->tv_nsec = (long)(ns % 1000000000u);
+}
+
+/* ------------------------------------------------------------------ */
+/* Names: [A-Za-z0-9._-], 1..NEMO_XPROC_NAME_MAX, packed in 6 words   */
+/* ------------------------------------------------------------------ */
+
+static bool name_ok(const char *s, size_t max)
+{
+	if (!s)
+		return false;
+	size_t n = 0;
+	for (; s[n]; n++) {
+		char c = s[n];
+		if (n >= max || !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+				  c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return n > 0;
+}
+
+static void name_pack(const char *s, uint32_t out[NAME_WORDS])
+{
+	unsigned char b[NAME_WORDS * 4] = {0};
+	memcpy(b, s, strlen(s));
+	memcpy(out, b, sizeof b);
+}
+
+static void name_store(_Atomic uint32_t *dst, const char *s)
+{
+	uint32_t w[NAME_WORDS];
+	name_pack(s, w);
+	for (unsigned i = 0; i < NAME_WORDS; i++)
+		atomic_store_explicit(&dst[i], w[i], memory_order_relaxed);
+}
+
+static bool name_eq(_Atomic uint32_t *src, const uint32_t w[NAME_WORDS])
+{
+	for (unsigned i = 0; i < NAME_WORDS; i++)
+		if (atomic_load_explicit(&src[i], memory_order_relaxed) != w[i])
+			return false;
+	return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* Processes: start time, pidfd, death, reclaim                        */
+/* ------------------------------------------------------------------ */
+
+/* Field 22 of /proc/PID/stat (starttime), or 0 if unreadable. */
+static uint64_t start_time(uint32_t pid)
+{
+	char path[48], buf[1024];
+	snprintf(path, sizeof path, "/proc/%u/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	/* After ")": field 3 (state) is the first; starttime is field 22. */
+	unsigned field = 2;
+	for (; *p && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	return strtoull(p, NULL, 10);
+}
+
+static int pidfd_open_(uint32_t pid)
+{
+#ifdef SYS_pidfd_open
+	return (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+#else
+	(void)pid;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+/* Is the process of proc slot k (whose word held pid) dead? */
+static bool proc_dead(nemo_xproc *x, uint32_t k, uint32_t pid, uint64_t start)
+{
+	if (pid == x->pid)
+		return false;
+	if (x->pidfd_pid[k] != pid) {
+		if (x->pidfd[k] >= 0)
+			close(x->pidfd[k]);
+		x->pidfd[k] = pidfd_open_(pid);
+		x->pidfd_pid[k] = pid;
+		if (x->pidfd[k] < 0) {
+			if (errno == ESRCH)
+				return true;
+			/* No pidfd (ENOSYS, EMFILE): fall back to kill(0) below. */
+		}
+	}
+	if (x->pidfd[k] >= 0) {
+		struct pollfd pf = {.fd = x->pidfd[k], .events = POLLIN};
+		if (poll(&pf, 1, 0) > 0)
+			return true;
+	} else if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+		return true;
+	}
+	/* Alive: but is it the process that attached, or a reuse of its pid? */
+	if (start != 0) {
+		uint64_t st = start_time(pid);
+		if (st != 0 && st != start)
+			return true;
+	}
+	return false;
+}
+
+static void kick_place(nemo_xproc *x, uint32_t i)
+{
+	_Atomic uint32_t *ws = &place_at(x, i)->wstate;
+	uint32_t s = atomic_load_explicit(ws, memory_order_seq_cst);                       /* S2 */
+	if (s == NEMO_WAITER_SLEEPING &&
+	    atomic_compare_exchange_strong_explicit(ws, &s, NEMO_WAITER_RUNNING, memory_order_seq_cst,
+						    memory_order_relaxed)) {                   /* S3 */
+		nemo_futex_wake((uint32_t *)ws, 1, NEMO_FUTEX_SHARED, NULL);
+		atomic_fetch_add_explicit(&x->kicks, 1, memory_order_relaxed);
+	}
+}
+
+/* D1-D4 for proc slot k, whose word is (pid | RECLAIM): idempotent. */
+static void reclaim(nemo_xproc *x, uint32_t k, uint32_t word)
+{
+	for (uint32_t i = 0; i < x->nplaces; i++) {                                        /* D1 */
+		_Atomic uint32_t *pw = &place_at(x, i)->word;
+		uint32_t w = atomic_load_explicit(pw, memory_order_acquire);
+		if (pw_owner(w) == k && (pw_state(w) == P_LIVE || pw_state(w) == P_CLAIM))
+			atomic_compare_exchange_strong_explicit(pw, &w, pw_make(pw_gen(w), 0, P_DEAD),
+								memory_order_seq_cst, memory_order_relaxed);
+	}
+	atomic_fetch_add_explicit(&hdr(x)->deaths, 1, memory_order_seq_cst);              /* D2 */
+	for (uint32_t i = 0; i < x->nplaces; i++)                                          /* D3 */
+		if (pw_state(atomic_load_explicit(&place_at(x, i)->word, memory_order_relaxed)) == P_LIVE)
+			kick_place(x, i);
+	atomic_store_explicit(&proc_at(x, k)->start, 0, memory_order_relaxed);
+	atomic_compare_exchange_strong_explicit(&proc_at(x, k)->word, &word, 0, memory_order_seq_cst,
+						memory_order_relaxed);                         /* D4 */
+	atomic_fetch_add_explicit(&x->reclaimed, 1, memory_order_relaxed);
+}
+
+/* Check proc slot k; reclaim it if its process is dead.  True if it was. */
+static bool check_proc(nemo_xproc *x, uint32_t k)
+{
+	struct seg_proc *pr = proc_at(x, k);
+	uint32_t w = atomic_load_explicit(&pr->word, memory_order_acquire);
+	if (w == 0 || k == x->me)
+		return false;
+	uint32_t pid = w & ~RECLAIM;
+	if (pid == 0)
+		return false;
+	if (w & RECLAIM) {
+		/* Someone is reclaiming it (or died doing so): help, if the
+		 * process is indeed gone. */
+		if (proc_dead(x, k, pid, 0)) {
+			reclaim(x, k, w);
+			return true;
+		}
+		return false;
+	}
+	if (!proc_dead(x, k, pid, atomic_load_explicit(&pr->start, memory_order_relaxed)))
+		return false;
+	if (atomic_compare_exchange_strong_explicit(&pr->word, &w, pid | RECLAIM, memory_order_seq_cst,
+						    memory_order_relaxed))
+		reclaim(x, k, pid | RECLAIM);
+	return true;
+}
+
+int nemo_xproc_check(nemo_xproc *x)
+{
+	if (!x)
+		return NEMO__FAIL(EINVAL, "handle is NULL");
+	for (uint32_t k = 0; k < x->nprocs; k++)
+		check_proc(x, k);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Create, attach, detach                                              */
+/* ------------------------------------------------------------------ */
+
+static int shm_path(const char *name, char *buf, size_t cap)
+{
+	if (!name_ok(name, 200))
+		return EINVAL;
+	snprintf(buf, cap, "/%s", name);
+	return 0;
+}
+
+static int handle_alloc(nemo_xproc *x)
+{
+	x->handlers = calloc(x->nnames, sizeof *x->handlers);
+	x->places = calloc(x->nplaces, sizeof *x->places);
+	x->pidfd = malloc(x->nprocs * sizeof *x->pidfd);
+	x->pidfd_pid = calloc(x->nprocs, sizeof *x->pidfd_pid);
+	if (!x->handlers || !x->places || !x->pidfd || !x->pidfd_pid)
+		return ENOMEM;
+	for (uint32_t k = 0; k < x->nprocs; k++)
+		x->pidfd[k] = -1;
+	x->pid = (uint32_t)getpid();
+	return 0;
+}
+
+static void handle_free(nemo_xproc *x)
+{
+	if (!x)
+		return;
+	if (x->pidfd)
+		for (uint32_t k = 0; k < x->nprocs; k++)
+			if (x->pidfd[k] >= 0)
+				close(x->pidfd[k]);
+	if (x->base)
+		munmap(x->base, x->size);
+	if (x->fd >= 0)
+		close(x->fd);
+	free(x->handlers);
+	free(x->places);
+	free(x->pidfd);
+	free(x->pidfd_pid);
+	free(x);
+}
+
+/* Take a free process slot. */
+static int claim_proc(nemo_xproc *x)
+{
+	for (uint32_t k = 0; k < x->nprocs; k++) {
+		struct seg_proc *pr = proc_at(x, k);
+		uint32_t zero = 0;
+		/* A free slot's start is 0 (D4 and detach clear it before they
+		 * free the word), so until our store below a checker compares
+		 * nothing and relies on the pidfd alone. */
+		if (atomic_compare_exchange_strong_explicit(&pr->word, &zero, x->pid, memory_order_seq_cst,
+							    memory_order_relaxed)) {
+			atomic_store_explicit(&pr->start, start_time(x->pid), memory_order_relaxed);
+			x->me = k;
+			return 0;
+		}
+	}
+	return EUSERS;
+}
+
+int nemo_xproc_create(const char *name, const nemo_xproc_attr *attr, nemo_xproc **out)
+{
+	char path[256];
+	if (!out)
+		return NEMO__FAIL(EINVAL, "out is NULL");
+	*out = NULL;
+	if (shm_path(name, path, sizeof path))
+		return NEMO__FAIL(EINVAL, "name '%s' is not 1-200 of [A-Za-z0-9._-]", name ? name : "(null)");
+	nemo_xproc_attr a = attr ? *attr : (nemo_xproc_attr){0};
+	if (!a.mode)
+		a.mode = 0600;
+	if (!a.max_procs)
+		a.max_procs = 16;
+	if (!a.max_places)
+		a.max_places = 16;
+	if (!a.ring_slots)
+		a.ring_slots = 64;
+	if (!a.max_names)
+		a.max_names = 64;
+	if (a.mode & ~0777u)
+		return NEMO__FAIL(EINVAL, "mode %o has bits beyond 0777", a.mode);
+	if (a.max_procs > NEMO_XPROC_PROCS_MAX || a.max_places > NEMO_XPROC_PLACES_MAX ||
+	    a.max_names > NEMO_XPROC_NAMES_MAX)
+		return NEMO__FAIL(EINVAL, "procs %u, places %u or names %u above the limits (%u, %u, %u)",
+				  a.max_procs, a.max_places, a.max_names, NEMO_XPROC_PROCS_MAX,
+				  NEMO_XPROC_PLACES_MAX, NEMO_XPROC_NAMES_MAX);
+	if (a.ring_slots < 2 || a.ring_slots > 4096 || (a.ring_slots & (a.ring_slots - 1)))
+		return NEMO__FAIL(EINVAL, "ring_slots %u is not a power of two in 2..4096", a.ring_slots);
+
+	nemo_xproc *x = calloc(1, sizeof *x);
+	if (!x)
+		return NEMO__FAIL(ENOMEM, "cannot allocate the handle");
+	x->fd = -1;
+	x->nprocs = a.max_procs;
+	x->nplaces = a.max_places;
+	x->nslots = a.ring_slots;
+	x->nnames = a.max_names;
+	layout(x->nprocs, x->nplaces, x->nslots, x->nnames, &x->off_procs, &x->off_places, &x->off_names,
+	       &x->off_rings, &x->size);
+	int rc = handle_alloc(x);
+	if (rc) {
+		handle_free(x);
+		return NEMO__FAIL(rc, "cannot allocate the handle's tables");
+	}
+	x->fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, (mode_t)a.mode);
+	if (x->fd < 0) {
+		rc = errno;
+		handle_free(x);
+		return NEMO__FAIL(rc, "shm_open('%s') failed", path);
+	}
+	/* The umask must not narrow what the caller asked for. */
+	if (fchmod(x->fd, (mode_t)a.mode) != 0 || ftruncate(x->fd, (off_t)x->size) != 0) {
+		rc = errno;
+		shm_unlink(path);
+		handle_free(x);
+		return NEMO__FAIL(rc, "cannot size '%s' to %zu bytes", path, x->size);
+	}
+	x->base = mmap(NULL, x->size, PROT_READ | PROT_WRITE, MAP_SHARED, x->fd, 0);
+	if (x->base == MAP_FAILED) {
+		rc = errno;
+		x->base = NULL;
+		shm_unlink(path);
+		handle_free(x);
+		return NEMO__FAIL(rc, "cannot map '%s'", path);
+	}
+	/* The segment is zero: every proc, place and name is free.  Rings
+	 * start with seq k in slot k. */
+	for (uint32_t s = 0; s < x->nplaces; s++)
+		for (uint32_t r = 0; r < x->nplaces; r++) {
+			struct seg_slot *ring = ring_at(x, s, r);
+			for (uint32_t k = 0; k < x->nslots; k++)
+				atomic_store_explicit(&ring[k].seq, k, memory_order_relaxed);
+		}
+	struct seg_hdr *h = hdr(x);
+	h->size = x->size;
+	h->version = XP_VERSION;
+	h->procs = x->nprocs;
+	h->places = x->nplaces;
+	h->slots = x->nslots;
+	h->names = x->nnames;
+	h->uid = (uint32_t)geteuid();
+	h->gid = (uint32_t)getegid();
+	atomic_thread_fence(memory_order_release);
+	h->magic = XP_MAGIC;   /* last: an attacher that reads it sees the rest (msync'ed by the map) */
+	claim_proc(x);
+	*out = x;
+	return 0;
+}
+
+int nemo_xproc_attach(const char *name, const nemo_xproc_attach_attr *attr, nemo_xproc **out)
+{
+	char path[256];
+	if (!out)
+		return NEMO__FAIL(EINVAL, "out is NULL");
+	*out = NULL;
+	if (shm_path(name, path, sizeof path))
+		return NEMO__FAIL(EINVAL, "name '%s' is not 1-200 of [A-Za-z0-9._-]", name ? name : "(null)");
+	uid_t uid = attr && attr->use_ids ? attr->uid : geteuid();
+	gid_t gid = attr && attr->use_ids ? attr->gid : getegid();
+	int fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
+	if (fd < 0) {
+		int e = errno;
+		return NEMO__FAIL(e, "shm_open('%s') failed", path);
+	}
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		int e = errno;
+		close(fd);
+		return NEMO__FAIL(e, "cannot stat '%s'", path);
+	}
+	if (st.st_uid != uid || ((st.st_mode & 0070) && st.st_gid != gid)) {
+		close(fd);
+		return NEMO__FAIL(EACCES, "'%s' belongs to uid %u gid %u, not the expected %u/%u", path,
+				  (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)uid, (unsigned)gid);
+	}
+	if ((size_t)st.st_size < sizeof(struct seg_hdr)) {
+		close(fd);
+		return NEMO__FAIL(EPROTO, "'%s' is %lld bytes: not a nemo segment", path, (long long)st.st_size);
+	}
+	struct seg_hdr h;
+	if (pread(fd, &h, offsetof(struct seg_hdr, deaths), 0) != (ssize_t)offsetof(struct seg_hdr, deaths)) {
+		close(fd);
+		return NEMO__FAIL(EPROTO, "cannot read the header of '%s'", path);
+	}
+	size_t op, ol, on, orr, size = 0;
+	bool ok = h.magic == XP_MAGIC && h.version == XP_VERSION && h.procs >= 1 &&
+		  h.procs <= NEMO_XPROC_PROCS_MAX && h.places >= 1 && h.places <= NEMO_XPROC_PLACES_MAX &&
+		  h.names >= 1 && h.names <= NEMO_XPROC_NAMES_MAX && h.slots >= 2 && h.slots <= 4096 &&
+		  !(h.slots & (h.slots - 1)) && h.uid == (uint32_t)st.st_uid;
+	if (ok) {
+		layout(h.procs, h.places, h.slots, h.names, &op, &ol, &on, &orr, &size);
+		ok = h.size == size && (size_t)st.st_size == size;
+	}
+	if (!ok) {
+		close(fd);
+		return NEMO__FAIL(EPROTO, "'%s' has no valid nemo header of version %u for its %lld bytes", path,
+				  XP_VERSION, (long long)st.st_size);
+	}
+	nemo_xproc *x = calloc(1, sizeof *x);
+	if (!x) {
+		close(fd);
+		return NEMO__FAIL(ENOMEM, "cannot allocate the handle");
+	}
+	x->fd = fd;
+	x->nprocs = h.procs;
+	x->nplaces = h.places;
+	x->nslots = h.slots;
+	x->nnames = h.names;
+	x->size = size;
+	x->off_procs = op;
+	x->off_places = ol;
+	x->off_names = on;
+	x->off_rings = orr;
+	int rc = handle_alloc(x);
+	if (rc) {
+		handle_free(x);
+		return NEMO__FAIL(rc, "cannot allocate the handle's tables");
+	}
+	x->base = mmap(NULL, x->size, PROT_READ | PROT_WRITE, MAP_SHARED, x->fd, 0);
+	if (x->base == MAP_FAILED) {
+		rc = errno;
+		x->base = NULL;
+		handle_free(x);
+		return NEMO__FAIL(rc, "cannot map '%s'", path);
+	}
+	x->me = UINT32_MAX;
+	for (uint32_t k = 0; k < x->nprocs; k++)   /* dead processes first: their slots come free */
+		check_proc(x, k);
+	if (claim_proc(x)) {
+		handle_free(x);
+		return NEMO__FAIL(EUSERS, "every one of the %u process slots of '%s' is taken", h.procs, path);
+	}
+	*out = x;
+	return 0;
+}
+
+int nemo_xproc_detach(nemo_xproc *x)
+{
+	if (!x)
+		return NEMO__FAIL(EINVAL, "handle is NULL");
+	for (uint32_t i = 0; i < x->nplaces; i++)
+		if (x->places[i])
+			nemo_xproc_leave(x->places[i]);
+	uint32_t w = x->pid;
+	if (atomic_load_explicit(&proc_at(x, x->me)->word, memory_order_relaxed) == w)
+		atomic_store_explicit(&proc_at(x, x->me)->start, 0, memory_order_relaxed);
+	atomic_compare_exchange_strong_explicit(&proc_at(x, x->me)->word, &w, 0, memory_order_seq_cst,
+						memory_order_relaxed);
+	handle_free(x);
+	return 0;
+}
+
+int nemo_xproc_unlink(const char *name)
+{
+	char path[256];
+	if (shm_path(name, path, sizeof path))
+		return NEMO__FAIL(EINVAL, "name '%s' is not 1-200 of [A-Za-z0-9._-]", name ? name : "(null)");
+	if (shm_unlink(path) != 0) {
+		int e = errno;
+		return NEMO__FAIL(e, "shm_unlink('%s') failed", path);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Places                                                              */
+/* ------------------------------------------------------------------ */
+
+static void ring_reset(nemo_xproc *x, uint32_t s, uint32_t r)
+{
+	struct seg_slot *ring = ring_at(x, s, r);
+	for (uint32_t k = 0; k < x->nslots; k++)
+		atomic_store_explicit(&ring[k].seq, k, memory_order_relaxed);
+}
+
+int nemo_xproc_find(nemo_xproc *x, const char *name, nemo_xproc_id *id)
+{
+	if (!x || !id || !name_ok(name, NEMO_XPROC_NAME_MAX))
+		return NEMO__FAIL(EINVAL, "NULL handle or id, or name not 1-%u of [A-Za-z0-9._-]",
+				  NEMO_XPROC_NAME_MAX);
+	uint32_t w[NAME_WORDS];
+	name_pack(name, w);
+	for (uint32_t i = 0; i < x->nplaces; i++) {
+		struct seg_place *pl = place_at(x, i);
+		uint32_t pw = atomic_load_explicit(&pl->word, memory_order_acquire);
+		if (pw_state(pw) == P_LIVE && name_eq(pl->name, w) &&
+		    atomic_load_explicit(&pl->word, memory_order_acquire) == pw) {
+			*id = id_make(i, pw_gen(pw));
+			return 0;
+		}
+	}
+	return ENOENT;
+}
+
+int nemo_xproc_join(nemo_xproc *x, const char *name, nemo_xproc_place **out, nemo_xproc_id *id)
+{
+	if (!x || !out)
+		return NEMO__FAIL(EINVAL, "handle or out is NULL");
+	if (name && !name_ok(name, NEMO_XPROC_NAME_MAX))
+		return NEMO__FAIL(EINVAL, "place name is not 1-%u of [A-Za-z0-9._-]", NEMO_XPROC_NAME_MAX);
+	nemo_xproc_id other;
+	if (name && nemo_xproc_find(x, name, &other) == 0)
+		return NEMO__FAIL(EEXIST, "a live place is named '%s'", name);
+	nemo_xproc_place *p = calloc(1, sizeof *p);
+	uint32_t *arr = calloc(4 * (size_t)x->nplaces, sizeof *arr);
+	if (!p || !arr) {
+		free(p);
+		free(arr);
+		return NEMO__FAIL(ENOMEM, "cannot allocate the place");
+	}
+	p->dgen = arr;
+	p->prod = arr + x->nplaces;
+	p->sgen = arr + 2 * x->nplaces;
+	p->cons = arr + 3 * x->nplaces;
+	p->x = x;
+	for (uint32_t i = 0; i < x->nplaces; i++) {
+		struct seg_place *pl = place_at(x, i);
+		uint32_t w = atomic_load_explicit(&pl->word, memory_order_acquire);
+		if (pw_state(w) != P_FREE && pw_state(w) != P_DEAD)
+			continue;
+		uint32_t gen = (pw_gen(w) + 1) & 0xFFFFu;
+		if (gen == 0)
+			gen = 1;
+		if (!atomic_compare_exchange_strong_explicit(&pl->word, &w, pw_make(gen, x->me, P_CLAIM),
+							     memory_order_seq_cst, memory_order_relaxed))
+			continue;
+		for (uint32_t o = 0; o < x->nplaces; o++) {
+			ring_reset(x, o, i);
+			ring_reset(x, i, o);
+		}
+		atomic_store_explicit(&pl->wstate, NEMO_WAITER_RUNNING, memory_order_relaxed);
+		if (name)
+			name_store(pl->name, name);
+		else
+			name_store(pl->name, ".");
+		p->idx = i;
+		p->gen = gen;
+		p->id = id_make(i, gen);
+		p->deaths_seen = atomic_load_explicit(&hdr(x)->deaths, memory_order_relaxed);
+		p->joined = true;
+		x->places[i] = p;
+		uint32_t c = pw_make(gen, x->me, P_CLAIM);
+		if (!atomic_compare_exchange_strong_explicit(&pl->word, &c, pw_make(gen, x->me, P_LIVE),
+							     memory_order_seq_cst, memory_order_relaxed)) {
+			/* Reclaimed under us (we were taken for dead) or scribbled. */
+			x->places[i] = NULL;
+			free(arr);
+			free(p);
+			return NEMO__FAIL(EBADMSG, "place %u was changed by another process while joining", i);
+		}
+		/* Another place that went LIVE under the same name meanwhile:
+		 * both published (seq_cst) before they look, so at least one
+		 * sees the other, and whoever sees one backs out. */
+		if (name) {
+			uint32_t nw[NAME_WORDS];
+			name_pack(name, nw);
+			for (uint32_t o = 0; o < x->nplaces; o++) {
+				struct seg_place *op = place_at(x, o);
+				if (o != i && pw_state(atomic_load_explicit(&op->word, memory_order_seq_cst)) == P_LIVE &&
+				    name_eq(op->name, nw)) {
+					nemo_xproc_leave(p);
+					return NEMO__FAIL(EEXIST, "a live place is named '%s'", name);
+				}
+			}
+		}
+		*out = p;
+		if (id)
+			*id = p->id;
+		return 0;
+	}
+	free(arr);
+	free(p);
+	return NEMO__FAIL(ENOSPC, "every one of the %u places is taken", x->nplaces);
+}
+
+int nemo_xproc_leave(nemo_xproc_place *p)
+{
+	if (!p || !p->joined)
+		return NEMO__FAIL(EINVAL, "place is NULL or not joined");
+	if (p->depth)
+		return NEMO__FAIL(EBUSY, "place %#x is running a handler", p->id);
+	nemo_xproc *x = p->x;
+	uint32_t w = pw_make(p->gen, x->me, P_LIVE);
+	atomic_compare_exchange_strong_explicit(&place_at(x, p->idx)->word, &w, pw_make(p->gen, 0, P_FREE),
+						memory_order_seq_cst, memory_order_relaxed);
+	x->places[p->idx] = NULL;
+	free(p->dgen);
+	free(p);
+	return 0;
+}
+
+nemo_xproc_id nemo_xproc_self(const nemo_xproc_place *p)
+{
+	return p ? p->id : 0;
+}
+
+int nemo_xproc_set_notify(nemo_xproc_place *p, nemo_xproc_notify_handler fn, void *ctx)
+{
+	if (!p)
+		return NEMO__FAIL(EINVAL, "place is NULL");
+	p->nfn = fn;
+	p->nctx = ctx;
+	return 0;
+}
+
+int nemo_xproc_set_policy(nemo_xproc_place *p, const nemo_wait_policy *pol)
+{
+	if (!p || !pol)
+		return NEMO__FAIL(EINVAL, "place or policy is NULL");
+	nemo_wait_policy r;
+	if (nemo__wait_policy_resolve(pol, &r))
+		return NEMO__FAIL(EINVAL, "unknown policy kind %d", (int)pol->kind);
+	p->policy = *pol;
+	return 0;
+}
+
+int nemo_xproc_place_check(nemo_xproc *x, nemo_xproc_id id)
+{
+	if (!x)
+		return NEMO__FAIL(EINVAL, "handle is NULL");
+	uint32_t i = id_idx(id);
+	if (i >= x->nplaces || id_gen(id) == 0)
+		return ESRCH;
+	uint32_t w = atomic_load_explicit(&place_at(x, i)->word, memory_order_acquire);
+	if (pw_gen(w) != id_gen(id))
+		return ESRCH;
+	if (pw_state(w) == P_DEAD)
+		return EOWNERDEAD;
+	if (pw_state(w) != P_LIVE)
+		return ESRCH;
+	uint32_t k = pw_owner(w);
+	if (k >= x->nprocs)
+		return EBADMSG;
+	if (check_proc(x, k))
+		return EOWNERDEAD;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Names and handlers                                                  */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The name table is open addressing with linear probing from the name's
+ * hash, and a name slot is never freed: its state goes 0 -> 1 (claimed,
+ * CAS) -> 2 (name written, seq_cst store).  Two processes entering the
+ * same name probe the same slots in the same order, so the first slot
+ * either finds free is the one both meet: one wins its CAS, the other
+ * waits for state 2 and finds the name there.  A claimer that dies
+ * between 1 and 2 leaves its slot at 1: a prober waits at most 2 ms
+ * for it, then skips it (the name may then get a second code; names are
+ * entered once per process at start-up, so this needs a death there).
+ */
+static uint32_t name_hash(const uint32_t w[NAME_WORDS])
+{
+	uint32_t h = 2166136261u;
+	for (unsigned i = 0; i < NAME_WORDS; i++)
+		h = (h ^ w[i]) * 16777619u;
+	return h;
+}
+
+int nemo_xproc_name(nemo_xproc *x, const char *name, uint32_t *code)
+{
+	if (!x || !code || !name_ok(name, NEMO_XPROC_NAME_MAX))
+		return NEMO__FAIL(EINVAL, "NULL handle or code, or name not 1-%u of [A-Za-z0-9._-]",
+				  NEMO_XPROC_NAME_MAX);
+	uint32_t w[NAME_WORDS];
+	name_pack(name, w);
+	uint32_t h = name_hash(w);
+	for (uint32_t k = 0; k < x->nnames; k++) {
+		uint32_t i = (h + k) % x->nnames;
+		struct seg_name *n = name_at(x, i);
+		uint32_t st = atomic_load_explicit(&n->state, memory_order_acquire);
+		if (st == 0) {
+			if (atomic_compare_exchange_strong_explicit(&n->state, &st, 1, memory_order_acq_rel,
+								    memory_order_acquire)) {
+				for (uint32_t j = 0; j < NAME_WORDS; j++)
+					atomic_store_explicit(&n->name[j], w[j], memory_order_relaxed);
+				atomic_store_explicit(&n->state, 2, memory_order_seq_cst);
+				*code = i;
+				return 0;
+			}
+		}
+		/* Claimed: wait, at most 2 ms, for its name to be written. */
+		uint64_t give_up = 0;
+		for (unsigned spin = 0; st == 1; spin++) {
+			if (spin >= 64) {
+				uint64_t now = now_ns();
+				if (!give_up)
+					give_up = now + 2000000;
+				else if (now >= give_up)
+					break;
+				sched_yield();
+			}
+			st = atomic_load_explicit(&n->state, memory_order_acquire);
+		}
+		if (st == 2 && name_eq(n->name, w)) {
+			*code = i;
+			return 0;
+		}
+	}
+	return NEMO__FAIL(ENOSPC, "no slot of the %u names is free for '%s'", x->nnames, name);
+}
+
+int nemo_xproc_handle(nemo_xproc *x, const char *name, nemo_xproc_handler fn, void *ctx)
+{
+	uint32_t code;
+	int rc = nemo_xproc_name(x, name, &code);
+	if (rc)
+		return rc;
+	x->handlers[code].fn = fn;
+	x->handlers[code].ctx = ctx;
+	return 0;
+}
+
+int nemo_xproc_get_counters(nemo_xproc *x, nemo_xproc_counters *out)
+{
+	if (!x || !out)
+		return NEMO__FAIL(EINVAL, "handle or out is NULL");
+	out->sent = atomic_load_explicit(&x->sent, memory_order_relaxed);
+	out->received = atomic_load_explicit(&x->received, memory_order_relaxed);
+	out->kicks = atomic_load_explicit(&x->kicks, memory_order_relaxed);
+	out->unhandled = atomic_load_explicit(&x->unhandled, memory_order_relaxed);
+	out->rejected = atomic_load_explicit(&x->rejected, memory_order_relaxed);
+	out->reclaimed = atomic_load_explicit(&x->reclaimed, memory_order_relaxed);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Drain                                                               */
+/* ------------------------------------------------------------------ */
+
+/* The generation of sender index s as a receiver should expect it now
+ * (0: no live sender there); resets our position on a change. */
+static uint32_t sender_gen(nemo_xproc_place *p, uint32_t s, memory_order mo)
+{
+	uint32_t w = atomic_load_explicit(&place_at(p->x, s)->word, mo);
+	uint32_t st = pw_state(w), g = pw_gen(w);
+	if (st == P_CLAIM)
+		return 0;                 /* rings being reset: look next time */
+	if (g != p->sgen[s]) {
+		p->sgen[s] = g;
+		p->cons[s] = 0;
+	}
+	return g;
+}
+
+/* Is anything queued to p?  mo: the seq loads' order (seq_cst in W3). */
+static bool pending(nemo_xproc_place *p, memory_order mo)
+{
+	nemo_xproc *x = p->x;
+	uint32_t mask = x->nslots - 1;
+	for (uint32_t s = 0; s < x->nplaces; s++) {
+		if (!sender_gen(p, s, mo))
+			continue;
+		struct seg_slot *sl = ring_at(x, s, p->idx) + (p->cons[s] & mask);
+		if (atomic_load_explicit(&sl->seq, mo) == p->cons[s] + 1)
+			return true;
+	}
+	return false;
+}
+
+static void deliver(nemo_xproc_place *p, const nemo_xproc_msg *m, uint32_t kind)
+{
+	nemo_xproc *x = p->x;
+	p->depth++;
+	if (kind == K_NOTIFY) {
+		if (p->nfn)
+			p->nfn(p->nctx, p, m->src, m->code);
+		else
+			atomic_fetch_add_explicit(&x->unhandled, 1, memory_order_relaxed);
+	} else {
+		struct handler h = x->handlers[m->code];   /* m->code < nnames: validated */
+		if (h.fn)
+			h.fn(h.ctx, p, m);
+		else
+			atomic_fetch_add_explicit(&x->unhandled, 1, memory_order_relaxed);
+	}
+	p->depth--;
+}
+
+/* Take what ring (s -> p) holds, at most one lap. */
+static void drain_ring(nemo_xproc_place *p, uint32_t s, uint32_t sgen)
+{
+	nemo_xproc *x = p->x;
+	uint32_t mask = x->nslots - 1;
+	struct seg_slot *ring = ring_at(x, s, p->idx);
+	for (uint32_t n = 0; n < x->nslots; n++) {
+		uint32_t c = p->cons[s];
+		struct seg_slot *sl = ring + (c & mask);
+		if (atomic_load_explicit(&sl->seq, memory_order_acquire) != c + 1)
+			return;
+		nemo_xproc_msg m;
+		m.src = atomic_load_explicit(&sl->src, memory_order_relaxed);
+		m.dst = atomic_load_explicit(&sl->dst, memory_order_relaxed);
+		m.code = atomic_load_explicit(&sl->code, memory_order_relaxed);
+		m.arg = atomic_load_explicit(&sl->arg, memory_order_relaxed);
+		uint32_t kl = atomic_load_explicit(&sl->kindlen, memory_order_relaxed);
+		uint32_t kind = kl >> 16;
+		m.len = kl & 0xFFFFu;
+		for (unsigned j = 0; j < NEMO_XPROC_PAYLOAD_MAX / 4; j++) {
+			uint32_t v = atomic_load_explicit(&sl->payload[j], memory_order_relaxed);
+			memcpy(m.payload + 4 * j, &v, 4);
+		}
+		/* The slot is ours to free now: the copy is private. */
+		atomic_store_explicit(&sl->seq, c + x->nslots, memory_order_release);
+		p->cons[s] = c + 1;
+		/* THE VALIDATION RULE, on the private copy. */
+		bool ok = m.src == id_make(s, sgen) && m.dst == p->id && m.len <= NEMO_XPROC_PAYLOAD_MAX &&
+			  ((kind == K_AM && m.code < x->nnames) || (kind == K_NOTIFY && m.len == 0));
+		if (!ok) {
+			p->rejected++;
+			atomic_fetch_add_explicit(&x->rejected, 1, memory_order_relaxed);
+			continue;
+		}
+		atomic_fetch_add_explicit(&x->received, 1, memory_order_relaxed);
+		p->handled++;
+		deliver(p, &m, kind);
+		if (!p->joined)
+			return;
+	}
+}
+
+static void drain(nemo_xproc_place *p)
+{
+	for (uint32_t s = 0; s < p->x->nplaces; s++) {
+		uint32_t g = sender_gen(p, s, memory_order_acquire);
+		if (g)
+			drain_ring(p, s, g);
+	}
+}
+
+static bool death_news(nemo_xproc_place *p)
+{
+	return atomic_load_explicit(&hdr(p->x)->deaths, memory_order_seq_cst) != p->deaths_seen;
+}
+
+int nemo_xproc_poll(nemo_xproc_place *p, unsigned *handled)
+{
+	if (handled)
+		*handled = 0;
+	if (!p || !p->joined)
+		return NEMO__FAIL(EINVAL, "place is NULL or not joined");
+	unsigned h0 = p->handled, r0 = p->rejected;
+	drain(p);
+	if (handled)
+		*handled = p->handled - h0;
+	if (death_news(p)) {
+		p->deaths_seen = atomic_load_explicit(&hdr(p->x)->deaths, memory_order_relaxed);
+		return EOWNERDEAD;
+	}
+	if (p->rejected != r0 && p->handled == h0)
+		return EBADMSG;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Wait (W1-W5 above, through the one wait loop)                        */
+/* ------------------------------------------------------------------ */
+
+static bool xp_try_take(void *arg)
+{
+	nemo_xproc_place *p = arg;
+	unsigned h0 = p->handled, r0 = p->rejected;
+	drain(p);
+	return p->handled != h0 || p->rejected != r0 || death_news(p);
+}
+
+static bool xp_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *bits)
+{
+	nemo_xproc_place *p = arg;
+	_Atomic uint32_t *ws = &place_at(p->x, p->idx)->wstate;
+	atomic_exchange_explicit(ws, NEMO_WAITER_SLEEPING, memory_order_seq_cst);          /* W2 */
+	*word = (uint32_t *)ws;
+	*bits = 0;
+	if (pending(p, memory_order_seq_cst) || death_news(p)) {                            /* W3 */
+		atomic_store_explicit(ws, NEMO_WAITER_RUNNING, memory_order_relaxed);
+		*val = NEMO_WAITER_SLEEPING;   /* the word is RUNNING: futex_wait returns at once */
+		return false;
+	}
+	*val = NEMO_WAITER_SLEEPING;                                                        /* W4 */
+	return false;
+}
+
+static void xp_sleep_end(void *arg)
+{
+	nemo_xproc_place *p = arg;
+	atomic_store_explicit(&place_at(p->x, p->idx)->wstate, NEMO_WAITER_RUNNING,
+			      memory_order_relaxed);                                       /* W5 */
+}
+
+static const nemo__wait_ops xp_ops = {
+	.try_take = xp_try_take,
+	.sleep_begin = xp_sleep_begin,
+	.sleep_end = xp_sleep_end,
+	.futex_flags = NEMO_FUTEX_SHARED,
+};
+
+int nemo_xproc_wait(nemo_xproc_place *p, const struct timespec *abstime, unsigned *handled)
+{
+	if (handled)
+		*handled = 0;
+	if (!p || !p->joined)
+		return NEMO__FAIL(EINVAL, "place is NULL or not joined");
+	int rc = nemo__check_deadline("nemo_xproc_wait", CLOCK_MONOTONIC, abstime);
+	if (rc)
+		return rc;
+	nemo_xproc *x = p->x;
+	uint64_t end = abstime ? (uint64_t)abstime->tv_sec * 1000000000u + (uint64_t)abstime->tv_nsec
+			       : UINT64_MAX;
+	unsigned h0 = p->handled, r0 = p->rejected;
+	for (;;) {
+		drain(p);
+		if (death_news(p)) {
+			p->deaths_seen = atomic_load_explicit(&hdr(x)->deaths, memory_order_relaxed);
+			rc = EOWNERDEAD;
+			break;
+		}
+		if (p->handled != h0) {
+			rc = 0;
+			break;
+		}
+		if (p->rejected != r0) {
+			rc = EBADMSG;
+			break;
+		}
+		uint64_t now = now_ns();
+		if (now >= end) {
+			rc = ETIMEDOUT;
+			break;
+		}
+		uint64_t slice = now + SLICE_NS < end ? now + SLICE_NS : end;
+		struct timespec ts;
+		ns_to_ts(slice, &ts);
+		atomic_store_explicit(&place_at(x, p->idx)->wstate, NEMO_WAITER_POLLING,
+				      memory_order_relaxed);                               /* W1 */
+		rc = nemo__wait_loop(&xp_ops, p, &p->policy, CLOCK_MONOTONIC, &ts, 0);
+		atomic_store_explicit(&place_at(x, p->idx)->wstate, NEMO_WAITER_RUNNING,
+				      memory_order_seq_cst);
+		if (rc == ETIMEDOUT)
+			nemo_xproc_check(x);   /* a slice passed with nothing: are the peers alive? */
+		else if (rc && rc != ETIMEDOUT)
+			break;
+	}
+	if (handled)
+		*handled = p->handled - h0;
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Send (S1-S3)                                                        */
+/* ------------------------------------------------------------------ */
+
+/* Is dst a live place we may write to?  0, ESRCH, EOWNERDEAD, EBADMSG. */
+static int dest_state(nemo_xproc *x, nemo_xproc_id dst, uint32_t *owner)
+{
+	uint32_t i = id_idx(dst);
+	uint32_t w = atomic_load_explicit(&place_at(x, i)->word, memory_order_acquire);
+	if (pw_gen(w) != id_gen(dst))
+		return ESRCH;
+	if (pw_state(w) == P_DEAD)
+		return EOWNERDEAD;
+	if (pw_state(w) != P_LIVE)
+		return ESRCH;
+	*owner = pw_owner(w);
+	return *owner < x->nprocs ? 0 : EBADMSG;
+}
+
+static int send_slot(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint32_t code, uint64_t arg,
+		     const void *payload, size_t len, unsigned flags)
+{
+	nemo_xproc *x = p->x;
+	uint32_t d = id_idx(dst), owner = 0;
+	if (d >= x->nplaces || id_gen(dst) == 0)
+		return NEMO__FAIL(ESRCH, "place id %#x is not a place of this domain", dst);
+	int rc = dest_state(x, dst, &owner);
+	if (rc)
+		return rc;
+	if (p->dgen[d] != id_gen(dst)) {
+		p->dgen[d] = id_gen(dst);
+		p->prod[d] = 0;
+	}
+	uint32_t mask = x->nslots - 1;
+	struct seg_slot *ring = ring_at(x, p->idx, d);
+	uint32_t pos = p->prod[d];
+	struct seg_slot *sl = ring + (pos & mask);
+	if (atomic_load_explicit(&sl->seq, memory_order_acquire) != pos) {
+		/* Full: wait for room (or fail), serving our own queues. */
+		if ((flags & NEMO_XPROC_NONBLOCK) || p->depth)
+			return EAGAIN;
+		uint64_t next_check = now_ns() + ROOM_CHECK_NS;
+		unsigned spins = 0;
+		while (atomic_load_explicit(&sl->seq, memory_order_acquire) != pos) {
+			drain(p);
+			if (!p->joined)
+				return ESRCH;
+			if ((rc = dest_state(x, dst, &owner)))
+				return rc;
+			if (++spins < 64) {
+				nemo_cpu_relax();
+				continue;
+			}
+			sched_yield();
+			uint64_t now = now_ns();
+			if (now >= next_check) {
+				next_check = now + ROOM_CHECK_NS;
+				if (check_proc(x, owner))
+					return EOWNERDEAD;
+			}
+		}
+	}
+	atomic_store_explicit(&sl->src, p->id, memory_order_relaxed);
+	atomic_store_explicit(&sl->dst, dst, memory_order_relaxed);
+	atomic_store_explicit(&sl->code, code, memory_order_relaxed);
+	atomic_store_explicit(&sl->arg, arg, memory_order_relaxed);
+	atomic_store_explicit(&sl->kindlen, kind << 16 | (uint32_t)len, memory_order_relaxed);
+	unsigned char buf[NEMO_XPROC_PAYLOAD_MAX] = {0};
+	if (len)
+		memcpy(buf, payload, len);
+	for (unsigned j = 0; j < (len + 3) / 4; j++) {
+		uint32_t v;
+		memcpy(&v, buf + 4 * j, 4);
+		atomic_store_explicit(&sl->payload[j], v, memory_order_relaxed);
+	}
+	atomic_store_explicit(&sl->seq, pos + 1, memory_order_seq_cst);                   /* S1 */
+	p->prod[d] = pos + 1;
+	atomic_fetch_add_explicit(&x->sent, 1, memory_order_relaxed);
+	kick_place(x, d);                                                                  /* S2-S3 */
+	return 0;
+}
+
+int nemo_xproc_send(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t code, uint64_t arg,
+		    const void *payload, size_t len, unsigned flags)
+{
+	if (!p || !p->joined)
+		return NEMO__FAIL(EINVAL, "place is NULL or not joined");
+	if (flags & ~(unsigned)NEMO_XPROC_NONBLOCK)
+		return NEMO__FAIL(EINVAL, "unknown flags %#x", flags);
+	if (len > NEMO_XPROC_PAYLOAD_MAX)
+		return NEMO__FAIL(EMSGSIZE, "payload of %zu bytes (at most %u)", len, NEMO_XPROC_PAYLOAD_MAX);
+	if (len && !payload)
+		return NEMO__FAIL(EINVAL, "payload is NULL with len %zu", len);
+	if (code >= p->x->nnames)
+		return NEMO__FAIL(EINVAL, "code %u is not a name of this domain (%u names)", code, p->x->nnames);
+	return send_slot(p, dst, K_AM, code, arg, payload, len, flags);
+}
+
+int nemo_xproc_notify(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t chan, unsigned flags)
+{
+	if (!p || !p->joined)
+		return NEMO__FAIL(EINVAL, "place is NULL or not joined");
+	if (flags & ~(unsigned)NEMO_XPROC_NONBLOCK)
+		return NEMO__FAIL(EINVAL, "unknown flags %#x", flags);
+	return send_slot(p, dst, K_NOTIFY, chan, 0, NULL, 0, flags);
+}

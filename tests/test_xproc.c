@@ -1,0 +1,662 @@
+/*
+ * test_xproc.c - shared domains across processes (nemo/xproc.h).
+ *
+ *   test_xproc basic    create/attach, permissions, names, AM and notify
+ *                       both ways, the errors of bad input
+ *   test_xproc flood    3 sender processes and 1 receiver, 10^6 messages
+ *                       in all: nothing lost, nothing duplicated, in order
+ *                       per sender; and a blocked ping-pong (shared futex)
+ *   test_xproc kill     kill -9 of a receiver and of a sender during a
+ *                       flood: the survivors get EOWNERDEAD, none hangs;
+ *                       a restarted process attaches and joins again
+ *   test_xproc hostile  slots rewritten by hand (length, kind, code, dst,
+ *                       src): rejected, counted, no handler runs, the ring
+ *                       goes on; a scribbled header or a foreign file is
+ *                       refused at attach (EPROTO)
+ *   test_xproc threads  two places of one process on two threads (so that
+ *                       ThreadSanitizer sees both sides of the protocol)
+ *
+ * Every child has an alarm: a hang fails the test, never stalls it.
+ * Nothing here asserts a time.  NEMO_STRESS_SCALE scales the counts
+ * (the sanitizer builds run 0.1).
+ */
+#define _GNU_SOURCE
+#include "check.h"
+
+#include <nemo/xproc.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char seg[64];
+static double scale = 1.0;
+
+/* Coordination between the test's processes (not nemo's segment). */
+struct shared {
+	_Atomic uint64_t vic_received, b_sent;
+	_Atomic int ready;
+};
+static struct shared *sh;
+
+static void seg_name(const char *tag)
+{
+	snprintf(seg, sizeof seg, "nemo-test-xproc-%d-%s", (int)getpid(), tag);
+}
+
+static struct timespec deadline_ms(int ms)
+{
+	return in_ms(CLOCK_MONOTONIC, ms);
+}
+
+static int child_exit(pid_t pid)
+{
+	int st = 0;
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	if (WIFSIGNALED(st))
+		return 1000 + WTERMSIG(st);
+	return WEXITSTATUS(st);
+}
+
+/* ------------------------------------------------------------------ */
+
+struct rx_state {
+	uint64_t count, bad;
+	uint64_t next[NEMO_XPROC_PLACES_MAX];
+	nemo_xproc_id last_src;
+	uint32_t last_chan;
+	unsigned char payload[NEMO_XPROC_PAYLOAD_MAX];
+	uint32_t len;
+	uint64_t arg;
+};
+
+static void on_count(void *ctx, nemo_xproc_place *p, const nemo_xproc_msg *m)
+{
+	(void)p;
+	struct rx_state *r = ctx;
+	unsigned s = m->src & 0xFFu;
+	if (m->arg != r->next[s])
+		r->bad++;
+	r->next[s] = m->arg + 1;
+	r->count++;
+	r->last_src = m->src;
+	r->arg = m->arg;
+	r->len = m->len;
+	memcpy(r->payload, m->payload, m->len);
+}
+
+static void on_notify(void *ctx, nemo_xproc_place *p, nemo_xproc_id src, uint32_t chan)
+{
+	(void)p;
+	struct rx_state *r = ctx;
+	r->last_src = src;
+	r->last_chan = chan;
+	r->count++;
+}
+
+/* Echo: send the message back to its sender with arg + 1. */
+static void on_echo(void *ctx, nemo_xproc_place *p, const nemo_xproc_msg *m)
+{
+	uint32_t *code = ctx;
+	int rc = nemo_xproc_send(p, m->src, *code, m->arg + 1, m->payload, m->len, 0);
+	if (rc)
+		fprintf(stderr, "echo: send: %d\n", rc);
+}
+
+static int wait_count(nemo_xproc_place *p, struct rx_state *r, uint64_t n)
+{
+	struct timespec dl = deadline_ms(30000);
+	while (r->count < n) {
+		int rc = nemo_xproc_wait(p, &dl, NULL);
+		if (rc && rc != EOWNERDEAD)
+			return rc;
+	}
+	return 0;
+}
+
+static void test_basic(void)
+{
+	seg_name("basic");
+	nemo_xproc *x = NULL, *y = NULL;
+	nemo_xproc_attr a = {.max_procs = 4, .max_places = 4, .ring_slots = 8, .max_names = 8};
+	CHECK_EQ_INT(nemo_xproc_create(seg, &a, &x), 0);
+	CHECK_EQ_INT(nemo_xproc_create(seg, &a, &y), EEXIST);
+	CHECK_EQ_INT(nemo_xproc_create("bad/name", &a, &y), EINVAL);
+	nemo_xproc_attr bad = {.ring_slots = 6};
+	CHECK_EQ_INT(nemo_xproc_create("nemo-test-xproc-bad", &bad, &y), EINVAL);
+	CHECK_EQ_INT(nemo_xproc_attach("nemo-test-xproc-absent", NULL, &y), ENOENT);
+	char path[128];
+	snprintf(path, sizeof path, "/dev/shm/%s", seg);
+	struct stat st;
+	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+	/* Another owner than expected: refused. */
+	nemo_xproc_attach_attr other = {.uid = geteuid() + 1, .gid = getegid(), .use_ids = 1};
+	CHECK_EQ_INT(nemo_xproc_attach(seg, &other, &y), EACCES);
+
+	nemo_xproc_place *p;
+	nemo_xproc_id pid_, qid;
+	CHECK_EQ_INT(nemo_xproc_join(x, "parent", &p, &pid_), 0);
+	CHECK_EQ_INT(nemo_xproc_join(x, "parent", &p, &pid_), EEXIST);
+	static struct rx_state r;
+	uint32_t c_count, c_echo;
+	CHECK_EQ_INT(nemo_xproc_handle(x, "count", on_count, &r), 0);
+	CHECK_EQ_INT(nemo_xproc_name(x, "echo", &c_echo), 0);
+	CHECK_EQ_INT(nemo_xproc_name(x, "count", &c_count), 0);
+	CHECK(c_echo != c_count);
+	CHECK_EQ_INT(nemo_xproc_set_notify(p, on_notify, &r), 0);
+	CHECK_EQ_INT(nemo_xproc_send(p, pid_, c_count, 0, "x", NEMO_XPROC_PAYLOAD_MAX + 1, 0), EMSGSIZE);
+	CHECK_EQ_INT(nemo_xproc_send(p, pid_, 99, 0, NULL, 0, 0), EINVAL);
+	CHECK_EQ_INT(nemo_xproc_send(p, 0, c_count, 0, NULL, 0, 0), ESRCH);
+	CHECK_EQ_INT(nemo_xproc_send(p, pid_, c_count, 0, NULL, 0, 77), EINVAL);
+
+	pid_t child = fork();
+	if (child == 0) {
+		alarm(60);
+		nemo_xproc *cx;
+		nemo_xproc_place *q;
+		if (nemo_xproc_attach(seg, NULL, &cx))
+			_exit(2);
+		uint32_t code;
+		if (nemo_xproc_handle(cx, "echo", on_echo, &code) || nemo_xproc_name(cx, "count", &code))
+			_exit(3);
+		if (nemo_xproc_join(cx, "child", &q, NULL))
+			_exit(4);
+		/* Echo until told to stop by a notification on channel 9. */
+		static struct rx_state cr;
+		nemo_xproc_set_notify(q, on_notify, &cr);
+		while (cr.last_chan != 9) {
+			struct timespec dl = deadline_ms(30000);
+			int rc = nemo_xproc_wait(q, &dl, NULL);
+			if (rc && rc != EOWNERDEAD)
+				_exit(5);
+		}
+		if (nemo_xproc_notify(q, cr.last_src, 10, 0))
+			_exit(6);
+		nemo_xproc_detach(cx);
+		_exit(0);
+	}
+	int tries = 0;
+	while (nemo_xproc_find(x, "child", &qid) != 0 && tries++ < 30000)
+		usleep(1000);
+	CHECK_EQ_INT(nemo_xproc_place_check(x, qid), 0);
+	r.next[qid & 0xFF] = 42;
+	CHECK_EQ_INT(nemo_xproc_send(p, qid, c_echo, 41, "hello", 5, 0), 0);
+	CHECK_EQ_INT(wait_count(p, &r, 1), 0);
+	CHECK_EQ_INT(r.arg, 42);
+	CHECK_EQ_INT(r.len, 5);
+	CHECK(memcmp(r.payload, "hello", 5) == 0);
+	CHECK_EQ_INT(r.last_src, qid);
+	/* A full payload round trip. */
+	unsigned char big[NEMO_XPROC_PAYLOAD_MAX];
+	for (unsigned i = 0; i < sizeof big; i++)
+		big[i] = (unsigned char)(i * 7 + 1);
+	r.next[qid & 0xFF] = 100;
+	CHECK_EQ_INT(nemo_xproc_send(p, qid, c_echo, 99, big, sizeof big, 0), 0);
+	CHECK_EQ_INT(wait_count(p, &r, 2), 0);
+	CHECK(r.len == sizeof big && memcmp(r.payload, big, sizeof big) == 0);
+	CHECK_EQ_INT(r.bad, 0);
+	CHECK_EQ_INT(nemo_xproc_notify(p, qid, 9, 0), 0);
+	CHECK_EQ_INT(wait_count(p, &r, 3), 0);
+	CHECK_EQ_INT(r.last_chan, 10);
+	CHECK_EQ_INT(child_exit(child), 0);
+	/* Detached: its place is free, a send to it fails. */
+	CHECK_EQ_INT(nemo_xproc_send(p, qid, c_echo, 0, NULL, 0, 0), ESRCH);
+	CHECK_EQ_INT(nemo_xproc_find(x, "child", &qid), ENOENT);
+	nemo_xproc_counters c;
+	CHECK_EQ_INT(nemo_xproc_get_counters(x, &c), 0);
+	CHECK(c.sent == 3 && c.received == 3 && c.rejected == 0);
+	CHECK_EQ_INT(nemo_xproc_leave(p), 0);
+	CHECK_EQ_INT(nemo_xproc_unlink(seg), 0);
+	CHECK_EQ_INT(nemo_xproc_detach(x), 0);
+	CHECK_EQ_INT(nemo_xproc_attach(seg, NULL, &y), ENOENT);
+}
+
+/* ------------------------------------------------------------------ */
+
+#define SENDERS 3
+
+static int sender_main(int i, uint64_t n, const char *dest)
+{
+	alarm(120);
+	nemo_xproc *cx;
+	nemo_xproc_place *q;
+	char name[16];
+	snprintf(name, sizeof name, "s%d", i);
+	if (nemo_xproc_attach(seg, NULL, &cx) || nemo_xproc_join(cx, name, &q, NULL))
+		return 2;
+	uint32_t code;
+	nemo_xproc_id rx;
+	if (nemo_xproc_name(cx, "count", &code) || nemo_xproc_find(cx, dest, &rx))
+		return 3;
+	for (uint64_t k = 0; k < n; k++) {
+		int rc = nemo_xproc_send(q, rx, code, k, &k, sizeof k, 0);
+		if (rc) {
+			fprintf(stderr, "sender %d: send %llu: %d\n", i, (unsigned long long)k, rc);
+			return 4;
+		}
+	}
+	nemo_xproc_detach(cx);
+	return 0;
+}
+
+static void on_pong(void *ctx, nemo_xproc_place *p, const nemo_xproc_msg *m)
+{
+	(void)p;
+	uint64_t *last = ctx;
+	*last = m->arg;
+}
+
+static void test_flood(void)
+{
+	seg_name("flood");
+	nemo_xproc *x;
+	CHECK_EQ_INT(nemo_xproc_create(seg, NULL, &x), 0);
+	nemo_xproc_place *p;
+	static struct rx_state r;
+	CHECK_EQ_INT(nemo_xproc_join(x, "rx", &p, NULL), 0);
+	CHECK_EQ_INT(nemo_xproc_handle(x, "count", on_count, &r), 0);
+	uint64_t per = (uint64_t)(1000000 * scale / SENDERS) + 1;
+	if (per < 1000)
+		per = 1000;
+	pid_t kids[SENDERS];
+	for (int i = 0; i < SENDERS; i++) {
+		kids[i] = fork();
+		if (kids[i] == 0)
+			_exit(sender_main(i, per, "rx"));
+	}
+	CHECK_EQ_INT(wait_count(p, &r, per * SENDERS), 0);
+	for (int i = 0; i < SENDERS; i++)
+		CHECK_EQ_INT(child_exit(kids[i]), 0);
+	unsigned h = 0;
+	CHECK(nemo_xproc_poll(p, &h) == 0 && h == 0);   /* nothing duplicated */
+	CHECK_EQ_INT(r.count, per * SENDERS);
+	CHECK_EQ_INT(r.bad, 0);
+	uint64_t total = 0;
+	for (unsigned s = 0; s < NEMO_XPROC_PLACES_MAX; s++)
+		total += r.next[s];
+	CHECK_EQ_INT(total, per * SENDERS);
+
+	/* Blocked ping-pong: both sides sleep on their shared futexes. */
+	nemo_wait_policy block = {.kind = NEMO_WAIT_BLOCK};
+	CHECK_EQ_INT(nemo_xproc_set_policy(p, &block), 0);
+	uint64_t rounds = (uint64_t)(20000 * scale);
+	if (rounds < 200)
+		rounds = 200;
+	pid_t echo = fork();
+	if (echo == 0) {
+		alarm(120);
+		nemo_xproc *cx;
+		nemo_xproc_place *q;
+		uint32_t code;
+		if (nemo_xproc_attach(seg, NULL, &cx) || nemo_xproc_name(cx, "pong", &code) ||
+		    nemo_xproc_handle(cx, "ping", on_echo, &code) || nemo_xproc_join(cx, "echo", &q, NULL))
+			_exit(2);
+		nemo_xproc_set_policy(q, &block);
+		static struct rx_state stop;
+		nemo_xproc_set_notify(q, on_notify, &stop);
+		while (stop.count == 0) {
+			struct timespec dl = deadline_ms(30000);
+			int rc = nemo_xproc_wait(q, &dl, NULL);
+			if (rc == ETIMEDOUT)
+				_exit(0);   /* the parent is done */
+			if (rc && rc != EOWNERDEAD)
+				_exit(3);
+		}
+		nemo_xproc_detach(cx);
+		_exit(0);
+	}
+	uint64_t last = 0;
+	uint32_t ping;
+	CHECK_EQ_INT(nemo_xproc_handle(x, "pong", on_pong, &last), 0);
+	CHECK_EQ_INT(nemo_xproc_name(x, "ping", &ping), 0);
+	nemo_xproc_id eid;
+	int tries = 0;
+	while (nemo_xproc_find(x, "echo", &eid) != 0 && tries++ < 30000)
+		usleep(1000);
+	uint64_t ok = 0;
+	for (uint64_t k = 1; k <= rounds; k++) {
+		if (nemo_xproc_send(p, eid, ping, 2 * k, NULL, 0, 0))
+			break;
+		struct timespec dl = deadline_ms(30000);
+		while (last != 2 * k + 1)
+			if (nemo_xproc_wait(p, &dl, NULL) == ETIMEDOUT)
+				break;
+		if (last != 2 * k + 1)
+			break;
+		ok++;
+	}
+	CHECK_EQ_INT(ok, rounds);
+	nemo_xproc_counters c;
+	nemo_xproc_get_counters(x, &c);
+	printf("flood: %llu messages from %d processes; ping-pong %llu rounds, %llu kicks\n",
+	       (unsigned long long)r.count, SENDERS, (unsigned long long)ok, (unsigned long long)c.kicks);
+	CHECK_EQ_INT(nemo_xproc_notify(p, eid, 1, 0), 0);   /* stop */
+	nemo_xproc_leave(p);
+	CHECK_EQ_INT(child_exit(echo), 0);
+	nemo_xproc_unlink(seg);
+	nemo_xproc_detach(x);
+}
+
+/* ------------------------------------------------------------------ */
+
+static void on_vic(void *ctx, nemo_xproc_place *p, const nemo_xproc_msg *m)
+{
+	(void)ctx;
+	(void)p;
+	(void)m;
+	atomic_fetch_add(&sh->vic_received, 1);
+}
+
+static void test_kill(void)
+{
+	seg_name("kill");
+	nemo_xproc *x;
+	CHECK_EQ_INT(nemo_xproc_create(seg, NULL, &x), 0);
+	nemo_xproc_place *p;
+	static struct rx_state r;
+	CHECK_EQ_INT(nemo_xproc_join(x, "rx", &p, NULL), 0);
+	CHECK_EQ_INT(nemo_xproc_handle(x, "count", on_count, &r), 0);
+
+	pid_t vic = fork();
+	if (vic == 0) {   /* the victim receiver: drains until killed */
+		alarm(120);
+		nemo_xproc *cx;
+		nemo_xproc_place *q;
+		if (nemo_xproc_attach(seg, NULL, &cx) || nemo_xproc_handle(cx, "vic", on_vic, NULL) ||
+		    nemo_xproc_join(cx, "vic", &q, NULL))
+			_exit(2);
+		atomic_fetch_add(&sh->ready, 1);
+		for (;;)
+			nemo_xproc_wait(q, NULL, NULL);
+	}
+	while (atomic_load(&sh->ready) < 1)
+		usleep(1000);
+	pid_t a = fork();
+	if (a == 0) {   /* floods the victim until its sends fail: must be EOWNERDEAD */
+		alarm(120);
+		nemo_xproc *cx;
+		nemo_xproc_place *q;
+		uint32_t code;
+		nemo_xproc_id v;
+		if (nemo_xproc_attach(seg, NULL, &cx) || nemo_xproc_join(cx, "a", &q, NULL) ||
+		    nemo_xproc_name(cx, "vic", &code) || nemo_xproc_find(cx, "vic", &v))
+			_exit(2);
+		for (uint64_t k = 0;; k++) {
+			int rc = nemo_xproc_send(q, v, code, k, NULL, 0, 0);
+			if (rc == EOWNERDEAD)
+				_exit(0);
+			if (rc) {
+				fprintf(stderr, "a: send: %d\n", rc);
+				_exit(3);
+			}
+		}
+	}
+	pid_t b = fork();
+	if (b == 0) {   /* floods the parent until killed */
+		alarm(120);
+		nemo_xproc *cx;
+		nemo_xproc_place *q;
+		uint32_t code;
+		nemo_xproc_id rx;
+		if (nemo_xproc_attach(seg, NULL, &cx) || nemo_xproc_join(cx, "b", &q, NULL) ||
+		    nemo_xproc_name(cx, "count", &code) || nemo_xproc_find(cx, "rx", &rx))
+			_exit(2);
+		for (uint64_t k = 0;; k++) {
+			if (nemo_xproc_send(q, rx, code, k, NULL, 0, 0))
+				_exit(3);
+			atomic_store(&sh->b_sent, k + 1);
+		}
+	}
+	/* Let both floods run, then kill the victim and the sender. */
+	struct timespec dl = deadline_ms(30000);
+	uint64_t goal = (uint64_t)(20000 * scale) + 100;
+	while (r.count < goal || atomic_load(&sh->vic_received) < goal) {
+		int rc = nemo_xproc_wait(p, &dl, NULL);
+		if (rc == ETIMEDOUT)
+			break;
+	}
+	CHECK(r.count >= goal);
+	kill(vic, SIGKILL);
+	kill(b, SIGKILL);
+	/* The survivors: a's send fails with EOWNERDEAD; our wait reports it. */
+	int deaths = 0;
+	dl = deadline_ms(30000);
+	while (deaths == 0) {
+		int rc = nemo_xproc_wait(p, &dl, NULL);
+		if (rc == EOWNERDEAD)
+			deaths++;
+		else if (rc == ETIMEDOUT)
+			break;
+	}
+	CHECK(deaths > 0);
+	CHECK_EQ_INT(child_exit(a), 0);
+	CHECK_EQ_INT(child_exit(vic), 1000 + SIGKILL);
+	CHECK_EQ_INT(child_exit(b), 1000 + SIGKILL);
+	nemo_xproc_check(x);
+	/* b's stream: in order, nothing duplicated, up to its death. */
+	nemo_xproc_poll(p, NULL);
+	CHECK_EQ_INT(r.bad, 0);
+	CHECK(r.count >= atomic_load(&sh->b_sent) && r.count <= atomic_load(&sh->b_sent) + 1);
+	nemo_xproc_id v;
+	CHECK_EQ_INT(nemo_xproc_find(x, "vic", &v), ENOENT);   /* reclaimed */
+
+	/* A restarted victim attaches and joins again, and talks to us. */
+	pid_t again = fork();
+	if (again == 0) {
+		alarm(60);
+		nemo_xproc *cx;
+		nemo_xproc_place *q;
+		uint32_t code;
+		nemo_xproc_id rx;
+		if (nemo_xproc_attach(seg, NULL, &cx) || nemo_xproc_join(cx, "vic", &q, NULL) ||
+		    nemo_xproc_name(cx, "count", &code) || nemo_xproc_find(cx, "rx", &rx))
+			_exit(2);
+		if (nemo_xproc_send(q, rx, code, 0, NULL, 0, 0))
+			_exit(3);
+		nemo_xproc_detach(cx);
+		_exit(0);
+	}
+	uint64_t before = r.count;
+	dl = deadline_ms(30000);
+	while (r.count == before)
+		if (nemo_xproc_wait(p, &dl, NULL) == ETIMEDOUT)
+			break;
+	CHECK_EQ_INT(r.count, before + 1);
+	CHECK_EQ_INT(r.bad, 0);
+	CHECK_EQ_INT(child_exit(again), 0);
+	nemo_xproc_unlink(seg);
+	nemo_xproc_detach(x);
+}
+
+/* ------------------------------------------------------------------ */
+
+/* A hostile peer's slots, made by hand: a message is sent, found in the
+ * segment by its arg, and rewritten; the receiver must reject it (no
+ * handler runs, EBADMSG, counted).  And a segment whose header is not
+ * nemo's is refused at attach (EPROTO). */
+#define MARK 0x6e656d6f0badf00dull
+
+static int hostile_calls;
+static void on_hostile(void *ctx, nemo_xproc_place *p, const nemo_xproc_msg *m)
+{
+	(void)ctx;
+	(void)p;
+	(void)m;
+	hostile_calls++;
+}
+
+static unsigned char *map_seg(size_t *size)
+{
+	char path[128];
+	snprintf(path, sizeof path, "/dev/shm/%s", seg);
+	int fd = open(path, O_RDWR);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0)
+		return NULL;
+	*size = (size_t)st.st_size;
+	unsigned char *b = mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	return b == MAP_FAILED ? NULL : b;
+}
+
+/* The slot holding the last message sent with arg MARK: its arg field. */
+static _Atomic uint64_t *find_mark(unsigned char *b, size_t size)
+{
+	for (size_t off = 0; off + 8 <= size; off += 8) {
+		_Atomic uint64_t *w = (_Atomic uint64_t *)(b + off);
+		if (atomic_load_explicit(w, memory_order_relaxed) == MARK)
+			return w;
+	}
+	return NULL;
+}
+
+static void test_hostile(void)
+{
+	seg_name("hostile");
+	nemo_xproc *x;
+	nemo_xproc_attr a = {.max_procs = 2, .max_places = 2, .ring_slots = 4, .max_names = 4};
+	CHECK_EQ_INT(nemo_xproc_create(seg, &a, &x), 0);
+	nemo_xproc_place *p, *q;
+	nemo_xproc_id qid;
+	CHECK_EQ_INT(nemo_xproc_join(x, "p", &p, NULL), 0);
+	CHECK_EQ_INT(nemo_xproc_join(x, "q", &q, &qid), 0);
+	uint32_t code;
+	CHECK_EQ_INT(nemo_xproc_handle(x, "h", on_hostile, NULL), 0);
+	CHECK_EQ_INT(nemo_xproc_name(x, "h", &code), 0);
+	size_t size = 0;
+	unsigned char *b = map_seg(&size);
+	CHECK(b != NULL);
+	if (!b)
+		return;
+	/* Slot fields around arg (xproc.c, THE SEGMENT): seq src dst code
+	 * [arg] kindlen payload.  Each case rewrites one of them. */
+	for (int c = 0; c < 6; c++) {
+		CHECK_EQ_INT(nemo_xproc_send(p, qid, code, MARK, "ok", 2, 0), 0);
+		_Atomic uint64_t *arg = find_mark(b, size);
+		CHECK(arg != NULL);
+		if (!arg)
+			break;
+		_Atomic uint32_t *w = (_Atomic uint32_t *)arg;
+		switch (c) {
+		case 0: atomic_store(&w[2], 1u << 16 | 200); break;          /* len 200 */
+		case 1: atomic_store(&w[2], 9u << 16 | 2); break;            /* unknown kind */
+		case 2: atomic_store(&w[-1], 9999); break;                   /* code out of range */
+		case 3: atomic_store(&w[-2], qid ^ 0x100); break;            /* dst: another generation */
+		case 4: atomic_store(&w[-3], 0xFFFFFFFFu); break;            /* src: index 255 */
+		case 5: atomic_store(&w[2], 2u << 16 | 4); break;            /* a notification with a payload */
+		}
+		atomic_store(arg, 0);   /* the next find must not meet this slot */
+		unsigned h = 99;
+		nemo_xproc_counters before, after;
+		nemo_xproc_get_counters(x, &before);
+		CHECK_EQ_INT(nemo_xproc_poll(q, &h), EBADMSG);
+		CHECK_EQ_INT(h, 0);
+		nemo_xproc_get_counters(x, &after);
+		CHECK_EQ_INT(after.rejected, before.rejected + 1);
+	}
+	CHECK_EQ_INT(hostile_calls, 0);
+	/* The ring is not stuck: a good message after the bad ones arrives. */
+	CHECK_EQ_INT(nemo_xproc_send(p, qid, code, 1, NULL, 0, 0), 0);
+	unsigned h = 0;
+	CHECK_EQ_INT(nemo_xproc_poll(q, &h), 0);
+	CHECK_EQ_INT(h, 1);
+	CHECK_EQ_INT(hostile_calls, 1);
+	/* A scribbled header: later attaches refuse it. */
+	memset(b, 0x5a, 64);
+	nemo_xproc *y;
+	CHECK_EQ_INT(nemo_xproc_attach(seg, NULL, &y), EPROTO);
+	/* The attached handle does not re-read the header: it still works. */
+	CHECK_EQ_INT(nemo_xproc_send(p, qid, code, 2, NULL, 0, 0), 0);
+	CHECK_EQ_INT(nemo_xproc_poll(q, &h), 0);
+	CHECK_EQ_INT(h, 1);
+	munmap(b, size);
+	/* A file of the wrong size under a nemo name. */
+	nemo_xproc_unlink(seg);
+	char path[128];
+	snprintf(path, sizeof path, "/dev/shm/%s", seg);
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	CHECK(fd >= 0);
+	if (fd >= 0) {
+		CHECK(write(fd, "nemo", 4) == 4);
+		close(fd);
+		CHECK_EQ_INT(nemo_xproc_attach(seg, NULL, &y), EPROTO);
+		unlink(path);
+	}
+	nemo_xproc_detach(x);
+}
+
+/* Two places of one process on two threads (ThreadSanitizer sees both
+ * sides of the rings and the futex handshake here). */
+static struct rx_state tr;
+static nemo_xproc_place *tq;
+static uint64_t tn;
+
+static void *thread_rx(void *arg)
+{
+	(void)arg;
+	nemo_wait_policy pol = {.kind = NEMO_WAIT_HYBRID, .spin_ns = 1000};
+	nemo_xproc_set_policy(tq, &pol);
+	struct timespec dl = deadline_ms(60000);
+	while (tr.count < tn)
+		if (nemo_xproc_wait(tq, &dl, NULL) == ETIMEDOUT)
+			break;
+	return NULL;
+}
+
+static void test_threads(void)
+{
+	seg_name("threads");
+	nemo_xproc *x;
+	CHECK_EQ_INT(nemo_xproc_create(seg, NULL, &x), 0);
+	nemo_xproc_place *p;
+	nemo_xproc_id qid;
+	uint32_t code;
+	CHECK_EQ_INT(nemo_xproc_join(x, "p", &p, NULL), 0);
+	CHECK_EQ_INT(nemo_xproc_join(x, "q", &tq, &qid), 0);
+	CHECK_EQ_INT(nemo_xproc_handle(x, "count", on_count, &tr), 0);
+	CHECK_EQ_INT(nemo_xproc_name(x, "count", &code), 0);
+	tn = (uint64_t)(100000 * scale) + 100;
+	pthread_t t;
+	pthread_create(&t, NULL, thread_rx, NULL);
+	for (uint64_t k = 0; k < tn; k++)
+		if (nemo_xproc_send(p, qid, code, k, &k, sizeof k, 0))
+			break;
+	pthread_join(t, NULL);
+	CHECK_EQ_INT(tr.count, tn);
+	CHECK_EQ_INT(tr.bad, 0);
+	nemo_xproc_unlink(seg);
+	nemo_xproc_detach(x);
+}
+
+int main(int argc, char **argv)
+{
+	const char *sc = getenv("NEMO_STRESS_SCALE");
+	if (sc && atof(sc) > 0)
+		scale = atof(sc);
+	sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED)
+		return 1;
+	const char *what = argc > 1 ? argv[1] : "all";
+	if (!strcmp(what, "basic") || !strcmp(what, "all"))
+		test_basic();
+	if (!strcmp(what, "flood") || !strcmp(what, "all"))
+		test_flood();
+	if (!strcmp(what, "kill") || !strcmp(what, "all"))
+		test_kill();
+	if (!strcmp(what, "hostile") || !strcmp(what, "all"))
+		test_hostile();
+	if (!strcmp(what, "threads") || !strcmp(what, "all"))
+		test_threads();
+	return check_exit("test_xproc");
+}
