@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "unicast.h"
+#include "xproc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -13,12 +14,19 @@
 
 static bool uc_has(const char *name)
 {
-	return unicast_find(name) != NULL;
+	return unicast_find(name) != NULL || xproc_scenarios(name) != 0;
 }
 
 static void uc_list(FILE *out)
 {
 	mech_list(ROLE_UNICAST, out);
+	/* The cross-process rows (suites/xproc.c): run when named. */
+	for (int i = 0; xproc_mechs[i]; i++) {
+		unsigned s = xproc_scenarios(xproc_mechs[i]);
+		fprintf(out, "    %-20s [%s%s%s] cross-process (only when named in --mechanisms)\n", xproc_mechs[i],
+			(s & SC_POLLING) ? "polling" : "", (s & SC_POLLING) && (s & SC_BLOCKED) ? "," : "",
+			(s & SC_BLOCKED) ? "blocked" : "");
+	}
 }
 
 static void uc_help(FILE *out)
@@ -259,10 +267,16 @@ static unsigned row_scenarios(const bench_opts *o, const bench_mech *m)
 static int uc_run(const bench_opts *o, json_t *results, json_t *config)
 {
 	const bench_mech *sel[BENCH_MAX_LIST * 2];
-	int n = 0;
+	const char *xsel[BENCH_MAX_LIST];
+	int n = 0, nx = 0;
 	if (o->nmechs) {
+		/* Cross-process mechanisms (suites/xproc.c) run only when named:
+		 * each row forks its receiver. */
 		for (int i = 0; i < o->nmechs; i++)
-			sel[n++] = unicast_find(o->mechs[i]);
+			if (unicast_find(o->mechs[i]))
+				sel[n++] = unicast_find(o->mechs[i]);
+			else
+				xsel[nx++] = o->mechs[i];
 	} else {
 		n = mech_all(ROLE_UNICAST, sel, BENCH_MAX_LIST * 2);
 	}
@@ -275,14 +289,26 @@ static int uc_run(const bench_opts *o, json_t *results, json_t *config)
 			if (s & (1u << b))
 				uc_acc_init(&rows[nrows++], sel[i], 1u << b, o->trials);
 	}
+	xproc_acc *xrows = xcalloc((size_t)nx * 2 + 1, sizeof *xrows);
+	bool *xfailed = xcalloc((size_t)nx * 2 + 1, sizeof *xfailed);
+	int nxrows = 0;
+	for (int i = 0; i < nx; i++) {
+		unsigned s = xproc_scenarios(xsel[i]);
+		s = o->scenarios ? (s & o->scenarios) : s;
+		if (!s && o->nmechs)
+			warn(o, "mechanism %s has none of the requested scenarios; skipped", xsel[i]);
+		for (unsigned b = SC_POLLING; b <= SC_BLOCKED; b <<= 1)
+			if (s & b)
+				xproc_acc_init(&xrows[nxrows++], xsel[i], b, o->trials);
+	}
 	/* Nothing to measure is an error before anything else is said. */
-	if (!nrows)
+	if (!nrows && !nxrows)
 		usage_error("no mechanism supports the requested scenarios (see `nemo-bench list`)");
 	for (int i = 0; i < n; i++)
 		if (o->nmechs && !row_scenarios(o, sel[i]))
 			warn(o, "mechanism %s has none of the requested scenarios; skipped", sel[i]->name);
 	json_t *skipped = json_array();
-	progress_begin(o, "unicast", (uint64_t)nrows * (uint64_t)o->trials);
+	progress_begin(o, "unicast", (uint64_t)(nrows + nxrows) * (uint64_t)o->trials);
 	for (int k = 0; k < o->rounds && !bench_interrupted(); k++) {
 		long share = o->trials / o->rounds + (k < o->trials % o->rounds ? 1 : 0);
 		for (int i = 0; i < nrows && !bench_interrupted(); i++) {
@@ -297,6 +323,18 @@ static int uc_run(const bench_opts *o, json_t *results, json_t *config)
 				if (rows[j].m == rows[i].m)
 					rows[j].failed = true;
 		}
+		/* The cross-process rows take their turn in the same round. */
+		for (int i = 0; i < nxrows && !bench_interrupted(); i++) {
+			if (xfailed[i] || !share)
+				continue;
+			char why[200];
+			if (xproc_measure(o, &xrows[i], o->src, o->dst, share, why, sizeof why))
+				continue;
+			mechanism_unavailable(o, xrows[i].name, why, skipped);
+			for (int j = 0; j < nxrows; j++)
+				if (!strcmp(xrows[j].name, xrows[i].name))
+					xfailed[j] = true;
+		}
 	}
 	progress_end();
 	for (int i = 0; i < nrows; i++) {
@@ -305,6 +343,13 @@ static int uc_run(const bench_opts *o, json_t *results, json_t *config)
 		uc_acc_free(&rows[i]);
 	}
 	free(rows);
+	for (int i = 0; i < nxrows; i++) {
+		if (!xfailed[i])
+			xproc_emit(o, &xrows[i], o->src, o->dst, results);
+		xproc_acc_free(&xrows[i]);
+	}
+	free(xrows);
+	free(xfailed);
 	json_object_set_new(config, "skipped", skipped);
 	json_object_set_new(config, "rounds", json_integer(o->rounds));
 	return 0;
