@@ -98,8 +98,12 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -129,10 +133,20 @@ typedef struct rslot {
 	struct nemo_mpi *m;
 } rslot;
 
+/* A rank's doorbell: a page of shared memory that peers on its host map
+ * (THE DOORBELL, above).  kick is the futex word; sleeping is 1 while
+ * the rank's progress thread sleeps on it. */
+typedef struct bell {
+	_Atomic uint32_t kick;
+	char pad[60];
+	_Atomic uint32_t sleeping;
+} bell;
+
 typedef struct peer {
 	uint64_t host;
 	int pid;
 	_Atomic int bye, dead;
+	bell *bell;                   /* mapped when on this host (THREAD bindings) */
 } peer;
 
 struct nemo_mpi {
@@ -149,6 +163,7 @@ struct nemo_mpi {
 	rslot *slots;
 	unsigned *postq, post_head, post_n;    /* posted, in posting order */
 	unsigned *pendq, pend_head, pend_n;    /* waiting to be handed over */
+	unsigned handed_n, idle_n;             /* slots HANDED, slots IDLE (the reap's work) */
 	unsigned out_n[NEMO_PLACES_MAX];       /* per local index: slots HANDED to it, */
 	nemo_place_id out_by[NEMO_PLACES_MAX]; /* and the agent place that handed them */
 	pthread_mutex_t agent_lock;
@@ -163,8 +178,11 @@ struct nemo_mpi {
 	/* thread / watchdog */
 	pthread_t thr;
 	bool has_thr;
-	_Atomic int stop, sleeping, thr_state;   /* thr_state: 0 starting, 1 a place, -err */
-	_Atomic uint32_t kick;
+	_Atomic int stop, thr_state;   /* thr_state: 0 starting, 1 a place, -err */
+	bell *bell;                   /* this rank's doorbell (shared memory, or bell_local) */
+	bell bell_local;
+	int bell_flags;               /* NEMO_FUTEX_SHARED when bell is shared memory */
+	bool all_belled;              /* every other rank can ring us (same host, mapped) */
 	uint64_t thr_cpu_ns;
 	clockid_t thr_clock;
 	_Atomic uint64_t last_progress;        /* ticks */
@@ -258,12 +276,14 @@ static void live_check(nemo_mpi *m)
  * MPI sends
  * ------------------------------------------------------------------------ */
 
+static void ring(nemo_mpi *m, int r);
+
 /* Send one wire to rank r and wait for MPI to complete it (eager for
  * these sizes: at once), checking the peer's life meanwhile. */
 static int mpi_send(nemo_mpi *m, int r, const wire *w)
 {
 	MPI_Request q;
-	if (MPI_Isend(w, (int)sizeof *w, MPI_BYTE, r, NEMO_MPI_TAG, m->comm, &q) != MPI_SUCCESS) {
+	if (MPI_Isend(w, (int)(offsetof(wire, payload) + w->len), MPI_BYTE, r, NEMO_MPI_TAG, m->comm, &q) != MPI_SUCCESS) {
 		mark_dead(m, r);
 		return NEMO__FAIL(ECONNRESET, "MPI_Isend to rank %d failed", r);
 	}
@@ -290,6 +310,7 @@ static int mpi_send(nemo_mpi *m, int r, const wire *w)
 			sched_yield();
 	}
 	CADD(m, c_sent);
+	ring(m, r);
 	return 0;
 }
 
@@ -302,9 +323,23 @@ static bool is_agent_thread(nemo_mpi *m)
 
 static void thr_kick(nemo_mpi *m)
 {
-	atomic_fetch_add_explicit(&m->kick, 1, memory_order_seq_cst);                  /* K2 */
-	if (atomic_load_explicit(&m->sleeping, memory_order_seq_cst))                  /* K3 */
-		nemo_futex_wake((uint32_t *)&m->kick, 1, NEMO_FUTEX_PRIVATE, NULL);
+	atomic_fetch_add_explicit(&m->bell->kick, 1, memory_order_seq_cst);                  /* K2 */
+	if (atomic_load_explicit(&m->bell->sleeping, memory_order_seq_cst))                  /* K3 */
+		nemo_futex_wake((uint32_t *)&m->bell->kick, 1, m->bell_flags, NULL);
+}
+
+/* After a send to rank r: ring r's doorbell if its progress thread sleeps
+ * (R1 fence, R2 load sleeping, R3 kick and FUTEX_WAKE). */
+static void ring(nemo_mpi *m, int r)
+{
+	bell *b = m->peers[r].bell;
+	if (!b)
+		return;
+	atomic_thread_fence(memory_order_seq_cst);                                      /* R1 */
+	if (atomic_load_explicit(&b->sleeping, memory_order_relaxed)) {                 /* R2 */
+		atomic_fetch_add_explicit(&b->kick, 1, memory_order_seq_cst);           /* R3 */
+		nemo_futex_wake((uint32_t *)&b->kick, 1, NEMO_FUTEX_SHARED, NULL);
+	}
 }
 
 /* Queue a send for the agent (no MPI_THREAD_MULTIPLE). */
@@ -359,9 +394,12 @@ static unsigned drain_sendq(nemo_mpi *m)
 static int post(nemo_mpi *m, unsigned i)
 {
 	rslot *s = &m->slots[i];
+	if (s->st == ST_IDLE)
+		m->idle_n--;
 	if (MPI_Irecv(&s->w, (int)sizeof s->w, MPI_BYTE, MPI_ANY_SOURCE, NEMO_MPI_TAG, m->comm, &s->req) !=
 	    MPI_SUCCESS) {
 		s->st = ST_IDLE;
+		m->idle_n++;
 		return EIO;
 	}
 	s->st = ST_POSTED;
@@ -439,6 +477,7 @@ static int hand(nemo_mpi *m, unsigned i)
 	}
 	s->st = ST_HANDED;
 	s->di = di;
+	m->handed_n++;
 	m->out_n[di]++;
 	m->out_by[di] = via;
 	CADD(m, c_handed);
@@ -483,14 +522,15 @@ static unsigned progress(nemo_mpi *m)
 			break;
 		}
 	}
-	for (unsigned i = 0; i < m->K; i++) {
+	for (unsigned i = 0; (m->handed_n || m->idle_n) && i < m->K; i++) {
 		rslot *s = &m->slots[i];
 		if (s->st == ST_HANDED && atomic_load_explicit(&s->done, memory_order_acquire)) {
 			m->out_n[s->di]--;
+			m->handed_n--;
 			post(m, i);
-		}
-		else if (s->st == ST_IDLE)
+		} else if (s->st == ST_IDLE) {
 			post(m, i);   /* an MPI_Irecv that failed: retry */
+		}
 	}
 	live_check(m);
 	return n;
@@ -590,7 +630,12 @@ static int op_am(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payl
 	}
 	if (len)
 		memcpy(w.payload + (tag ? sizeof *tag : 0), payload, len);
-	return send_wire(m, r, &w, flags);
+	/* Inside a nemo call for interrupt mode: a signal that comes while
+	 * this thread is in MPI is deferred, so no handler re-enters MPI. */
+	nemo__busy_enter(me);
+	err = send_wire(m, r, &w, flags);
+	nemo__busy_exit(me);
+	return err;
 }
 
 static int op_notify(nemo_place_id dest, uint32_t chan, unsigned flags)
@@ -613,7 +658,10 @@ static int op_notify(nemo_place_id dest, uint32_t chan, unsigned flags)
 		return nemo_notify(to, chan, flags);
 	}
 	wire w = {.src = rid(m->rank, me->idx, nemo__id_gen(me->id)), .dest = dest, .kind = K_NOTIFY, .id = chan};
-	return send_wire(m, r, &w, flags);
+	nemo__busy_enter(me);
+	err = send_wire(m, r, &w, flags);
+	nemo__busy_exit(me);
+	return err;
 }
 
 /* ------------------------------------------------------------------------
@@ -631,12 +679,12 @@ static void *thr_main(void *arg)
 	uint64_t backoff = 0;
 	while (!atomic_load_explicit(&m->stop, memory_order_acquire)) {
 		if (m->prog == NEMO_MPI_PROGRESS_WATCHDOG) {
-			uint32_t k = atomic_load_explicit(&m->kick, memory_order_seq_cst);
+			uint32_t k = atomic_load_explicit(&m->bell->kick, memory_order_seq_cst);
 			struct timespec ts = {0, (long)m->attr.watchdog_ns};
 			if (m->attr.watchdog_ns >= 1000000000ull)
 				ts = (struct timespec){1, 0};
 			if (!atomic_load_explicit(&m->stop, memory_order_seq_cst))
-				nemo_futex_wait((uint32_t *)&m->kick, k, &ts, NEMO_FUTEX_PRIVATE);
+				nemo_futex_wait((uint32_t *)&m->bell->kick, k, &ts, m->bell_flags);
 			CADD(m, c_sleeps);
 			uint64_t lp = atomic_load_explicit(&m->last_progress, memory_order_relaxed);
 			if (nemo_ticks_to_ns((int64_t)(nemo_ticks() - lp)) >= (double)m->attr.watchdog_ns &&
@@ -657,22 +705,30 @@ static void *thr_main(void *arg)
 			nemo_cpu_relax();
 			continue;
 		}
+		/* With every peer able to ring us, sleep long (the timeout is a
+		 * safety net); else the backoff, up to idle_max_ns. */
 		backoff = backoff ? backoff * 2 : 16000;
 		if (backoff > m->attr.idle_max_ns)
 			backoff = m->attr.idle_max_ns;
-		atomic_store_explicit(&m->sleeping, 1, memory_order_seq_cst);                 /* T1 */
-		uint32_t k = atomic_load_explicit(&m->kick, memory_order_seq_cst);            /* T2 */
-		if (!atomic_load_explicit(&m->sq_n, memory_order_seq_cst) &&                  /* T3 */
+		uint64_t nap = m->all_belled ? 100000000ull : backoff;
+		bell *b = m->bell;
+		atomic_store_explicit(&b->sleeping, 1, memory_order_seq_cst);                  /* T1 */
+		atomic_thread_fence(memory_order_seq_cst);   /* T1 before MPI's reads of T3 */
+		uint32_t k = atomic_load_explicit(&b->kick, memory_order_seq_cst);             /* T2 */
+		/* T3: a last look at MPI and the local work, after T1. */
+		if (!try_progress(m) && !atomic_load_explicit(&m->sq_n, memory_order_seq_cst) &&
 		    !atomic_load_explicit(&m->stop, memory_order_seq_cst)) {
-			struct timespec ts = {(time_t)(backoff / 1000000000ull), (long)(backoff % 1000000000ull)};
-			nemo_futex_wait((uint32_t *)&m->kick, k, &ts, NEMO_FUTEX_PRIVATE);   /* T4 */
+			struct timespec ts = {(time_t)(nap / 1000000000ull), (long)(nap % 1000000000ull)};
+			nemo_futex_wait((uint32_t *)&b->kick, k, &ts, m->bell_flags);          /* T4 */
 			CADD(m, c_sleeps);
-			if (atomic_load_explicit(&m->kick, memory_order_relaxed) != k) {
+			if (atomic_load_explicit(&b->kick, memory_order_relaxed) != k) {
 				CADD(m, c_wakeups);
 				backoff = 0;
 			}
+		} else {
+			last = nemo_ticks();
 		}
-		atomic_store_explicit(&m->sleeping, 0, memory_order_relaxed);
+		atomic_store_explicit(&b->sleeping, 0, memory_order_relaxed);
 	}
 	struct timespec ts;
 	clock_gettime(m->thr_clock, &ts);
@@ -695,8 +751,61 @@ static uint64_t host_hash(void)
 	return x;
 }
 
+/* THREAD bindings: every rank makes a doorbell page; peers on its host
+ * map it.  Any failure leaves that peer without a bell (it is then
+ * reached by the backoff only). */
+static void bells_setup(nemo_mpi *m)
+{
+	static _Atomic unsigned seq;
+	char name[64] = {0}, mine[80], theirs[80];
+	if (m->rank == 0)
+		snprintf(name, sizeof name, "/nemo-mpi-%d-%u-%llx", (int)getpid(), atomic_fetch_add(&seq, 1),
+			 (unsigned long long)nemo_ticks());
+	MPI_Bcast(name, sizeof name, MPI_CHAR, 0, m->comm);
+	snprintf(mine, sizeof mine, "%s-%d", name, m->rank);
+	int fd = shm_open(mine, O_CREAT | O_EXCL | O_RDWR, 0600);
+	if (fd >= 0) {
+		void *p = ftruncate(fd, sizeof(bell)) ? MAP_FAILED
+						      : mmap(NULL, sizeof(bell), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		close(fd);
+		if (p != MAP_FAILED) {
+			m->bell = p;
+			m->bell_flags = NEMO_FUTEX_SHARED;
+		}
+	}
+	MPI_Barrier(m->comm);
+	int all = m->bell != &m->bell_local, every = 0;
+	for (int r = 0; r < m->size; r++) {
+		if (r == m->rank)
+			continue;
+		if (m->peers[r].host != m->host) {
+			all = 0;
+			continue;
+		}
+		snprintf(theirs, sizeof theirs, "%s-%d", name, r);
+		int f = shm_open(theirs, O_RDWR, 0);
+		void *p = f < 0 ? MAP_FAILED : mmap(NULL, sizeof(bell), PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+		if (f >= 0)
+			close(f);
+		if (p == MAP_FAILED)
+			all = 0;
+		else
+			m->peers[r].bell = p;
+	}
+	MPI_Barrier(m->comm);
+	if (m->bell != &m->bell_local)
+		shm_unlink(mine);
+	MPI_Allreduce(&all, &every, 1, MPI_INT, MPI_LAND, m->comm);
+	m->all_belled = every != 0;
+}
+
 static void free_binding(nemo_mpi *m)
 {
+	if (m->bell && m->bell != &m->bell_local)
+		munmap(m->bell, sizeof(bell));
+	for (int r = 0; m->peers && r < m->size; r++)
+		if (m->peers[r].bell)
+			munmap(m->peers[r].bell, sizeof(bell));
 	free(m->slots);
 	free(m->postq);
 	free(m->pendq);
@@ -813,6 +922,10 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 		m->slots[i].m = m;
 		post(m, i);
 	}
+	m->bell = &m->bell_local;
+	m->bell_flags = NEMO_FUTEX_PRIVATE;
+	if (m->prog == NEMO_MPI_PROGRESS_THREAD)
+		bells_setup(m);
 	m->threshold_ticks = nemo_ns_to_ticks((double)a.threshold_ns);
 	atomic_store_explicit(&m->last_progress, nemo_ticks(), memory_order_relaxed);
 
@@ -975,10 +1088,10 @@ int nemo_mpi_poll(nemo_mpi *m, unsigned *handled)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place of the bound domain");
 	unsigned before = (unsigned)atomic_load_explicit(&m->c_direct, memory_order_relaxed), h = 0;
 	bool owner = pthread_equal(pthread_self(), m->owner);
-	if (owner && !m->has_thr) {
+	if (owner && (!m->has_thr || m->prog == NEMO_MPI_PROGRESS_WATCHDOG)) {
+		nemo__busy_enter(me);   /* no interrupt-mode handler inside MPI */
 		try_progress(m);
-	} else if (owner && m->prog == NEMO_MPI_PROGRESS_WATCHDOG) {
-		try_progress(m);
+		nemo__busy_exit(me);
 	} else if (m->prog != NEMO_MPI_PROGRESS_THREAD) {
 		nemo_poll(handled);
 		return NEMO__FAIL(EPERM, "only the owner progresses MPI with this strategy (nemo_poll was run)");

@@ -45,7 +45,7 @@ if(NEMO_BUILD_TESTS)
 endif()
 
 if(NEMO_BUILD_BENCH)
-  add_executable(nemo-bench-mpi ${PROJECT_SOURCE_DIR}/bench/mpi/nemo_bench_mpi.c)
+  add_executable(nemo-bench-mpi ${PROJECT_SOURCE_DIR}/bench/mpi/nemo_bench_mpi.c ${PROJECT_SOURCE_DIR}/bench/stats.c)
   target_compile_options(nemo-bench-mpi PRIVATE ${NEMO_WARNINGS})
   target_link_libraries(nemo-bench-mpi PRIVATE nemo-mpi m)
   set_target_properties(nemo-bench-mpi PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
