@@ -55,3 +55,6 @@ if(NEMO_BUILD_BENCH)
     set_tests_properties(mpi.bench.smoke PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
   endif()
 endif()
+
+configure_file(${PROJECT_SOURCE_DIR}/src/mpi/nemo-mpi.pc.in ${PROJECT_BINARY_DIR}/nemo-mpi.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/nemo-mpi.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
