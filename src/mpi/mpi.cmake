@@ -58,3 +58,15 @@ endif()
 
 configure_file(${PROJECT_SOURCE_DIR}/src/mpi/nemo-mpi.pc.in ${PROJECT_BINARY_DIR}/nemo-mpi.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/nemo-mpi.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+add_executable(mpi_ring ${PROJECT_SOURCE_DIR}/examples/mpi_ring.c)
+target_compile_options(mpi_ring PRIVATE ${NEMO_WARNINGS})
+target_link_libraries(mpi_ring PRIVATE nemo-mpi)
+set_target_properties(mpi_ring PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/examples)
+if(NEMO_BUILD_TESTS AND NEMO_SANITIZE STREQUAL "")
+  foreach(s send check thread watchdog)
+    add_test(NAME mpi.example.ring.${s} COMMAND ${NEMO_MPIEXEC} -n 4 $<TARGET_FILE:mpi_ring> 200 ${s})
+    set_tests_properties(mpi.example.ring.${s} PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON
+                         PASS_REGULAR_EXPRESSION "mpi_ring: 200 laps around 4 ranks")
+  endforeach()
+endif()
