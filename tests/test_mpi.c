@@ -360,6 +360,13 @@ static int run_errors(void)
 	EXPECT(nemo_mpi_create(d, MPI_COMM_WORLD, NULL, &m2) == EALREADY, "bound twice");
 	EXPECT(nemo_mpi_create(NULL, MPI_COMM_WORLD, NULL, &m) == EINVAL, "create(NULL)");
 	EXPECT(nemo_mpi_poll(NULL, NULL) == EINVAL, "poll(NULL)");
+	EXPECT(nemo_mpi_wait_for(m, NULL, 0, NULL, NULL) == EINVAL, "wait_for(NULL word)");
+	struct timespec bad = {0, 2000000000L};
+	EXPECT(nemo_mpi_wait(m, &bad, NULL) == EINVAL, "wait with a malformed deadline");
+	uint64_t w = 1;
+	EXPECT(nemo_mpi_wait_for(m, &w, 0, NULL, NULL) == 0, "wait_for a word that already changed");
+	struct timespec past_ts = {0, 0};
+	EXPECT(nemo_mpi_wait(m, &past_ts, NULL) == ETIMEDOUT, "wait with a deadline in the past");
 	EXPECT(nemo_mpi_finalize(NULL) == EINVAL, "finalize(NULL)");
 	int r1 = 0;
 	pthread_t t;

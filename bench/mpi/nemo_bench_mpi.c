@@ -294,11 +294,12 @@ static double app_run(const app_strategy *s, unsigned units, unsigned period)
 			asked++;
 			double tw = now_s();
 			bool told = false;
-			while (atomic_load_explicit(&replies, memory_order_acquire) < asked) {
+			uint64_t r;
+			while ((r = atomic_load_explicit(&replies, memory_order_acquire)) < asked) {
 				struct timespec dl;
 				clock_gettime(CLOCK_MONOTONIC, &dl);
 				dl.tv_sec += 1;
-				nemo_mpi_wait(m, &dl, NULL);
+				nemo_mpi_wait_for(m, (const uint64_t *)&replies, r, &dl, NULL);
 				if (!told && now_s() - tw > 5) {
 					nemo_mpi_counters c;
 					nemo_mpi_get_counters(m, &c);
@@ -332,7 +333,7 @@ static void app(unsigned units)
 		{"send", NEMO_MPI_PROGRESS_SEND, 0, false},
 		{"check", NEMO_MPI_PROGRESS_CHECK, 1, false},
 		{"thread-check", NEMO_MPI_PROGRESS_THREAD, 2, false},
-		{"watchdog", NEMO_MPI_PROGRESS_WATCHDOG, 1, false},
+		{"watchdog", NEMO_MPI_PROGRESS_WATCHDOG, 1, true},
 		{"thread-interrupt", NEMO_MPI_PROGRESS_THREAD, 0, true},
 	};
 	enum { NS = sizeof st / sizeof st[0] };

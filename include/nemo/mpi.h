@@ -174,13 +174,26 @@ int nemo_mpi_poll(nemo_mpi *m, unsigned *handled);
 
 /**
  * Wait until at least one handler ran on the calling place (remote or
- * local messages), or the deadline (CLOCK_MONOTONIC) passes.  The owner
+ * local messages, also one run by an interrupt during the call), or the
+ * deadline (CLOCK_MONOTONIC) passes.  The owner
  * of a SEND / CHECK / WATCHDOG binding polls MPI and its queues in turn
  * (MPI has no descriptor to sleep on; it yields the CPU between rounds);
  * with a THREAD binding the place sleeps in nemo_place_wait.
  * @return 0; ETIMEDOUT; EINVAL; ENOTCONN.
  */
 int nemo_mpi_wait(nemo_mpi *m, const struct timespec *abstime, unsigned *handled);
+
+/**
+ * Wait until *word != old (as nemo_place_wait_for, nemo/domain.h): the
+ * word is read at the start and after every poll, so a reply that an
+ * interrupt or the progress thread handled just before the call is not
+ * waited for again.  Write the word from this place's handlers with an
+ * atomic store.
+ * @return 0 once *word != old; ETIMEDOUT; EINVAL (NULL m or word, a
+ *         malformed abstime); ENOTCONN.
+ */
+int nemo_mpi_wait_for(nemo_mpi *m, const uint64_t *word, uint64_t old, const struct timespec *abstime,
+		      unsigned *handled);
 
 /**
  * The threshold check of NEMO_MPI_PROGRESS_CHECK and WATCHDOG: polls

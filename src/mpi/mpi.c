@@ -1122,28 +1122,31 @@ static bool past(const struct timespec *abstime)
 	return now.tv_sec > abstime->tv_sec || (now.tv_sec == abstime->tv_sec && now.tv_nsec >= abstime->tv_nsec);
 }
 
-int nemo_mpi_wait(nemo_mpi *m, const struct timespec *abstime, unsigned *handled)
+/* Handlers run on place me so far, wherever they ran: in its drains
+ * (polls, waits, interrupts: the place's counters) or at once by the
+ * agent (the binding's direct count; only the owner is handled at once
+ * in the strategies that wait here). */
+static uint64_t handled_so_far(nemo_mpi *m, nemo_place *me)
 {
-	if (handled)
-		*handled = 0;
-	if (!m)
-		return NEMO__FAIL(EINVAL, "m is NULL");
-	if (abstime && (abstime->tv_nsec < 0 || abstime->tv_nsec >= 1000000000L))
-		return NEMO__FAIL(EINVAL, "abstime has tv_nsec %ld", abstime->tv_nsec);
-	nemo_place *me = nemo__place_self();
-	if (!me || me->d != m->d)
-		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place of the bound domain");
-	bool owner = pthread_equal(pthread_self(), m->owner);
-	if (m->prog == NEMO_MPI_PROGRESS_THREAD || !owner)
-		return nemo_place_wait(abstime, handled);
-	/* The owner polls MPI and its queues in turn: MPI has nothing to
-	 * sleep on (docs/mpi.md). */
+	return atomic_load_explicit(&me->c_am_handled, memory_order_relaxed) +
+	       atomic_load_explicit(&me->c_nf_handled, memory_order_relaxed) +
+	       atomic_load_explicit(&m->c_direct, memory_order_relaxed);
+}
+
+/* The owner's wait in SEND / CHECK / WATCHDOG: poll MPI and the queues in
+ * turn until done() or the deadline.  A handler that an interrupt ran
+ * between two polls counts too (the place's counters), so a reply handled
+ * in a signal handler ends the wait at once. */
+static int owner_wait(nemo_mpi *m, nemo_place *me, const uint64_t *word, uint64_t old,
+		      const struct timespec *abstime, unsigned *handled)
+{
+	uint64_t h0 = handled_so_far(m, me);
 	for (unsigned i = 0;; i++) {
-		unsigned h = 0;
-		nemo_mpi_poll(m, &h);
-		if (h) {
+		nemo_mpi_poll(m, NULL);
+		uint64_t h = handled_so_far(m, me) - h0;
+		if (word ? __atomic_load_n(word, __ATOMIC_ACQUIRE) != old : h != 0) {
 			if (handled)
-				*handled = h;
+				*handled = (unsigned)h;
 			return 0;
 		}
 		if ((i & 63) == 63) {
@@ -1154,6 +1157,47 @@ int nemo_mpi_wait(nemo_mpi *m, const struct timespec *abstime, unsigned *handled
 			nemo_cpu_relax();
 		}
 	}
+}
+
+static int wait_args(nemo_mpi *m, const struct timespec *abstime, nemo_place **me)
+{
+	if (!m)
+		return NEMO__FAIL(EINVAL, "m is NULL");
+	if (abstime && (abstime->tv_nsec < 0 || abstime->tv_nsec >= 1000000000L))
+		return NEMO__FAIL(EINVAL, "abstime has tv_nsec %ld", abstime->tv_nsec);
+	*me = nemo__place_self();
+	if (!*me || (*me)->d != m->d)
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place of the bound domain");
+	return 0;
+}
+
+int nemo_mpi_wait(nemo_mpi *m, const struct timespec *abstime, unsigned *handled)
+{
+	if (handled)
+		*handled = 0;
+	nemo_place *me = NULL;
+	int err = wait_args(m, abstime, &me);
+	if (err)
+		return err;
+	if (m->prog == NEMO_MPI_PROGRESS_THREAD || !pthread_equal(pthread_self(), m->owner))
+		return nemo_place_wait(abstime, handled);
+	return owner_wait(m, me, NULL, 0, abstime, handled);
+}
+
+int nemo_mpi_wait_for(nemo_mpi *m, const uint64_t *word, uint64_t old, const struct timespec *abstime,
+		      unsigned *handled)
+{
+	if (handled)
+		*handled = 0;
+	if (!word)
+		return NEMO__FAIL(EINVAL, "word is NULL");
+	nemo_place *me = NULL;
+	int err = wait_args(m, abstime, &me);
+	if (err)
+		return err;
+	if (m->prog == NEMO_MPI_PROGRESS_THREAD || !pthread_equal(pthread_self(), m->owner))
+		return nemo_place_wait_for(word, old, abstime, handled);
+	return owner_wait(m, me, word, old, abstime, handled);
 }
 
 int nemo_mpi_get_counters(nemo_mpi *m, nemo_mpi_counters *out)
