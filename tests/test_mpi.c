@@ -69,6 +69,8 @@ typedef struct pstate {
 	int role;
 } pstate;
 static pstate ps[2];
+static bool lax;                       /* abort mode: no checks in on_msg */
+static uint64_t peer_timeout_ns;       /* abort mode: find an off-host death sooner */
 
 static int key_of(nemo_place_id src)
 {
@@ -83,6 +85,10 @@ static void on_msg(const nemo_am_msg *msg, void *ctx)
 {
 	(void)ctx;
 	pstate *p = msg->place_ctx;
+	if (lax) {   /* abort mode: only counted */
+		atomic_fetch_add(&p->am, 1);
+		return;
+	}
 	int k = key_of(msg->src);
 	if (k < 0) {
 		FAIL("message from unknown src %#llx", (unsigned long long)msg->src);
@@ -248,7 +254,7 @@ static void setup(nemo_mpi_progress prog)
 	nemo_action_register(d, A_REQ, on_req, NULL);
 	nemo_action_register(d, A_REP, on_rep, NULL);
 	join_as(0);
-	nemo_mpi_attr ma = {.progress = prog};
+	nemo_mpi_attr ma = {.progress = prog, .peer_timeout_ns = peer_timeout_ns};
 	int err = nemo_mpi_create(d, MPI_COMM_WORLD, &ma, &m);
 	if (err) {
 		FAIL("nemo_mpi_create: %d (%s)", err, nemo_last_error());
@@ -409,6 +415,8 @@ static int run_errors(void)
 
 static int run_abort(void)
 {
+	lax = true;
+	peer_timeout_ns = 2000000000ull;
 	worker_floods = false;
 	wait_all = false;
 	notes = false;

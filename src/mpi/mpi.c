@@ -81,7 +81,8 @@
  * DEAD RANKS.  MPICH does not report a peer that exited (with
  * -disable-auto-cleanup its sends to one block).  Every rank learns every
  * rank's host and pid at create; an agent or a sender checks the peers on
- * its host with kill(pid, 0) every 50 ms, and a send that MPI has not
+ * its host every 50 ms (kill(pid, 0), and /proc for a zombie that the
+ * process manager has not reaped yet), and a send that MPI has not
  * completed within peer_timeout_ns declares its rank dead.  Sends to a
  * dead rank fail with ECONNRESET; finalize does not wait for it.
  */
@@ -259,6 +260,26 @@ static void mark_dead(nemo_mpi *m, int r)
 		CADD(m, c_dead);
 }
 
+/* Is process pid gone?  kill(pid, 0) fails with ESRCH once it is reaped;
+ * before that (MPI's process manager may reap late) /proc says Z. */
+static bool pid_gone(int pid)
+{
+	if (kill(pid, 0) && errno == ESRCH)
+		return true;
+	char path[64], buf[256];
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')');   /* "pid (comm) S ..." */
+	return p && (p[2] == 'Z' || p[2] == 'X');
+}
+
 /* Check the peers on this host every LIVE_CHECK_NS (any thread). */
 static void live_check(nemo_mpi *m)
 {
@@ -268,7 +289,8 @@ static void live_check(nemo_mpi *m)
 								   memory_order_relaxed, memory_order_relaxed))
 		return;
 	for (int r = 0; r < m->size; r++)
-		if (r != m->rank && m->peers[r].host == m->host && kill(m->peers[r].pid, 0) && errno == ESRCH)
+		if (r != m->rank && m->peers[r].host == m->host &&
+		    !atomic_load_explicit(&m->peers[r].dead, memory_order_relaxed) && pid_gone(m->peers[r].pid))
 			mark_dead(m, r);
 }
 
