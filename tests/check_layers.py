@@ -33,13 +33,14 @@ ALLOWED = {
     "preload": {"events", "waiter", "platform"},
     "fastio": {"platform"},
     "xproc": {"waiter", "platform"},
+    "mpi": {"poll", "messaging", "waiter", "platform"},
 }
 # Public headers and the layer each belongs to.
 PUBLIC = {
     "platform.h": "platform", "version.h": "platform", "waiter.h": "waiter",
     "event.h": "events", "domain.h": "messaging", "notify.h": "messaging",
     "am.h": "messaging", "poll.h": "poll", "fastio.h": "fastio",
-    "mcast.h": "mcast", "xproc.h": "xproc",
+    "mcast.h": "mcast", "xproc.h": "xproc", "mpi.h": "mpi",
     "nemo.h": None,  # the umbrella: for users only
 }
 

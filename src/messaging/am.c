@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include "messaging_internal.h"
+#include "remote.h"
 
 #include <errno.h>
 #include <string.h>
@@ -177,6 +178,7 @@ static int send_one(nemo_place *me, nemo_place_id dest, uint32_t id, uint64_t ar
 int nemo_am_sendv(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload,
 		  size_t len, unsigned flags)
 {
+	if (nemo__id_is_remote(dest)) return nemo__remote_am(dest, id, arg, payload, len, flags, NULL);  /* remote.h */
 	nemo_place *me = nemo__place_self();
 	if (!me)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
@@ -192,6 +194,7 @@ int nemo_am_send(nemo_place_id dest, uint32_t id, uint64_t arg, unsigned flags)
 int nemo_am_reply(const nemo_am_msg *req, uint32_t id, uint64_t arg, const void *payload, size_t len,
 		  unsigned flags)
 {
+	if (req && nemo__id_is_remote(req->src)) return nemo__remote_am(req->src, id, arg, payload, len, flags, &req->arg);  /* remote.h */
 	nemo_place *me = nemo__place_self();
 	if (!me)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");

@@ -5,11 +5,13 @@
  */
 #define _GNU_SOURCE
 #include "messaging_internal.h"
+#include "remote.h"
 
 #include <errno.h>
 
 int nemo_notify(nemo_place_id dest, uint32_t chan, unsigned flags)
 {
+	if (nemo__id_is_remote(dest)) return nemo__remote_notify(dest, chan, flags);  /* remote.h */
 	nemo_place *me = nemo__place_self();
 	if (!me)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");

@@ -1,0 +1,232 @@
+/*
+ * nemo/mpi.h - a nemo domain that spans MPI ranks (built when CMake finds
+ * MPICH; library libnemo-mpi, pkg-config nemo-mpi).  docs/mpi.md is the
+ * page for MPI users.
+ *
+ * Each rank keeps its own nemo domain (nemo/domain.h); nemo_mpi_create
+ * binds it to a communicator.  From then on a place of another rank has
+ * an id like any place (a "remote id": rank, index, generation), and the
+ * ordinary calls reach it: nemo_am_send, nemo_am_sendv, nemo_am_reply
+ * (a handler's msg->src is the remote id of the sender, so replies just
+ * work) and nemo_notify.  Handlers run on the destination place's thread,
+ * at the same moments as for local messages (its polls, waits, threshold
+ * checks, interrupts, the poll layer's progress thread).
+ *
+ * Guarantees.  Messages from one place to one remote place are handled
+ * in the order sent, each exactly once (MPI's non-overtaking order on one
+ * communicator and tag, then the destination's local ring).  Payloads up
+ * to NEMO_AM_PAYLOAD_MAX, as locally.  A send returns 0 once MPI took
+ * the message; errors that only the destination rank can see (the place
+ * left, an action without a handler there) drop the message there and
+ * count it (nemo_mpi_counters.dropped): check ids with a request and its
+ * reply where that matters.  nemo_am_send_batch, nemo_am_broadcast and
+ * the bound sends (nemo_am_bind) take local ids only (ESRCH for a remote
+ * one).
+ *
+ * Who calls MPI ("the agent").  Messages are received by one thread at a
+ * time: the thread that created the binding (its "owner" place), the
+ * binding's progress thread, or the watchdog thread, as the progress
+ * strategy says.  The agent hands a message for another place of its rank
+ * to that place's local ring (one local active message, the reserved
+ * action nemo_mpi_attr.action); a message for itself it handles at once.
+ * Sends: with MPI_THREAD_MULTIPLE every place calls MPI itself; with a
+ * lower level, sends from places other than the agent are queued to the
+ * agent (funneled), which sends them at its next progress.
+ *
+ * Progress strategies (nemo_mpi_attr.progress), chosen per binding at run
+ * time:
+ *   NEMO_MPI_PROGRESS_SEND     the owner progresses MPI in nemo_mpi_poll,
+ *                              nemo_mpi_wait and at each of its remote
+ *                              sends; MPI_THREAD_FUNNELED suffices;
+ *   NEMO_MPI_PROGRESS_CHECK    the same, and nemo_mpi_check() - a
+ *                              threshold check to put in loops - polls
+ *                              when threshold_ns has passed (seed 002);
+ *   NEMO_MPI_PROGRESS_THREAD   a progress thread: it polls MPI while there
+ *                              is traffic, then backs off (spin, then
+ *                              futex sleeps that double up to idle_max_ns),
+ *                              and local kicks (funneled sends, shutdown)
+ *                              wake it at once; MPI_THREAD_FUNNELED is
+ *                              enough (it is the only thread in MPI) or
+ *                              MULTIPLE (places send themselves);
+ *   NEMO_MPI_PROGRESS_WATCHDOG the owner polls as with CHECK; a watchdog
+ *                              thread wakes every watchdog_ns and, if the
+ *                              owner has not progressed MPI for that long,
+ *                              progresses it itself; needs
+ *                              MPI_THREAD_MULTIPLE.
+ *
+ * Errors (0 or one of these; never a crash or a hang):
+ *   EINVAL       a NULL or malformed argument
+ *   EPROTONOSUPPORT the strategy needs a thread level MPI did not grant
+ *   EALREADY     the domain is bound already, or the caller is not its place
+ *   ENOTCONN     the caller is not a place of a bound domain
+ *   EHOSTUNREACH a remote id whose rank is not in the communicator
+ *   ESHUTDOWN    the destination rank has finalized its binding (or ours
+ *                is finalizing)
+ *   ECONNRESET   the destination rank died (its process is gone, or a send
+ *                to it did not complete within peer_timeout_ns)
+ *   EPERM        a call only the owner may make
+ *   and those of the local calls (EMSGSIZE, ERANGE, ENOENT, EAGAIN...).
+ */
+#ifndef NEMO_MPI_H
+#define NEMO_MPI_H
+
+#include <nemo/am.h>
+#include <nemo/domain.h>
+#include <nemo/notify.h>
+
+#include <mpi.h>
+
+#include <stdint.h>
+#include <time.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A domain bound to an MPI communicator (opaque). */
+typedef struct nemo_mpi nemo_mpi;
+
+/** nemo_mpi_attr.progress */
+typedef enum nemo_mpi_progress {
+	NEMO_MPI_PROGRESS_SEND = 0,
+	NEMO_MPI_PROGRESS_CHECK = 1,
+	NEMO_MPI_PROGRESS_THREAD = 2,
+	NEMO_MPI_PROGRESS_WATCHDOG = 3,
+} nemo_mpi_progress;
+
+/** Binding parameters; zero fields take the defaults. */
+typedef struct nemo_mpi_attr {
+	nemo_mpi_progress progress;   /**< the progress strategy (0: SEND) */
+	uint32_t action;              /**< the reserved action that hands remote messages to
+	                                   local places (0: max_actions - 1 of the domain; it
+	                                   must not have a handler yet) */
+	unsigned recv_depth;          /**< receives kept posted, 4..4096 (0: 64) */
+	uint64_t threshold_ns;        /**< CHECK, WATCHDOG: nemo_mpi_check's threshold (0: 5 us) */
+	uint64_t spin_ns;             /**< THREAD: how long it polls after the last traffic
+	                                   before it starts sleeping (0: 50 us) */
+	uint64_t idle_max_ns;         /**< THREAD: the longest sleep of the backoff, 10 us..100 ms
+	                                   (0: 1 ms): the worst extra delay of a message that
+	                                   arrives while the thread sleeps */
+	uint64_t watchdog_ns;         /**< WATCHDOG: its period T, 10 us..1 s (0: 1 ms) */
+	uint64_t peer_timeout_ns;     /**< a send that MPI has not completed after this long
+	                                   declares the rank dead (0: 10 s) */
+} nemo_mpi_attr;
+
+/**
+ * Bind domain d to communicator comm.  Collective over comm: every rank
+ * calls it, from a place of its domain (the binding's owner), with the
+ * same progress strategy.  The communicator is duplicated; MPI must be
+ * initialised (MPI_Init_thread; see the levels above).  Remote ids of
+ * this rank's places are valid on every rank from the return.
+ * @return 0 with *out set; EINVAL (NULL, attribute out of range, MPI not
+ *         initialised); ENOTCONN if the caller is not a place of d;
+ *         EALREADY if d is bound; EPROTONOSUPPORT; EEXIST if the reserved
+ *         action has a handler; ENOMEM; EIO for an MPI error.
+ */
+int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, nemo_mpi **out);
+
+/**
+ * Unbind and free.  Collective over the communicator, called by the
+ * owner.  It stops new remote sends (ESHUTDOWN), sends what is queued,
+ * tells every rank, and goes on receiving and handing over messages until
+ * every live rank has said the same: every message sent before a rank's
+ * nemo_mpi_finalize is handled (places that get messages must poll or
+ * leave meanwhile; leaving drops what was still to come, counted).  A
+ * dead rank is not waited for (ECONNRESET is returned once all else is
+ * done).  Call it before MPI_Finalize.
+ * @return 0; EINVAL for NULL; EPERM if the caller is not the owner;
+ *         ECONNRESET if some rank died.
+ */
+int nemo_mpi_finalize(nemo_mpi *m);
+
+/** This rank, and the communicator's size. */
+int nemo_mpi_rank(const nemo_mpi *m);
+int nemo_mpi_size(const nemo_mpi *m);
+
+/**
+ * The remote id of local place `local` of this rank (to hand to other
+ * ranks), or of a remote id unchanged.
+ * @return 0 with *out set; EINVAL; ESRCH if local is not a place now.
+ */
+int nemo_mpi_id(nemo_mpi *m, nemo_place_id local, nemo_place_id *out);
+
+/**
+ * The id of whichever place occupies index `index` of rank `rank` when a
+ * message arrives there (the SPMD convention: "place i of every rank"),
+ * without its generation (no protection against a new occupant).
+ * @return 0 with *out set; EINVAL; EHOSTUNREACH for a rank out of range;
+ *         ESRCH for an index out of range.
+ */
+int nemo_mpi_place(nemo_mpi *m, int rank, unsigned index, nemo_place_id *out);
+
+/** The rank of a remote id, or -1 if id is not one. */
+int nemo_mpi_rank_of(nemo_place_id id);
+
+/**
+ * Progress MPI now (owner, or any place with a THREAD binding: then it
+ * does nothing but nemo_poll), then nemo_poll the calling place.
+ * @param handled receives the handlers run here (may be NULL)
+ * @return 0; EINVAL; ENOTCONN; EPERM for a place other than the owner
+ *         of a SEND / CHECK / WATCHDOG binding (it just nemo_polls: use
+ *         nemo_poll there).
+ */
+int nemo_mpi_poll(nemo_mpi *m, unsigned *handled);
+
+/**
+ * Wait until at least one handler ran on the calling place (remote or
+ * local messages, also one run by an interrupt during the call), or the
+ * deadline (CLOCK_MONOTONIC) passes.  The owner
+ * of a SEND / CHECK / WATCHDOG binding polls MPI and its queues in turn
+ * (MPI has no descriptor to sleep on; it yields the CPU between rounds);
+ * with a THREAD binding the place sleeps in nemo_place_wait.
+ * @return 0; ETIMEDOUT; EINVAL; ENOTCONN.
+ */
+int nemo_mpi_wait(nemo_mpi *m, const struct timespec *abstime, unsigned *handled);
+
+/**
+ * Wait until *word != old (as nemo_place_wait_for, nemo/domain.h): the
+ * word is read at the start and after every poll, so a reply that an
+ * interrupt or the progress thread handled just before the call is not
+ * waited for again.  Write the word from this place's handlers with an
+ * atomic store.
+ * @return 0 once *word != old; ETIMEDOUT; EINVAL (NULL m or word, a
+ *         malformed abstime); ENOTCONN.
+ */
+int nemo_mpi_wait_for(nemo_mpi *m, const uint64_t *word, uint64_t old, const struct timespec *abstime,
+		      unsigned *handled);
+
+/**
+ * The threshold check of NEMO_MPI_PROGRESS_CHECK and WATCHDOG: polls
+ * (nemo_mpi_poll) when threshold_ns has passed since the owner last
+ * progressed MPI; otherwise a clock read and a compare.  A no-op on
+ * other threads and other strategies.
+ */
+void nemo_mpi_check(nemo_mpi *m);
+
+/** What a binding has done. */
+typedef struct nemo_mpi_counters {
+	uint64_t sent;                /**< messages given to MPI */
+	uint64_t funneled;            /**< sends queued to the agent (no MPI_THREAD_MULTIPLE) */
+	uint64_t received;            /**< messages received from MPI */
+	uint64_t direct;              /**< handled at once by the agent (for itself) */
+	uint64_t handed;              /**< handed to another local place's ring */
+	uint64_t dropped;             /**< dropped here: the place left, no handler... */
+	uint64_t progress_calls;      /**< progress passes (any agent) */
+	uint64_t thread_sleeps;       /**< THREAD: futex sleeps of the backoff */
+	uint64_t thread_wakeups;      /**< THREAD: sleeps ended by a local kick */
+	uint64_t watchdog_takeovers;  /**< WATCHDOG: passes made by the watchdog thread */
+	uint64_t thread_cpu_ns;       /**< CPU time of the binding's thread (THREAD, WATCHDOG) */
+	uint64_t dead_ranks;          /**< ranks found dead */
+} nemo_mpi_counters;
+
+/** @return 0; EINVAL for NULL arguments. */
+int nemo_mpi_get_counters(nemo_mpi *m, nemo_mpi_counters *out);
+
+/** The thread level MPI granted (MPI_Query_thread, read at create). */
+int nemo_mpi_thread_level(const nemo_mpi *m);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NEMO_MPI_H */

@@ -1,0 +1,1245 @@
+/*
+ * mpi.c - a nemo domain that spans MPI ranks (nemo/mpi.h, docs/mpi.md).
+ *
+ * THE WIRE.  One message per nemo send: struct wire (96 bytes), sent as
+ * MPI_BYTE with tag NEMO_MPI_TAG on a duplicate of the user's
+ * communicator.  It carries the sender's remote id, the destination's
+ * remote id, arg, the action or event id as the sender named it, the
+ * payload (a reply's tag first, as in the local ring) and the kind: AM,
+ * NOTIFY or BYE (finalize).  Events are resolved at the destination rank
+ * (the sender cannot read a remote place's table).
+ *
+ * REMOTE IDS.  bits 63..62 = 10 (src/messaging/remote.h), 61..40 the
+ * rank, 39..16 the low 24 bits of the place's generation (all ones: any
+ * occupant, nemo_mpi_place), 15..0 the index.
+ *
+ * THE AGENT.  At most one thread at a time receives: it holds agent_lock
+ * (taken with trylock everywhere, so a handler's send that would poll
+ * nested inside a poll just skips it).  It keeps recv_depth receives
+ * posted (MPI_ANY_SOURCE, one tag) and tests them in the order posted,
+ * which is MPI's matching order: messages from one rank come out in the
+ * order that rank sent them (MPI's non-overtaking rule), and each posted
+ * receive completes once, so nothing is duplicated.  A message for the
+ * agent's own place is handled at once; one for another place of the rank
+ * is handed over: a local active message, the reserved action, whose arg
+ * points at the receive slot.  The slot goes back to MPI only after the
+ * destination's handler ran (slot->done, below).  A hand-over that finds
+ * the local ring full (EAGAIN) waits at the head of a FIFO of its own,
+ * and the agent takes nothing more from MPI until it went: per-pair order
+ * is kept through the hand-over, at the price of head-of-line blocking
+ * while one local place is slow.
+ *
+ * AGENTS AND ORDER.  The agent may change (the owner and the watchdog
+ * thread; the progress thread and, in finalize, the owner), and a
+ * message reaches its place by one of two paths: at once (the agent's own
+ * place) or through the ring from the agent's place to it.  Rings from
+ * different senders are drained in no fixed order, and the direct path
+ * overtakes anything in a ring.  So the agent counts, per local index,
+ * the slots handed to it and not yet done, and by which agent place: a
+ * message for an index with slots outstanding through another path waits
+ * (EAGAIN, the head of the pending FIFO) until they are done.
+ *
+ * THE ONE LOCK-FREE HANDSHAKE: slot->done.  States of a slot (agent-only
+ * field st): POSTED (MPI owns the buffer) -> RECEIVED -> HANDED (a local
+ * place's ring holds a pointer to it) -> POSTED again.  While HANDED, the
+ * destination's handler reads the wire, runs the user's handler, then
+ * stores done = 1 with release; the agent loads done with acquire and
+ * only then reposts the buffer (MPI_Irecv writes it).  The agent stores
+ * done = 0 (relaxed) before the hand-over; the hand-over itself (the
+ * local ring's publication, a release) orders that store and the wire's
+ * contents before the handler's reads.  So MPI never overwrites a wire
+ * that a handler still reads, and a slot whose done the agent missed is
+ * seen at its next pass: nothing is lost, only reposted later.
+ *
+ * THE PROGRESS THREAD'S SLEEP (NEMO_MPI_PROGRESS_THREAD).  MPI gives no
+ * descriptor or futex to sleep on, so the thread cannot be woken by MPI
+ * traffic.  It polls while traffic flows and for spin_ns after, then
+ * sleeps with a timeout that doubles from 16 us up to idle_max_ns: a
+ * message that arrives while it sleeps waits at most idle_max_ns (1 ms by
+ * default), and an idle thread wakes 1000 times a second, a few
+ * microseconds each (docs/mpi.md has the measured CPU share).  Local
+ * kicks wake it at once: a funneled send, a handler that finished a
+ * handed slot, finalize.  The store-buffering handshake:
+ *   thread:  T1 store sleeping = 1 (seq_cst); T2 s = load kick (seq_cst);
+ *            T3 sendq non-empty or stop (seq_cst loads) -> cancel;
+ *            T4 futex_wait(kick, s, timeout); store sleeping = 0.
+ *   kicker:  K1 its work (sendq push under sendq_lock, done store, stop);
+ *            K2 fetch_add kick (seq_cst); K3 load sleeping (seq_cst): 1 ->
+ *            FUTEX_WAKE.
+ * Either K3 sees T1 (and wakes, or T4 sees kick changed and does not
+ * sleep), or K2 precedes T1 in the seq_cst order, so T2 reads the new
+ * kick and T3 sees the work.  A lost kick would cost at most one backoff
+ * period, never a message: the thread polls MPI after every sleep.
+ *
+ * THE WATCHDOG (NEMO_MPI_PROGRESS_WATCHDOG).  The owner polls (threshold
+ * checks, its sends, nemo_mpi_poll) and stamps last_progress; a thread
+ * wakes every watchdog_ns and takes over one pass when the stamp is older
+ * than that.  What it receives for the owner goes through the owner's
+ * ring, so the owner's local strategy (polls, interrupts, the poll
+ * layer's watchdog) decides when it runs.
+ *
+ * DEAD RANKS.  MPICH does not report a peer that exited (with
+ * -disable-auto-cleanup its sends to one block).  Every rank learns every
+ * rank's host and pid at create; an agent or a sender checks the peers on
+ * its host every 50 ms (kill(pid, 0), and /proc for a zombie that the
+ * process manager has not reaped yet), and a send that MPI has not
+ * completed within peer_timeout_ns declares its rank dead.  Sends to a
+ * dead rank fail with ECONNRESET; finalize does not wait for it.
+ */
+#define _GNU_SOURCE
+#include <nemo/mpi.h>
+#include <nemo/platform.h>
+
+#include "../messaging/messaging_internal.h"
+#include "../messaging/remote.h"
+#include "../platform/fail.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NEMO_MPI_TAG 0x6e6d
+#define REMOTE_TAG (2ull << 62)
+#define RANK_BITS 22u
+#define RANK_MAX ((1u << RANK_BITS) - 1u)
+#define GEN24 0xFFFFFFull
+#define LIVE_CHECK_NS 50000000ull
+
+enum { K_AM = 1, K_NOTIFY = 2, K_BYE = 3 };
+enum { ST_POSTED = 0, ST_HANDED = 1, ST_PENDING = 2, ST_IDLE = 3 };
+
+typedef struct wire {
+	uint64_t src, dest, arg;
+	uint32_t kind, id, len, tagged;
+	unsigned char payload[NEMO__WIRE_PAYLOAD_MAX];
+} wire;
+
+struct nemo_mpi;
+typedef struct rslot {
+	wire w;
+	MPI_Request req;
+	int st;                       /* agent only */
+	unsigned di;                  /* HANDED: the local index it went to */
+	_Atomic int done;             /* the handshake above */
+	struct nemo_mpi *m;
+} rslot;
+
+/* A rank's doorbell: a page of shared memory that peers on its host map
+ * (THE DOORBELL, above).  kick is the futex word; sleeping is 1 while
+ * the rank's progress thread sleeps on it. */
+typedef struct bell {
+	_Atomic uint32_t kick;
+	char pad[60];
+	_Atomic uint32_t sleeping;
+} bell;
+
+typedef struct peer {
+	uint64_t host;
+	int pid;
+	_Atomic int bye, dead;
+	bell *bell;                   /* mapped when on this host (THREAD bindings) */
+} peer;
+
+struct nemo_mpi {
+	nemo_domain *d;
+	MPI_Comm comm;
+	int rank, size, level;
+	nemo_mpi_progress prog;
+	uint32_t action;
+	nemo_place_id owner_id;
+	pthread_t owner;
+	uint64_t host;
+	peer *peers;
+	unsigned K;
+	rslot *slots;
+	unsigned *postq, post_head, post_n;    /* posted, in posting order */
+	unsigned *pendq, pend_head, pend_n;    /* waiting to be handed over */
+	unsigned handed_n, idle_n;             /* slots HANDED, slots IDLE (the reap's work) */
+	unsigned out_n[NEMO_PLACES_MAX];       /* per local index: slots HANDED to it, */
+	nemo_place_id out_by[NEMO_PLACES_MAX]; /* and the agent place that handed them */
+	pthread_mutex_t agent_lock;
+	_Atomic uint64_t next_live;            /* ticks of the next liveness check */
+	_Atomic int closing;
+	/* funneled sends */
+	pthread_mutex_t sendq_lock;
+	wire *sendq;
+	int *sendq_rank;
+	unsigned sq_head, sq_cap;
+	_Atomic unsigned sq_n;
+	/* thread / watchdog */
+	pthread_t thr;
+	bool has_thr;
+	_Atomic int stop, thr_state;   /* thr_state: 0 starting, 1 a place, -err */
+	bell *bell;                   /* this rank's doorbell (shared memory, or bell_local) */
+	bell bell_local;
+	int bell_flags;               /* NEMO_FUTEX_SHARED when bell is shared memory */
+	bool all_belled;              /* every other rank can ring us (same host, mapped) */
+	uint64_t thr_cpu_ns;
+	clockid_t thr_clock;
+	_Atomic uint64_t last_progress;        /* ticks */
+	uint64_t check_due, threshold_ticks;
+	nemo_mpi_attr attr;
+	/* counters */
+	_Atomic uint64_t c_sent, c_funneled, c_received, c_direct, c_handed, c_dropped, c_progress,
+		c_sleeps, c_wakeups, c_takeovers, c_dead;
+};
+
+#define CADD(m, f) atomic_fetch_add_explicit(&(m)->f, 1, memory_order_relaxed)
+
+/* ------------------------------------------------------------------------
+ * Bindings: one per domain, found from the sending place's domain.
+ * ------------------------------------------------------------------------ */
+
+#define BIND_MAX 16
+static nemo_mpi *_Atomic bindings[BIND_MAX];
+static pthread_mutex_t bind_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned nbound;
+
+static nemo_mpi *bound_of(nemo_domain *d)
+{
+	for (unsigned i = 0; i < BIND_MAX; i++) {
+		nemo_mpi *m = atomic_load_explicit(&bindings[i], memory_order_acquire);
+		if (m && m->d == d)
+			return m;
+	}
+	return NULL;
+}
+
+static int op_am(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload, size_t len,
+		 unsigned flags, const uint64_t *tag);
+static int op_notify(nemo_place_id dest, uint32_t chan, unsigned flags);
+static const nemo__remote_ops ops = {.am = op_am, .notify = op_notify};
+
+/* ------------------------------------------------------------------------
+ * Ids
+ * ------------------------------------------------------------------------ */
+
+static inline nemo_place_id rid(int rank, unsigned idx, uint64_t gen24)
+{
+	return REMOTE_TAG | ((uint64_t)rank << 40) | ((gen24 & GEN24) << 16) | idx;
+}
+
+int nemo_mpi_rank_of(nemo_place_id id)
+{
+	return nemo__id_is_remote(id) ? (int)((id >> 40) & RANK_MAX) : -1;
+}
+
+/* The local id that remote id r names now on this rank, or 0 (none). */
+static nemo_place_id local_of(nemo_mpi *m, nemo_place_id r)
+{
+	unsigned idx = (unsigned)(r & 0xFFFFu);
+	uint64_t g24 = (r >> 16) & GEN24;
+	if (idx >= m->d->P)
+		return 0;
+	uint64_t s = atomic_load_explicit(&m->d->places[idx].status, memory_order_acquire);
+	if (nemo__status_state(s) != NEMO__ST_ACTIVE)
+		return 0;
+	uint64_t gen = nemo__status_gen(s);
+	if (g24 != GEN24 && (gen & GEN24) != g24)
+		return 0;
+	return nemo__make_id(idx, gen);
+}
+
+/* ------------------------------------------------------------------------
+ * Liveness
+ * ------------------------------------------------------------------------ */
+
+static void mark_dead(nemo_mpi *m, int r)
+{
+	if (!atomic_exchange_explicit(&m->peers[r].dead, 1, memory_order_relaxed))
+		CADD(m, c_dead);
+}
+
+/* Is process pid gone?  kill(pid, 0) fails with ESRCH once it is reaped;
+ * before that (MPI's process manager may reap late) /proc says Z. */
+static bool pid_gone(int pid)
+{
+	if (kill(pid, 0) && errno == ESRCH)
+		return true;
+	char path[64], buf[256];
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')');   /* "pid (comm) S ..." */
+	return p && (p[2] == 'Z' || p[2] == 'X');
+}
+
+/* Check the peers on this host every LIVE_CHECK_NS (any thread). */
+static void live_check(nemo_mpi *m)
+{
+	uint64_t now = nemo_ticks(), due = atomic_load_explicit(&m->next_live, memory_order_relaxed);
+	if (now < due || !atomic_compare_exchange_strong_explicit(&m->next_live, &due,
+								   now + nemo_ns_to_ticks(LIVE_CHECK_NS),
+								   memory_order_relaxed, memory_order_relaxed))
+		return;
+	for (int r = 0; r < m->size; r++)
+		if (r != m->rank && m->peers[r].host == m->host &&
+		    !atomic_load_explicit(&m->peers[r].dead, memory_order_relaxed) && pid_gone(m->peers[r].pid))
+			mark_dead(m, r);
+}
+
+/* ------------------------------------------------------------------------
+ * MPI sends
+ * ------------------------------------------------------------------------ */
+
+static void ring(nemo_mpi *m, int r);
+
+/* Send one wire to rank r and wait for MPI to complete it (eager for
+ * these sizes: at once), checking the peer's life meanwhile. */
+static int mpi_send(nemo_mpi *m, int r, const wire *w)
+{
+	MPI_Request q;
+	if (MPI_Isend(w, (int)(offsetof(wire, payload) + w->len), MPI_BYTE, r, NEMO_MPI_TAG, m->comm, &q) != MPI_SUCCESS) {
+		mark_dead(m, r);
+		return NEMO__FAIL(ECONNRESET, "MPI_Isend to rank %d failed", r);
+	}
+	uint64_t t0 = 0;
+	for (unsigned i = 0;; i++) {
+		int flag = 0;
+		if (MPI_Test(&q, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+			mark_dead(m, r);
+			return NEMO__FAIL(ECONNRESET, "MPI_Test of a send to rank %d failed", r);
+		}
+		if (flag)
+			break;
+		if (i == 0)
+			t0 = nemo_ticks();
+		live_check(m);
+		if (atomic_load_explicit(&m->peers[r].dead, memory_order_relaxed) ||
+		    nemo_ticks_to_ns((int64_t)(nemo_ticks() - t0)) > (double)m->attr.peer_timeout_ns) {
+			mark_dead(m, r);
+			MPI_Cancel(&q);
+			MPI_Request_free(&q);
+			return NEMO__FAIL(ECONNRESET, "rank %d is dead: a send to it did not complete", r);
+		}
+		if (i > 64)
+			sched_yield();
+	}
+	CADD(m, c_sent);
+	ring(m, r);
+	return 0;
+}
+
+static bool is_agent_thread(nemo_mpi *m)
+{
+	if (m->prog == NEMO_MPI_PROGRESS_THREAD)
+		return m->has_thr && pthread_equal(pthread_self(), m->thr);
+	return pthread_equal(pthread_self(), m->owner);
+}
+
+static void thr_kick(nemo_mpi *m)
+{
+	atomic_fetch_add_explicit(&m->bell->kick, 1, memory_order_seq_cst);                  /* K2 */
+	if (atomic_load_explicit(&m->bell->sleeping, memory_order_seq_cst))                  /* K3 */
+		nemo_futex_wake((uint32_t *)&m->bell->kick, 1, m->bell_flags, NULL);
+}
+
+/* After a send to rank r: ring r's doorbell if its progress thread sleeps
+ * (R1 fence, R2 load sleeping, R3 kick and FUTEX_WAKE). */
+static void ring(nemo_mpi *m, int r)
+{
+	bell *b = m->peers[r].bell;
+	if (!b)
+		return;
+	atomic_thread_fence(memory_order_seq_cst);                                      /* R1 */
+	if (atomic_load_explicit(&b->sleeping, memory_order_relaxed)) {                 /* R2 */
+		atomic_fetch_add_explicit(&b->kick, 1, memory_order_seq_cst);           /* R3 */
+		nemo_futex_wake((uint32_t *)&b->kick, 1, NEMO_FUTEX_SHARED, NULL);
+	}
+}
+
+/* Queue a send for the agent (no MPI_THREAD_MULTIPLE). */
+static int funnel(nemo_mpi *m, int r, const wire *w, unsigned flags)
+{
+	for (;;) {
+		pthread_mutex_lock(&m->sendq_lock);
+		unsigned n = atomic_load_explicit(&m->sq_n, memory_order_relaxed);
+		if (n < m->sq_cap) {
+			unsigned i = (m->sq_head + n) % m->sq_cap;
+			m->sendq[i] = *w;
+			m->sendq_rank[i] = r;
+			atomic_store_explicit(&m->sq_n, n + 1, memory_order_seq_cst);
+			pthread_mutex_unlock(&m->sendq_lock);
+			CADD(m, c_funneled);
+			if (m->prog == NEMO_MPI_PROGRESS_THREAD)
+				thr_kick(m);
+			return 0;
+		}
+		pthread_mutex_unlock(&m->sendq_lock);
+		if (flags & NEMO_NONBLOCK)
+			return NEMO__FAIL(EAGAIN, "the funneled send queue (%u) is full", m->sq_cap);
+		if (atomic_load_explicit(&m->closing, memory_order_relaxed) && !m->has_thr)
+			return NEMO__FAIL(ESHUTDOWN, "the binding is finalizing");
+		nemo_poll(NULL);   /* serve our own queues while we wait, as a local send does */
+		sched_yield();
+	}
+}
+
+/* The agent sends what was funneled to it. */
+static unsigned drain_sendq(nemo_mpi *m)
+{
+	unsigned k = 0;
+	while (atomic_load_explicit(&m->sq_n, memory_order_seq_cst)) {
+		pthread_mutex_lock(&m->sendq_lock);
+		wire w = m->sendq[m->sq_head];
+		int r = m->sendq_rank[m->sq_head];
+		m->sq_head = (m->sq_head + 1) % m->sq_cap;
+		atomic_fetch_sub_explicit(&m->sq_n, 1, memory_order_seq_cst);
+		pthread_mutex_unlock(&m->sendq_lock);
+		if (!atomic_load_explicit(&m->peers[r].dead, memory_order_relaxed))
+			(void)mpi_send(m, r, &w);   /* a dead rank's: dropped, the rank is marked */
+		k++;
+	}
+	return k;
+}
+
+/* ------------------------------------------------------------------------
+ * Receiving: the agent's pass
+ * ------------------------------------------------------------------------ */
+
+static int post(nemo_mpi *m, unsigned i)
+{
+	rslot *s = &m->slots[i];
+	if (s->st == ST_IDLE)
+		m->idle_n--;
+	if (MPI_Irecv(&s->w, (int)sizeof s->w, MPI_BYTE, MPI_ANY_SOURCE, NEMO_MPI_TAG, m->comm, &s->req) !=
+	    MPI_SUCCESS) {
+		s->st = ST_IDLE;
+		m->idle_n++;
+		return EIO;
+	}
+	s->st = ST_POSTED;
+	m->postq[(m->post_head + m->post_n++) % m->K] = i;
+	return 0;
+}
+
+/* Run wire w's handler on the calling place (its own thread). */
+static void deliver_here(nemo_mpi *m, nemo_place *me, const wire *w, nemo_am_context ctx)
+{
+	if (w->kind == K_AM) {
+		uint32_t meta;
+		if (nemo__am_resolve(me->d, me->id, w->id, w->len, &meta, "nemo_mpi (remote active message)")) {
+			CADD(m, c_dropped);
+			return;
+		}
+		nemo__am_deliver(me, w->src, meta | (w->tagged ? NEMO__META_TAGGED : 0), w->arg,
+				 w->len ? w->payload : NULL, w->len, ctx);
+	} else {
+		nemo_notify_handler fn = atomic_load_explicit(&me->nf_fn, memory_order_acquire);
+		if (!fn) {
+			CADD(m, c_dropped);
+			return;
+		}
+		fn(atomic_load_explicit(&me->nf_ctx, memory_order_relaxed), w->src, w->id);
+	}
+}
+
+/* The reserved action: a handed slot, on its destination's thread. */
+static void handed_handler(const nemo_am_msg *msg, void *ctx)
+{
+	(void)ctx;
+	rslot *s = (rslot *)(uintptr_t)msg->arg;
+	nemo_mpi *m = s->m;
+	deliver_here(m, nemo__place_self(), &s->w, msg->context);
+	atomic_store_explicit(&s->done, 1, memory_order_release);
+	if (m->prog == NEMO_MPI_PROGRESS_THREAD)
+		thr_kick(m);
+}
+
+/* Hand slot i to its local place: 0 (handed, dropped or done), EAGAIN. */
+static int hand(nemo_mpi *m, unsigned i)
+{
+	rslot *s = &m->slots[i];
+	nemo_place_id to = local_of(m, s->w.dest);
+	if (!to) {
+		CADD(m, c_dropped);
+		return post(m, i), 0;
+	}
+	nemo_place *me = nemo__place_self();
+	unsigned di = nemo_place_index(to);
+	nemo_place_id via = me ? me->id : NEMO_PLACE_NONE;
+	/* One path per destination at a time: while slots handed to it by
+	 * one agent place are in its ring, neither another agent's ring nor
+	 * the direct path may overtake them (AGENTS AND ORDER, above). */
+	if (m->out_n[di] && (via == to || m->out_by[di] != via))
+		return EAGAIN;
+	if (me && me->id == to) {
+		/* For the agent itself: handle it now, as a handler of a poll. */
+		nemo__busy_enter(me);
+		me->hdepth++;
+		deliver_here(m, me, &s->w, NEMO_AM_CTX_POLL);
+		me->hdepth--;
+		nemo__busy_exit(me);
+		CADD(m, c_direct);
+		return post(m, i), 0;
+	}
+	atomic_store_explicit(&s->done, 0, memory_order_relaxed);
+	int err = nemo_am_send(to, m->action, (uint64_t)(uintptr_t)s, NEMO_NONBLOCK);
+	if (err == EAGAIN)
+		return EAGAIN;
+	if (err) {
+		CADD(m, c_dropped);
+		return post(m, i), 0;
+	}
+	s->st = ST_HANDED;
+	s->di = di;
+	m->handed_n++;
+	m->out_n[di]++;
+	m->out_by[di] = via;
+	CADD(m, c_handed);
+	return 0;
+}
+
+/* One pass of the agent (agent_lock held): sends, hand-overs, receives,
+ * reposts.  Returns how much it did. */
+static unsigned progress(nemo_mpi *m)
+{
+	unsigned n = 0;
+	CADD(m, c_progress);
+	atomic_store_explicit(&m->last_progress, nemo_ticks(), memory_order_relaxed);
+	if (atomic_load_explicit(&m->sq_n, memory_order_relaxed))
+		n += drain_sendq(m);
+	while (m->pend_n) {
+		if (hand(m, m->pendq[m->pend_head]) == EAGAIN)
+			break;
+		m->pend_head = (m->pend_head + 1) % m->K;
+		m->pend_n--;
+		n++;
+	}
+	while (!m->pend_n && m->post_n) {
+		unsigned i = m->postq[m->post_head];
+		rslot *s = &m->slots[i];
+		int flag = 0;
+		MPI_Status st;
+		if (MPI_Test(&s->req, &flag, &st) != MPI_SUCCESS || !flag)
+			break;
+		m->post_head = (m->post_head + 1) % m->K;
+		m->post_n--;
+		CADD(m, c_received);
+		n++;
+		if (s->w.kind == K_BYE) {
+			atomic_store_explicit(&m->peers[st.MPI_SOURCE].bye, 1, memory_order_relaxed);
+			post(m, i);
+			continue;
+		}
+		s->st = ST_PENDING;
+		if (hand(m, i) == EAGAIN) {
+			m->pendq[(m->pend_head + m->pend_n++) % m->K] = i;
+			break;
+		}
+	}
+	for (unsigned i = 0; (m->handed_n || m->idle_n) && i < m->K; i++) {
+		rslot *s = &m->slots[i];
+		if (s->st == ST_HANDED && atomic_load_explicit(&s->done, memory_order_acquire)) {
+			m->out_n[s->di]--;
+			m->handed_n--;
+			post(m, i);
+		} else if (s->st == ST_IDLE) {
+			post(m, i);   /* an MPI_Irecv that failed: retry */
+		}
+	}
+	live_check(m);
+	return n;
+}
+
+/* A pass if nobody else is making one. */
+static unsigned try_progress(nemo_mpi *m)
+{
+	if (pthread_mutex_trylock(&m->agent_lock))
+		return 0;
+	unsigned n = progress(m);
+	pthread_mutex_unlock(&m->agent_lock);
+	return n;
+}
+
+/* ------------------------------------------------------------------------
+ * The sends (the messaging layer's hook calls these)
+ * ------------------------------------------------------------------------ */
+
+/* Checks shared by both sends: the binding and the rank. */
+static int route(nemo_place_id dest, nemo_place **mep, nemo_mpi **mp, int *rp, const char *fn)
+{
+	nemo_place *me = nemo__place_self();
+	if (!me)
+		return nemo__fail(ENOTCONN, fn, "the calling thread is not a place (nemo_place_join first)");
+	nemo_mpi *m = bound_of(me->d);
+	if (!m)
+		return nemo__fail(ESRCH, fn, "place %#llx is remote, and this domain is not bound to MPI",
+				  (unsigned long long)dest);
+	int r = nemo_mpi_rank_of(dest);
+	if (r >= m->size)
+		return nemo__fail(EHOSTUNREACH, fn, "rank %d of place %#llx is not in the communicator (size %d)", r,
+				  (unsigned long long)dest, m->size);
+	if (atomic_load_explicit(&m->closing, memory_order_relaxed))
+		return nemo__fail(ESHUTDOWN, fn, "this rank's binding is finalizing");
+	if (r != m->rank) {
+		live_check(m);
+		if (atomic_load_explicit(&m->peers[r].dead, memory_order_relaxed))
+			return nemo__fail(ECONNRESET, fn, "rank %d is dead", r);
+		if (atomic_load_explicit(&m->peers[r].bye, memory_order_relaxed))
+			return nemo__fail(ESHUTDOWN, fn, "rank %d has finalized its binding", r);
+	}
+	*mep = me;
+	*mp = m;
+	*rp = r;
+	return 0;
+}
+
+static int send_wire(nemo_mpi *m, int r, const wire *w, unsigned flags)
+{
+	int err;
+	if (m->level == MPI_THREAD_MULTIPLE || is_agent_thread(m))
+		err = mpi_send(m, r, w);
+	else
+		err = funnel(m, r, w, flags);
+	/* Poll at send: the owner progresses MPI after each of its sends. */
+	if (!err && m->prog != NEMO_MPI_PROGRESS_THREAD && pthread_equal(pthread_self(), m->owner))
+		try_progress(m);
+	return err;
+}
+
+static int op_am(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload, size_t len,
+		 unsigned flags, const uint64_t *tag)
+{
+	const char *fn = tag ? "nemo_am_reply" : "nemo_am_sendv";
+	nemo_place *me;
+	nemo_mpi *m;
+	int r;
+	int err = route(dest, &me, &m, &r, fn);
+	if (err)
+		return err;
+	if ((err = nemo__check_flags(flags, fn)))
+		return err;
+	if (len > NEMO_AM_PAYLOAD_MAX)
+		return nemo__fail(EMSGSIZE, fn, "payload of %zu bytes: at most %u fit in a message", len,
+				  NEMO_AM_PAYLOAD_MAX);
+	if (len && !payload)
+		return nemo__fail(EINVAL, fn, "payload is NULL with len %zu", len);
+	if (id & 0x80000000u ? (id & 0x7FFFFFFFu) >= me->d->E : id >= me->d->A)
+		return nemo__fail(ERANGE, fn, "id %#x is out of range of this domain's tables", id);
+	if (r == m->rank) {
+		nemo_place_id to = local_of(m, dest);
+		if (!to)
+			return nemo__fail(ESRCH, fn, "place %#llx is not in the domain (never was, or left)",
+					  (unsigned long long)dest);
+		if (tag) {
+			nemo_am_msg req = {.src = to, .arg = *tag};
+			return nemo_am_reply(&req, id, arg, payload, len, flags);
+		}
+		return nemo_am_sendv(to, id, arg, payload, len, flags);
+	}
+	wire w = {.src = rid(m->rank, me->idx, nemo__id_gen(me->id)), .dest = dest, .arg = arg,
+		  .kind = K_AM, .id = id, .len = (uint32_t)len, .tagged = tag != NULL};
+	if (tag) {
+		memcpy(w.payload, tag, sizeof *tag);
+		w.len += sizeof *tag;
+	}
+	if (len)
+		memcpy(w.payload + (tag ? sizeof *tag : 0), payload, len);
+	/* Inside a nemo call for interrupt mode: a signal that comes while
+	 * this thread is in MPI is deferred, so no handler re-enters MPI. */
+	nemo__busy_enter(me);
+	err = send_wire(m, r, &w, flags);
+	nemo__busy_exit(me);
+	return err;
+}
+
+static int op_notify(nemo_place_id dest, uint32_t chan, unsigned flags)
+{
+	nemo_place *me;
+	nemo_mpi *m;
+	int r;
+	int err = route(dest, &me, &m, &r, "nemo_notify");
+	if (err)
+		return err;
+	if ((err = nemo__check_flags(flags, "nemo_notify")))
+		return err;
+	if (chan > NEMO_NOTIFY_CHAN_MAX)
+		return nemo__fail(ERANGE, "nemo_notify", "channel %u is above %u", chan, NEMO_NOTIFY_CHAN_MAX);
+	if (r == m->rank) {
+		nemo_place_id to = local_of(m, dest);
+		if (!to)
+			return nemo__fail(ESRCH, "nemo_notify", "place %#llx is not in the domain",
+					  (unsigned long long)dest);
+		return nemo_notify(to, chan, flags);
+	}
+	wire w = {.src = rid(m->rank, me->idx, nemo__id_gen(me->id)), .dest = dest, .kind = K_NOTIFY, .id = chan};
+	nemo__busy_enter(me);
+	err = send_wire(m, r, &w, flags);
+	nemo__busy_exit(me);
+	return err;
+}
+
+/* ------------------------------------------------------------------------
+ * The binding's thread: progress thread or watchdog
+ * ------------------------------------------------------------------------ */
+
+static void *thr_main(void *arg)
+{
+	nemo_mpi *m = arg;
+	int jerr = nemo_place_join(m->d, NULL, NULL);   /* a place: it hands messages over */
+	atomic_store_explicit(&m->thr_state, jerr ? -jerr : 1, memory_order_release);
+	if (jerr)
+		return NULL;
+	uint64_t last = nemo_ticks(), spin = nemo_ns_to_ticks((double)m->attr.spin_ns);
+	uint64_t backoff = 0;
+	while (!atomic_load_explicit(&m->stop, memory_order_acquire)) {
+		if (m->prog == NEMO_MPI_PROGRESS_WATCHDOG) {
+			uint32_t k = atomic_load_explicit(&m->bell->kick, memory_order_seq_cst);
+			struct timespec ts = {0, (long)m->attr.watchdog_ns};
+			if (m->attr.watchdog_ns >= 1000000000ull)
+				ts = (struct timespec){1, 0};
+			if (!atomic_load_explicit(&m->stop, memory_order_seq_cst))
+				nemo_futex_wait((uint32_t *)&m->bell->kick, k, &ts, m->bell_flags);
+			CADD(m, c_sleeps);
+			uint64_t lp = atomic_load_explicit(&m->last_progress, memory_order_relaxed);
+			if (nemo_ticks_to_ns((int64_t)(nemo_ticks() - lp)) >= (double)m->attr.watchdog_ns &&
+			    try_progress(m))
+				CADD(m, c_takeovers);
+			nemo_poll(NULL);
+			continue;
+		}
+		unsigned n = try_progress(m);
+		nemo_poll(NULL);
+		uint64_t now = nemo_ticks();
+		if (n) {
+			last = now;
+			backoff = 0;
+			continue;
+		}
+		if (now - last < spin) {
+			nemo_cpu_relax();
+			continue;
+		}
+		/* With every peer able to ring us, sleep long (the timeout is a
+		 * safety net); else the backoff, up to idle_max_ns. */
+		backoff = backoff ? backoff * 2 : 16000;
+		if (backoff > m->attr.idle_max_ns)
+			backoff = m->attr.idle_max_ns;
+		uint64_t nap = m->all_belled ? 100000000ull : backoff;
+		bell *b = m->bell;
+		atomic_store_explicit(&b->sleeping, 1, memory_order_seq_cst);                  /* T1 */
+		atomic_thread_fence(memory_order_seq_cst);   /* T1 before MPI's reads of T3 */
+		uint32_t k = atomic_load_explicit(&b->kick, memory_order_seq_cst);             /* T2 */
+		/* T3: a last look at MPI and the local work, after T1. */
+		if (!try_progress(m) && !atomic_load_explicit(&m->sq_n, memory_order_seq_cst) &&
+		    !atomic_load_explicit(&m->stop, memory_order_seq_cst)) {
+			struct timespec ts = {(time_t)(nap / 1000000000ull), (long)(nap % 1000000000ull)};
+			nemo_futex_wait((uint32_t *)&b->kick, k, &ts, m->bell_flags);          /* T4 */
+			CADD(m, c_sleeps);
+			if (atomic_load_explicit(&b->kick, memory_order_relaxed) != k) {
+				CADD(m, c_wakeups);
+				backoff = 0;
+			}
+		} else {
+			last = nemo_ticks();
+		}
+		atomic_store_explicit(&b->sleeping, 0, memory_order_relaxed);
+	}
+	struct timespec ts;
+	clock_gettime(m->thr_clock, &ts);
+	m->thr_cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	nemo_place_leave();
+	return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Public calls
+ * ------------------------------------------------------------------------ */
+
+static uint64_t host_hash(void)
+{
+	char h[256] = {0};
+	gethostname(h, sizeof h - 1);
+	uint64_t x = 1469598103934665603ull;
+	for (const char *p = h; *p; p++)
+		x = (x ^ (unsigned char)*p) * 1099511628211ull;
+	return x;
+}
+
+/* THREAD bindings: every rank makes a doorbell page; peers on its host
+ * map it.  Any failure leaves that peer without a bell (it is then
+ * reached by the backoff only). */
+static void bells_setup(nemo_mpi *m)
+{
+	static _Atomic unsigned seq;
+	char name[64] = {0}, mine[80], theirs[80];
+	if (m->rank == 0)
+		snprintf(name, sizeof name, "/nemo-mpi-%d-%u-%llx", (int)getpid(), atomic_fetch_add(&seq, 1),
+			 (unsigned long long)nemo_ticks());
+	MPI_Bcast(name, sizeof name, MPI_CHAR, 0, m->comm);
+	snprintf(mine, sizeof mine, "%s-%d", name, m->rank);
+	int fd = shm_open(mine, O_CREAT | O_EXCL | O_RDWR, 0600);
+	if (fd >= 0) {
+		void *p = ftruncate(fd, sizeof(bell)) ? MAP_FAILED
+						      : mmap(NULL, sizeof(bell), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		close(fd);
+		if (p != MAP_FAILED) {
+			m->bell = p;
+			m->bell_flags = NEMO_FUTEX_SHARED;
+		}
+	}
+	MPI_Barrier(m->comm);
+	int all = m->bell != &m->bell_local, every = 0;
+	for (int r = 0; r < m->size; r++) {
+		if (r == m->rank)
+			continue;
+		if (m->peers[r].host != m->host) {
+			all = 0;
+			continue;
+		}
+		snprintf(theirs, sizeof theirs, "%s-%d", name, r);
+		int f = shm_open(theirs, O_RDWR, 0);
+		void *p = f < 0 ? MAP_FAILED : mmap(NULL, sizeof(bell), PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+		if (f >= 0)
+			close(f);
+		if (p == MAP_FAILED)
+			all = 0;
+		else
+			m->peers[r].bell = p;
+	}
+	MPI_Barrier(m->comm);
+	if (m->bell != &m->bell_local)
+		shm_unlink(mine);
+	MPI_Allreduce(&all, &every, 1, MPI_INT, MPI_LAND, m->comm);
+	m->all_belled = every != 0;
+}
+
+static void free_binding(nemo_mpi *m)
+{
+	if (m->bell && m->bell != &m->bell_local)
+		munmap(m->bell, sizeof(bell));
+	for (int r = 0; m->peers && r < m->size; r++)
+		if (m->peers[r].bell)
+			munmap(m->peers[r].bell, sizeof(bell));
+	free(m->slots);
+	free(m->postq);
+	free(m->pendq);
+	free(m->sendq);
+	free(m->sendq_rank);
+	free(m->peers);
+	pthread_mutex_destroy(&m->agent_lock);
+	pthread_mutex_destroy(&m->sendq_lock);
+	free(m);
+}
+
+int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, nemo_mpi **out)
+{
+	if (!d || !out)
+		return NEMO__FAIL(EINVAL, "%s is NULL", d ? "out" : "d");
+	int err = nemo__domain_check(d);
+	if (err)
+		return err;
+	int inited = 0, fin = 0;
+	MPI_Initialized(&inited);
+	MPI_Finalized(&fin);
+	if (!inited || fin)
+		return NEMO__FAIL(EINVAL, "MPI is not initialised (MPI_Init_thread first) or already finalized");
+	nemo_place *me = nemo__place_self();
+	if (!me || me->d != d)
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place of d (nemo_place_join first)");
+	nemo_mpi_attr a = attr ? *attr : (nemo_mpi_attr){0};
+	if ((unsigned)a.progress > NEMO_MPI_PROGRESS_WATCHDOG)
+		return NEMO__FAIL(EINVAL, "progress %d is not a strategy", (int)a.progress);
+	if (!a.action)
+		a.action = d->A - 1;
+	if (a.action >= d->A)
+		return NEMO__FAIL(EINVAL, "action %u is out of range: the domain has max_actions %u", a.action, d->A);
+	if (!a.recv_depth)
+		a.recv_depth = 64;
+	if (a.recv_depth < 4 || a.recv_depth > 4096)
+		return NEMO__FAIL(EINVAL, "recv_depth %u is outside 4..4096", a.recv_depth);
+	if (!a.threshold_ns)
+		a.threshold_ns = 5000;
+	if (!a.spin_ns)
+		a.spin_ns = 50000;
+	if (!a.idle_max_ns)
+		a.idle_max_ns = 1000000;
+	if (a.idle_max_ns < 10000 || a.idle_max_ns > 100000000)
+		return NEMO__FAIL(EINVAL, "idle_max_ns %llu is outside 10 us..100 ms", (unsigned long long)a.idle_max_ns);
+	if (!a.watchdog_ns)
+		a.watchdog_ns = 1000000;
+	if (a.watchdog_ns < 10000 || a.watchdog_ns > 1000000000)
+		return NEMO__FAIL(EINVAL, "watchdog_ns %llu is outside 10 us..1 s", (unsigned long long)a.watchdog_ns);
+	if (!a.peer_timeout_ns)
+		a.peer_timeout_ns = 10000000000ull;
+	int level = MPI_THREAD_SINGLE, is_main = 0;
+	MPI_Query_thread(&level);
+	MPI_Is_thread_main(&is_main);
+	int need = a.progress == NEMO_MPI_PROGRESS_WATCHDOG ? MPI_THREAD_MULTIPLE
+		   : a.progress == NEMO_MPI_PROGRESS_THREAD ? MPI_THREAD_SERIALIZED
+		   : is_main ? MPI_THREAD_FUNNELED : MPI_THREAD_SERIALIZED;
+	if (level < need)
+		return NEMO__FAIL(EPROTONOSUPPORT, "progress %d needs MPI thread level %d; MPI granted %d",
+				  (int)a.progress, need, level);
+	if (bound_of(d))
+		return NEMO__FAIL(EALREADY, "the domain is bound to MPI already");
+	nemo_am_handler cur = atomic_load_explicit(&d->adt[a.action].fn, memory_order_acquire);
+	if (cur && cur != handed_handler)
+		return NEMO__FAIL(EEXIST, "the reserved action %u has a handler already (nemo_mpi_attr.action)",
+				  a.action);
+	if (!cur && (err = nemo_action_register(d, a.action, handed_handler, NULL)) && err != EEXIST)
+		return err;
+
+	nemo_mpi *m = calloc(1, sizeof *m);
+	if (!m)
+		return NEMO__FAIL(ENOMEM, "no memory for the binding");
+	m->d = d;
+	m->attr = a;
+	m->prog = a.progress;
+	m->action = a.action;
+	m->level = level;
+	m->owner = pthread_self();
+	m->owner_id = me->id;
+	m->K = a.recv_depth;
+	m->sq_cap = 4096;
+	m->host = host_hash();
+	pthread_mutex_init(&m->agent_lock, NULL);
+	pthread_mutex_init(&m->sendq_lock, NULL);
+	if (MPI_Comm_dup(comm, &m->comm) != MPI_SUCCESS) {
+		free_binding(m);
+		return NEMO__FAIL(EIO, "MPI_Comm_dup failed");
+	}
+	MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+	MPI_Comm_rank(m->comm, &m->rank);
+	MPI_Comm_size(m->comm, &m->size);
+	m->slots = calloc(m->K, sizeof *m->slots);
+	m->postq = calloc(m->K, sizeof *m->postq);
+	m->pendq = calloc(m->K, sizeof *m->pendq);
+	m->sendq = calloc(m->sq_cap, sizeof *m->sendq);
+	m->sendq_rank = calloc(m->sq_cap, sizeof *m->sendq_rank);
+	m->peers = calloc((size_t)m->size, sizeof *m->peers);
+	uint64_t *ids = calloc((size_t)m->size * 2, sizeof *ids);
+	if (!m->slots || !m->postq || !m->pendq || !m->sendq || !m->sendq_rank || !m->peers || !ids ||
+	    (unsigned)m->size > RANK_MAX) {
+		MPI_Comm_free(&m->comm);
+		free(ids);
+		free_binding(m);
+		return NEMO__FAIL(ENOMEM, "no memory for the binding");
+	}
+	uint64_t mine[2] = {m->host, (uint64_t)getpid()};
+	MPI_Allgather(mine, 2, MPI_UINT64_T, ids, 2, MPI_UINT64_T, m->comm);
+	for (int r = 0; r < m->size; r++) {
+		m->peers[r].host = ids[2 * r];
+		m->peers[r].pid = (int)ids[2 * r + 1];
+	}
+	free(ids);
+	for (unsigned i = 0; i < m->K; i++) {
+		m->slots[i].m = m;
+		post(m, i);
+	}
+	m->bell = &m->bell_local;
+	m->bell_flags = NEMO_FUTEX_PRIVATE;
+	if (m->prog == NEMO_MPI_PROGRESS_THREAD)
+		bells_setup(m);
+	m->threshold_ticks = nemo_ns_to_ticks((double)a.threshold_ns);
+	atomic_store_explicit(&m->last_progress, nemo_ticks(), memory_order_relaxed);
+
+	pthread_mutex_lock(&bind_lock);
+	unsigned slot = BIND_MAX;
+	for (unsigned i = 0; i < BIND_MAX && slot == BIND_MAX; i++)
+		if (!atomic_load_explicit(&bindings[i], memory_order_relaxed))
+			slot = i;
+	if (slot == BIND_MAX || bound_of(d)) {
+		pthread_mutex_unlock(&bind_lock);
+		for (unsigned i = 0; i < m->K; i++)
+			if (m->slots[i].st == ST_POSTED) {
+				MPI_Cancel(&m->slots[i].req);
+				MPI_Wait(&m->slots[i].req, MPI_STATUS_IGNORE);
+			}
+		MPI_Comm_free(&m->comm);
+		free_binding(m);
+		return NEMO__FAIL(EALREADY, "the domain is bound already, or %d domains are", BIND_MAX);
+	}
+	if (!nbound++)
+		nemo__remote_register(&ops);
+	atomic_store_explicit(&bindings[slot], m, memory_order_release);
+	pthread_mutex_unlock(&bind_lock);
+
+	if (m->prog == NEMO_MPI_PROGRESS_THREAD || m->prog == NEMO_MPI_PROGRESS_WATCHDOG) {
+		if ((err = pthread_create(&m->thr, NULL, thr_main, m))) {
+			m->prog = NEMO_MPI_PROGRESS_SEND;
+			nemo_mpi_finalize(m);
+			return NEMO__FAIL(err, "pthread_create of the binding's thread failed");
+		}
+		int ts;
+		while (!(ts = atomic_load_explicit(&m->thr_state, memory_order_acquire)))
+			sched_yield();
+		if (ts < 0) {
+			pthread_join(m->thr, NULL);
+			m->prog = NEMO_MPI_PROGRESS_SEND;
+			nemo_mpi_finalize(m);
+			return NEMO__FAIL(-ts, "the binding's thread could not join the domain (a place is needed)");
+		}
+		pthread_getcpuclockid(m->thr, &m->thr_clock);
+		m->has_thr = true;
+	}
+	MPI_Barrier(m->comm);   /* every rank is bound before anyone sends */
+	*out = m;
+	return 0;
+}
+
+int nemo_mpi_finalize(nemo_mpi *m)
+{
+	if (!m)
+		return NEMO__FAIL(EINVAL, "m is NULL");
+	if (!pthread_equal(pthread_self(), m->owner))
+		return NEMO__FAIL(EPERM, "only the thread that created the binding finalizes it");
+	atomic_store_explicit(&m->closing, 1, memory_order_seq_cst);
+	if (m->has_thr) {
+		atomic_store_explicit(&m->stop, 1, memory_order_seq_cst);
+		thr_kick(m);
+		pthread_join(m->thr, NULL);
+		m->has_thr = false;
+	}
+	/* The owner is the agent from here on. */
+	pthread_mutex_lock(&m->agent_lock);
+	drain_sendq(m);
+	wire bye = {.kind = K_BYE};
+	for (int r = 0; r < m->size; r++)
+		if (r != m->rank && !atomic_load_explicit(&m->peers[r].dead, memory_order_relaxed))
+			(void)mpi_send(m, r, &bye);
+	for (unsigned spins = 0;; spins++) {
+		progress(m);
+		nemo_poll(NULL);
+		bool all = true;
+		for (int r = 0; r < m->size && all; r++)
+			if (r != m->rank && !atomic_load_explicit(&m->peers[r].bye, memory_order_relaxed) &&
+			    !atomic_load_explicit(&m->peers[r].dead, memory_order_relaxed))
+				all = false;
+		for (unsigned i = 0; i < m->K && all; i++)
+			if (m->slots[i].st == ST_HANDED || m->slots[i].st == ST_PENDING)
+				all = false;
+		if (all && !m->pend_n && !atomic_load_explicit(&m->sq_n, memory_order_relaxed))
+			break;
+		if (spins > 100)
+			sched_yield();
+	}
+	pthread_mutex_unlock(&m->agent_lock);
+	pthread_mutex_lock(&bind_lock);
+	for (unsigned i = 0; i < BIND_MAX; i++)
+		if (atomic_load_explicit(&bindings[i], memory_order_relaxed) == m)
+			atomic_store_explicit(&bindings[i], NULL, memory_order_release);
+	if (!--nbound)
+		nemo__remote_register(NULL);
+	pthread_mutex_unlock(&bind_lock);
+	bool dead = false;
+	for (int r = 0; r < m->size; r++)
+		dead |= atomic_load_explicit(&m->peers[r].dead, memory_order_relaxed) != 0;
+	for (unsigned i = 0; i < m->K; i++)
+		if (m->slots[i].st == ST_POSTED) {
+			MPI_Cancel(&m->slots[i].req);
+			if (!dead)
+				MPI_Wait(&m->slots[i].req, MPI_STATUS_IGNORE);
+			else
+				MPI_Request_free(&m->slots[i].req);
+		}
+	if (!dead)
+		MPI_Comm_free(&m->comm);
+	free_binding(m);
+	return dead ? NEMO__FAIL(ECONNRESET, "a rank died before it finalized") : 0;
+}
+
+int nemo_mpi_rank(const nemo_mpi *m)
+{
+	return m ? m->rank : -1;
+}
+
+int nemo_mpi_size(const nemo_mpi *m)
+{
+	return m ? m->size : -1;
+}
+
+int nemo_mpi_thread_level(const nemo_mpi *m)
+{
+	return m ? m->level : -1;
+}
+
+int nemo_mpi_id(nemo_mpi *m, nemo_place_id local, nemo_place_id *out)
+{
+	if (!m || !out)
+		return NEMO__FAIL(EINVAL, "%s is NULL", m ? "out" : "m");
+	if (nemo__id_is_remote(local)) {
+		*out = local;
+		return 0;
+	}
+	uint64_t st;
+	if (!nemo__dest(m->d, local, &st))
+		return NEMO__FAIL(ESRCH, "place %#llx is not in the domain", (unsigned long long)local);
+	*out = rid(m->rank, nemo_place_index(local), nemo__id_gen(local));
+	return 0;
+}
+
+int nemo_mpi_place(nemo_mpi *m, int rank, unsigned index, nemo_place_id *out)
+{
+	if (!m || !out)
+		return NEMO__FAIL(EINVAL, "%s is NULL", m ? "out" : "m");
+	if (rank < 0 || rank >= m->size)
+		return NEMO__FAIL(EHOSTUNREACH, "rank %d is not in the communicator (size %d)", rank, m->size);
+	if (index >= NEMO_PLACES_MAX)
+		return NEMO__FAIL(ESRCH, "index %u is above the largest %u", index, NEMO_PLACES_MAX - 1);
+	*out = rid(rank, index, GEN24);
+	return 0;
+}
+
+/* The owner's (or a THREAD binding's place's) pass: MPI, then its queues. */
+int nemo_mpi_poll(nemo_mpi *m, unsigned *handled)
+{
+	if (handled)
+		*handled = 0;
+	if (!m)
+		return NEMO__FAIL(EINVAL, "m is NULL");
+	nemo_place *me = nemo__place_self();
+	if (!me || me->d != m->d)
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place of the bound domain");
+	unsigned before = (unsigned)atomic_load_explicit(&m->c_direct, memory_order_relaxed), h = 0;
+	bool owner = pthread_equal(pthread_self(), m->owner);
+	if (owner && (!m->has_thr || m->prog == NEMO_MPI_PROGRESS_WATCHDOG)) {
+		nemo__busy_enter(me);   /* no interrupt-mode handler inside MPI */
+		try_progress(m);
+		nemo__busy_exit(me);
+	} else if (m->prog != NEMO_MPI_PROGRESS_THREAD) {
+		nemo_poll(handled);
+		return NEMO__FAIL(EPERM, "only the owner progresses MPI with this strategy (nemo_poll was run)");
+	}
+	int err = nemo_poll(&h);
+	if (handled)
+		*handled = h + ((unsigned)atomic_load_explicit(&m->c_direct, memory_order_relaxed) - before);
+	return err;
+}
+
+void nemo_mpi_check(nemo_mpi *m)
+{
+	if (!m || (m->prog != NEMO_MPI_PROGRESS_CHECK && m->prog != NEMO_MPI_PROGRESS_WATCHDOG))
+		return;
+	uint64_t now = nemo_ticks();
+	if (now < m->check_due || !pthread_equal(pthread_self(), m->owner))
+		return;
+	m->check_due = now + m->threshold_ticks;
+	nemo_mpi_poll(m, NULL);
+}
+
+static bool past(const struct timespec *abstime)
+{
+	if (!abstime)
+		return false;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > abstime->tv_sec || (now.tv_sec == abstime->tv_sec && now.tv_nsec >= abstime->tv_nsec);
+}
+
+/* Handlers run on place me so far, wherever they ran: in its drains
+ * (polls, waits, interrupts: the place's counters) or at once by the
+ * agent (the binding's direct count; only the owner is handled at once
+ * in the strategies that wait here). */
+static uint64_t handled_so_far(nemo_mpi *m, nemo_place *me)
+{
+	return atomic_load_explicit(&me->c_am_handled, memory_order_relaxed) +
+	       atomic_load_explicit(&me->c_nf_handled, memory_order_relaxed) +
+	       atomic_load_explicit(&m->c_direct, memory_order_relaxed);
+}
+
+/* The owner's wait in SEND / CHECK / WATCHDOG: poll MPI and the queues in
+ * turn until done() or the deadline.  A handler that an interrupt ran
+ * between two polls counts too (the place's counters), so a reply handled
+ * in a signal handler ends the wait at once. */
+static int owner_wait(nemo_mpi *m, nemo_place *me, const uint64_t *word, uint64_t old,
+		      const struct timespec *abstime, unsigned *handled)
+{
+	uint64_t h0 = handled_so_far(m, me);
+	for (unsigned i = 0;; i++) {
+		nemo_mpi_poll(m, NULL);
+		uint64_t h = handled_so_far(m, me) - h0;
+		if (word ? __atomic_load_n(word, __ATOMIC_ACQUIRE) != old : h != 0) {
+			if (handled)
+				*handled = (unsigned)h;
+			return 0;
+		}
+		if ((i & 63) == 63) {
+			if (past(abstime))
+				return NEMO__FAIL(ETIMEDOUT, "the deadline passed");
+			sched_yield();
+		} else {
+			nemo_cpu_relax();
+		}
+	}
+}
+
+static int wait_args(nemo_mpi *m, const struct timespec *abstime, nemo_place **me)
+{
+	if (!m)
+		return NEMO__FAIL(EINVAL, "m is NULL");
+	if (abstime && (abstime->tv_nsec < 0 || abstime->tv_nsec >= 1000000000L))
+		return NEMO__FAIL(EINVAL, "abstime has tv_nsec %ld", abstime->tv_nsec);
+	*me = nemo__place_self();
+	if (!*me || (*me)->d != m->d)
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place of the bound domain");
+	return 0;
+}
+
+int nemo_mpi_wait(nemo_mpi *m, const struct timespec *abstime, unsigned *handled)
+{
+	if (handled)
+		*handled = 0;
+	nemo_place *me = NULL;
+	int err = wait_args(m, abstime, &me);
+	if (err)
+		return err;
+	if (m->prog == NEMO_MPI_PROGRESS_THREAD || !pthread_equal(pthread_self(), m->owner))
+		return nemo_place_wait(abstime, handled);
+	return owner_wait(m, me, NULL, 0, abstime, handled);
+}
+
+int nemo_mpi_wait_for(nemo_mpi *m, const uint64_t *word, uint64_t old, const struct timespec *abstime,
+		      unsigned *handled)
+{
+	if (handled)
+		*handled = 0;
+	if (!word)
+		return NEMO__FAIL(EINVAL, "word is NULL");
+	nemo_place *me = NULL;
+	int err = wait_args(m, abstime, &me);
+	if (err)
+		return err;
+	if (m->prog == NEMO_MPI_PROGRESS_THREAD || !pthread_equal(pthread_self(), m->owner))
+		return nemo_place_wait_for(word, old, abstime, handled);
+	return owner_wait(m, me, word, old, abstime, handled);
+}
+
+int nemo_mpi_get_counters(nemo_mpi *m, nemo_mpi_counters *out)
+{
+	if (!m || !out)
+		return NEMO__FAIL(EINVAL, "%s is NULL", m ? "out" : "m");
+#define LD(f) atomic_load_explicit(&m->f, memory_order_relaxed)
+	*out = (nemo_mpi_counters){
+		.sent = LD(c_sent), .funneled = LD(c_funneled), .received = LD(c_received),
+		.direct = LD(c_direct), .handed = LD(c_handed), .dropped = LD(c_dropped),
+		.progress_calls = LD(c_progress), .thread_sleeps = LD(c_sleeps),
+		.thread_wakeups = LD(c_wakeups), .watchdog_takeovers = LD(c_takeovers),
+		.dead_ranks = LD(c_dead),
+	};
+#undef LD
+	out->thread_cpu_ns = m->thr_cpu_ns;
+	if (m->has_thr) {
+		struct timespec ts;
+		if (!clock_gettime(m->thr_clock, &ts))
+			out->thread_cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	}
+	return 0;
+}

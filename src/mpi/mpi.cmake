@@ -1,0 +1,72 @@
+# The MPI layer (nemo/mpi.h, docs/mpi.md): built only when CMake finds an
+# MPI (MPICH: scripts/bootstrap installs mpich libmpich-dev).  Its tests
+# run under mpiexec in the plain build only: under ASan and TSan, MPICH's
+# own allocations and threads are reported (see docs/mpi.md).
+find_package(MPI COMPONENTS C QUIET)
+if(NOT MPI_C_FOUND)
+  message(STATUS "nemo: no MPI found; nemo-mpi, its tests and nemo-bench-mpi are not built")
+  return()
+endif()
+message(STATUS "nemo: MPI found (${MPI_C_LIBRARY_VERSION_STRING}); building nemo-mpi")
+
+add_library(nemo-mpi SHARED ${PROJECT_SOURCE_DIR}/src/mpi/mpi.c)
+set_target_properties(nemo-mpi PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
+target_compile_options(nemo-mpi PRIVATE ${NEMO_WARNINGS})
+target_include_directories(nemo-mpi PRIVATE ${PROJECT_SOURCE_DIR}/src)
+target_link_libraries(nemo-mpi PUBLIC nemo_shared MPI::MPI_C)
+add_library(nemo::mpi ALIAS nemo-mpi)
+install(TARGETS nemo-mpi LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+
+find_program(NEMO_MPIEXEC NAMES mpiexec.hydra mpiexec HINTS ${MPI_C_COMPILER_DIR})
+if(NOT NEMO_MPIEXEC)
+  set(NEMO_MPIEXEC ${MPIEXEC_EXECUTABLE})
+endif()
+
+if(NEMO_BUILD_TESTS)
+  add_executable(test_mpi ${PROJECT_SOURCE_DIR}/tests/test_mpi.c)
+  target_compile_options(test_mpi PRIVATE ${NEMO_WARNINGS})
+  target_include_directories(test_mpi PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+  target_link_libraries(test_mpi PRIVATE nemo-mpi)
+  if(NEMO_SANITIZE STREQUAL "")
+    # Root may run mpiexec here (the bootstrap's machines); MPICH's hydra
+    # needs no flag for that.  Each test is one mpiexec.
+    foreach(n 2 4)
+      foreach(mode order-send order-check order-thread order-watchdog order-funneled
+                   shutdown-send shutdown-thread errors)
+        add_test(NAME mpi.${mode}.n${n}
+                 COMMAND ${NEMO_MPIEXEC} -n ${n} $<TARGET_FILE:test_mpi> ${mode})
+        set_tests_properties(mpi.${mode}.n${n} PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
+      endforeach()
+      add_test(NAME mpi.abort.n${n}
+               COMMAND ${PROJECT_SOURCE_DIR}/tests/test_mpi_abort.sh ${NEMO_MPIEXEC} ${n} $<TARGET_FILE:test_mpi>)
+      set_tests_properties(mpi.abort.n${n} PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
+    endforeach()
+  endif()
+endif()
+
+if(NEMO_BUILD_BENCH)
+  add_executable(nemo-bench-mpi ${PROJECT_SOURCE_DIR}/bench/mpi/nemo_bench_mpi.c ${PROJECT_SOURCE_DIR}/bench/core/stats.c)
+  target_compile_options(nemo-bench-mpi PRIVATE ${NEMO_WARNINGS})
+  target_link_libraries(nemo-bench-mpi PRIVATE nemo-mpi m)
+  set_target_properties(nemo-bench-mpi PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
+  if(NEMO_BUILD_TESTS AND NEMO_SANITIZE STREQUAL "")
+    add_test(NAME mpi.bench.smoke
+             COMMAND ${NEMO_MPIEXEC} -n 2 $<TARGET_FILE:nemo-bench-mpi> --quick)
+    set_tests_properties(mpi.bench.smoke PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
+  endif()
+endif()
+
+configure_file(${PROJECT_SOURCE_DIR}/src/mpi/nemo-mpi.pc.in ${PROJECT_BINARY_DIR}/nemo-mpi.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/nemo-mpi.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+add_executable(mpi_ring ${PROJECT_SOURCE_DIR}/examples/mpi_ring.c)
+target_compile_options(mpi_ring PRIVATE ${NEMO_WARNINGS})
+target_link_libraries(mpi_ring PRIVATE nemo-mpi)
+set_target_properties(mpi_ring PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/examples)
+if(NEMO_BUILD_TESTS AND NEMO_SANITIZE STREQUAL "")
+  foreach(s send check thread watchdog)
+    add_test(NAME mpi.example.ring.${s} COMMAND ${NEMO_MPIEXEC} -n 4 $<TARGET_FILE:mpi_ring> 200 ${s})
+    set_tests_properties(mpi.example.ring.${s} PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON
+                         PASS_REGULAR_EXPRESSION "mpi_ring: 200 laps around 4 ranks")
+  endforeach()
+endif()

@@ -1,0 +1,478 @@
+/*
+ * test_mpi.c - nemo domains over MPI (nemo/mpi.h), run under mpiexec -n 2
+ * and -n 4 by make test (label mpi).  One mode per run:
+ *
+ *   order-STRATEGY  every place (the owner, index of the binding, and a
+ *                   worker thread) floods every place of every other rank
+ *                   with active messages of every payload size and with
+ *                   notifications; each handler checks the exact sender
+ *                   id, the payload, and that sequence numbers from each
+ *                   sender come one by one (order, no loss, no duplicate);
+ *                   owners send requests that workers answer with
+ *                   nemo_am_reply (tags).  STRATEGY: send, check, thread,
+ *                   watchdog, funneled (send under MPI_THREAD_SERIALIZED:
+ *                   the worker's sends go through the owner).
+ *   shutdown-STRATEGY  a flood, then nemo_mpi_finalize with the flood still
+ *                   in MPI's queues: afterwards the ranks' received counts
+ *                   add up to what was sent.
+ *   errors          the specific errors of bad input.
+ *   abort           the last rank exits without finalizing; the others'
+ *                   sends to it fail with ECONNRESET and their finalize
+ *                   returns ECONNRESET instead of hanging (run by
+ *                   test_mpi_abort.sh under -disable-auto-cleanup).
+ *
+ * Nothing here asserts a time; a hang is caught by ctest's timeout.
+ */
+#define _GNU_SOURCE
+#include <nemo/mpi.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define N_AM 3000
+#define N_NF 500
+#define MAXR 16
+
+enum { A_MSG = 1, A_REQ = 2, A_REP = 3 };
+
+static int rank, size;
+static nemo_mpi *m;
+static nemo_domain *d;
+static nemo_place_id ids[MAXR][2];     /* remote ids of every rank's owner (0) and worker (1) */
+static _Atomic int failures;
+
+#define FAIL(...)                                                                         \
+	do {                                                                              \
+		fprintf(stderr, "rank %d: FAIL %s:%d: ", rank, __FILE__, __LINE__);       \
+		fprintf(stderr, __VA_ARGS__);                                             \
+		fputc('\n', stderr);                                                      \
+		atomic_fetch_add(&failures, 1);                                           \
+	} while (0)
+#define EXPECT(cond, ...)                                                                  \
+	do {                                                                              \
+		if (!(cond))                                                              \
+			FAIL(__VA_ARGS__);                                                \
+	} while (0)
+
+/* Per receiving place (0 owner, 1 worker): the next sequence number from
+ * each sender key (rank * 2 + role), and counts. */
+typedef struct pstate {
+	uint64_t next_am[MAXR * 2], next_nf[MAXR * 2];
+	_Atomic uint64_t am, nf, replies;
+	int role;
+} pstate;
+static pstate ps[2];
+static bool lax;                       /* abort mode: no checks in on_msg */
+static uint64_t peer_timeout_ns;       /* abort mode: find an off-host death sooner */
+
+static int key_of(nemo_place_id src)
+{
+	for (int r = 0; r < size; r++)
+		for (int k = 0; k < 2; k++)
+			if (ids[r][k] == src)
+				return r * 2 + k;
+	return -1;
+}
+
+static void on_msg(const nemo_am_msg *msg, void *ctx)
+{
+	(void)ctx;
+	pstate *p = msg->place_ctx;
+	if (lax) {   /* abort mode: only counted */
+		atomic_fetch_add(&p->am, 1);
+		return;
+	}
+	int k = key_of(msg->src);
+	if (k < 0) {
+		FAIL("message from unknown src %#llx", (unsigned long long)msg->src);
+		return;
+	}
+	uint64_t seq = msg->arg;
+	EXPECT(seq == p->next_am[k], "from key %d: seq %llu, expected %llu", k, (unsigned long long)seq,
+	       (unsigned long long)p->next_am[k]);
+	p->next_am[k] = seq + 1;
+	size_t len = seq % (NEMO_AM_PAYLOAD_MAX + 1);
+	EXPECT(msg->len == len, "seq %llu: len %zu, expected %zu", (unsigned long long)seq, msg->len, len);
+	const unsigned char *b = msg->payload;
+	for (size_t i = 0; i < msg->len && i < len; i++)
+		EXPECT(b[i] == (unsigned char)(seq + i * 7 + (unsigned)k), "payload byte %zu", i);
+	EXPECT(!msg->is_reply, "a request flagged as a reply");
+	atomic_fetch_add(&p->am, 1);
+}
+
+static void on_req(const nemo_am_msg *msg, void *ctx)
+{
+	(void)ctx;
+	unsigned char big[NEMO_AM_PAYLOAD_MAX];
+	memset(big, 0x5a, sizeof big);
+	int err = nemo_am_reply(msg, A_REP, msg->arg * 2, big, sizeof big, 0);
+	EXPECT(!err, "nemo_am_reply: %d", err);
+}
+
+static void on_rep(const nemo_am_msg *msg, void *ctx)
+{
+	(void)ctx;
+	pstate *p = msg->place_ctx;
+	EXPECT(msg->is_reply, "a reply not flagged");
+	EXPECT(msg->arg == msg->tag * 2, "reply arg %llu for tag %llu", (unsigned long long)msg->arg,
+	       (unsigned long long)msg->tag);
+	EXPECT(msg->len == NEMO_AM_PAYLOAD_MAX, "reply payload %zu", msg->len);
+	for (size_t i = 0; i < msg->len; i++)
+		EXPECT(((const unsigned char *)msg->payload)[i] == 0x5a, "reply payload byte %zu", i);
+	atomic_fetch_add(&p->replies, 1);
+}
+
+static void on_nf(void *ctx, nemo_place_id src, uint32_t chan)
+{
+	pstate *p = ctx;
+	int k = key_of(src);
+	if (k < 0) {
+		FAIL("notification from unknown src");
+		return;
+	}
+	EXPECT(chan == p->next_nf[k], "notification from key %d: chan %u, expected %llu", k, chan,
+	       (unsigned long long)p->next_nf[k]);
+	p->next_nf[k] = chan + 1;
+	atomic_fetch_add(&p->nf, 1);
+}
+
+static void join_as(int role)
+{
+	nemo_place_attr pa = {.context = &ps[role]};
+	ps[role].role = role;
+	int err = nemo_place_join(d, &pa, NULL);
+	if (err) {
+		FAIL("join: %d", err);
+		exit(1);
+	}
+	nemo_notify_set_handler(on_nf, &ps[role]);
+}
+
+/* Send everything this place sends in a flood; poll between sends. */
+static void flood(int role, bool notes)
+{
+	unsigned char buf[NEMO_AM_PAYLOAD_MAX];
+	int me = rank * 2 + role;
+	for (uint64_t seq = 0; seq < N_AM; seq++) {
+		size_t len = seq % (NEMO_AM_PAYLOAD_MAX + 1);
+		for (size_t i = 0; i < len; i++)
+			buf[i] = (unsigned char)(seq + i * 7 + (unsigned)me);
+		for (int r = 0; r < size; r++) {
+			if (r == rank)
+				continue;
+			for (int k = 0; k < 2; k++) {
+				int err;
+				while ((err = nemo_am_sendv(ids[r][k], A_MSG, seq, buf, len, 0)) == EAGAIN)
+					;
+				EXPECT(!err, "send seq %llu to rank %d: %d", (unsigned long long)seq, r, err);
+				if (notes && seq < N_NF) {
+					err = nemo_notify(ids[r][k], (uint32_t)seq, 0);
+					EXPECT(!err, "notify %llu to rank %d: %d", (unsigned long long)seq, r, err);
+				}
+			}
+		}
+		if (seq % 16 == 0)
+			nemo_mpi_poll(m, NULL);
+	}
+}
+
+static _Atomic int worker_joined, worker_sent, worker_done, owner_finalized;
+static pthread_t worker;
+static nemo_place_id worker_id;
+static bool notes = true, wait_all = true, worker_floods = true;
+
+static bool got_all(int role)
+{
+	uint64_t want_am = (uint64_t)(size - 1) * 2 * N_AM, want_nf = notes ? (uint64_t)(size - 1) * 2 * N_NF : 0;
+	return atomic_load(&ps[role].am) == want_am && atomic_load(&ps[role].nf) == want_nf &&
+	       (role == 1 || !wait_all || atomic_load(&ps[0].replies) == (uint64_t)(size - 1));
+}
+
+static void deadline_in(struct timespec *ts, long ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	(void)arg;
+	join_as(1);
+	worker_id = nemo_place_self();
+	atomic_store(&worker_joined, 1);
+	while (atomic_load(&worker_joined) != 2)   /* ids exchanged */
+		sched_yield();
+	if (worker_floods)
+		flood(1, notes);
+	atomic_store(&worker_sent, 1);
+	while (wait_all && !got_all(1)) {
+		struct timespec ts;
+		deadline_in(&ts, 10);
+		nemo_mpi_wait(m, &ts, NULL);
+	}
+	atomic_store(&worker_done, 1);
+	while (!atomic_load(&owner_finalized)) {
+		struct timespec ts;
+		deadline_in(&ts, 1);
+		nemo_place_wait(&ts, NULL);
+	}
+	nemo_place_leave();
+	return NULL;
+}
+
+static nemo_mpi_progress strategy_of(const char *s)
+{
+	if (!strcmp(s, "check"))
+		return NEMO_MPI_PROGRESS_CHECK;
+	if (!strcmp(s, "thread"))
+		return NEMO_MPI_PROGRESS_THREAD;
+	if (!strcmp(s, "watchdog"))
+		return NEMO_MPI_PROGRESS_WATCHDOG;
+	return NEMO_MPI_PROGRESS_SEND;
+}
+
+static void setup(nemo_mpi_progress prog)
+{
+	nemo_domain_attr da = {.max_places = 8};
+	if (nemo_domain_create(&da, &d)) {
+		FAIL("domain");
+		exit(1);
+	}
+	nemo_action_register(d, A_MSG, on_msg, NULL);
+	nemo_action_register(d, A_REQ, on_req, NULL);
+	nemo_action_register(d, A_REP, on_rep, NULL);
+	join_as(0);
+	nemo_mpi_attr ma = {.progress = prog, .peer_timeout_ns = peer_timeout_ns};
+	int err = nemo_mpi_create(d, MPI_COMM_WORLD, &ma, &m);
+	if (err) {
+		FAIL("nemo_mpi_create: %d (%s)", err, nemo_last_error());
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	pthread_create(&worker, NULL, worker_main, NULL);
+	while (!atomic_load(&worker_joined))
+		sched_yield();
+	nemo_place_id mine[2];
+	nemo_mpi_id(m, nemo_place_self(), &mine[0]);
+	nemo_mpi_id(m, worker_id, &mine[1]);
+	MPI_Allgather(mine, 2, MPI_UINT64_T, ids, 2, MPI_UINT64_T, MPI_COMM_WORLD);
+	atomic_store(&worker_joined, 2);
+}
+
+static int finish(void)
+{
+	while (!atomic_load(&worker_done)) {
+		struct timespec ts;
+		deadline_in(&ts, 1);
+		nemo_mpi_wait(m, &ts, NULL);
+	}
+	nemo_mpi_counters c;
+	nemo_mpi_get_counters(m, &c);
+	int err = nemo_mpi_finalize(m);
+	EXPECT(!err, "nemo_mpi_finalize: %d", err);
+	atomic_store(&owner_finalized, 1);
+	pthread_join(worker, NULL);
+	EXPECT(c.dropped == 0, "%llu messages dropped", (unsigned long long)c.dropped);
+	return 0;
+}
+
+static int run_order(nemo_mpi_progress prog)
+{
+	setup(prog);
+	/* Requests from the owner to every remote worker. */
+	for (int r = 0; r < size; r++)
+		if (r != rank) {
+			int err = nemo_am_send(ids[r][1], A_REQ, (uint64_t)(rank * 1000 + r), 0);
+			EXPECT(!err, "request to rank %d: %d", r, err);
+		}
+	flood(0, notes);
+	while (!got_all(0)) {
+		struct timespec ts;
+		deadline_in(&ts, 10);
+		nemo_mpi_wait(m, &ts, NULL);
+		nemo_mpi_check(m);
+	}
+	finish();
+	printf("rank %d: order: %llu messages, %llu notifications, %llu replies\n", rank,
+	       (unsigned long long)(ps[0].am + ps[1].am), (unsigned long long)(ps[0].nf + ps[1].nf),
+	       (unsigned long long)ps[0].replies);
+	return 0;
+}
+
+static int run_shutdown(nemo_mpi_progress prog)
+{
+	notes = false;
+	wait_all = false;
+	setup(prog);
+	flood(0, false);
+	while (!atomic_load(&worker_sent))
+		nemo_mpi_poll(m, NULL);
+	/* Everyone has sent everything; much is still in MPI's queues. */
+	MPI_Barrier(MPI_COMM_WORLD);
+	finish();
+	uint64_t got = ps[0].am + ps[1].am, total = 0;
+	MPI_Allreduce(&got, &total, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+	uint64_t want = (uint64_t)size * 2 * (uint64_t)(size - 1) * 2 * N_AM;
+	EXPECT(total == want, "after finalize: %llu messages handled in all, %llu sent",
+	       (unsigned long long)total, (unsigned long long)want);
+	printf("rank %d: shutdown: %llu handled here\n", rank, (unsigned long long)got);
+	return 0;
+}
+
+static void *not_a_place(void *arg)
+{
+	*(int *)arg = nemo_am_send(ids[(rank + 1) % size][0], A_MSG, 0, 0);
+	return NULL;
+}
+
+static void *finalize_other(void *arg)
+{
+	*(int *)arg = nemo_mpi_finalize(m);
+	return NULL;
+}
+
+static int run_errors(void)
+{
+	worker_floods = false;
+	wait_all = false;
+	notes = false;
+	setup(NEMO_MPI_PROGRESS_SEND);
+	int peer = (rank + 1) % size;
+	nemo_place_id far = (2ull << 62) | ((uint64_t)(size + 3) << 40);
+	EXPECT(nemo_am_send(far, A_MSG, 0, 0) == EHOSTUNREACH, "rank out of range");
+	EXPECT(nemo_notify(far, 1, 0) == EHOSTUNREACH, "notify: rank out of range");
+	nemo_place_id x;
+	EXPECT(nemo_mpi_place(m, size, 0, &x) == EHOSTUNREACH, "nemo_mpi_place: rank out of range");
+	EXPECT(nemo_mpi_place(m, 0, NEMO_PLACES_MAX, &x) == ESRCH, "nemo_mpi_place: index out of range");
+	EXPECT(nemo_mpi_place(NULL, 0, 0, &x) == EINVAL, "nemo_mpi_place(NULL)");
+	unsigned char big[NEMO_AM_PAYLOAD_MAX + 1] = {0};
+	EXPECT(nemo_am_sendv(ids[peer][0], A_MSG, 0, big, sizeof big, 0) == EMSGSIZE, "payload too big");
+	EXPECT(nemo_am_sendv(ids[peer][0], A_MSG, 0, NULL, 3, 0) == EINVAL, "NULL payload");
+	EXPECT(nemo_am_send(ids[peer][0], 100000, 0, 0) == ERANGE, "action out of range");
+	EXPECT(nemo_am_send(ids[peer][0], A_MSG, 0, 0x100) == EINVAL, "bad flags");
+	EXPECT(nemo_notify(ids[peer][0], 0x10000, 0) == ERANGE, "channel out of range");
+	nemo_mpi *m2 = NULL;
+	EXPECT(nemo_mpi_create(d, MPI_COMM_WORLD, NULL, &m2) == EALREADY, "bound twice");
+	EXPECT(nemo_mpi_create(NULL, MPI_COMM_WORLD, NULL, &m) == EINVAL, "create(NULL)");
+	EXPECT(nemo_mpi_poll(NULL, NULL) == EINVAL, "poll(NULL)");
+	EXPECT(nemo_mpi_wait_for(m, NULL, 0, NULL, NULL) == EINVAL, "wait_for(NULL word)");
+	struct timespec bad = {0, 2000000000L};
+	EXPECT(nemo_mpi_wait(m, &bad, NULL) == EINVAL, "wait with a malformed deadline");
+	uint64_t w = 1;
+	EXPECT(nemo_mpi_wait_for(m, &w, 0, NULL, NULL) == 0, "wait_for a word that already changed");
+	struct timespec past_ts = {0, 0};
+	EXPECT(nemo_mpi_wait(m, &past_ts, NULL) == ETIMEDOUT, "wait with a deadline in the past");
+	EXPECT(nemo_mpi_finalize(NULL) == EINVAL, "finalize(NULL)");
+	int r1 = 0;
+	pthread_t t;
+	pthread_create(&t, NULL, not_a_place, &r1);
+	pthread_join(t, NULL);
+	EXPECT(r1 == ENOTCONN, "send from a thread that is no place: %d", r1);
+	pthread_create(&t, NULL, finalize_other, &r1);
+	pthread_join(t, NULL);
+	EXPECT(r1 == EPERM, "finalize from another thread: %d", r1);
+	/* This rank, an index nobody holds: ESRCH at once. */
+	nemo_place_id nobody;
+	nemo_mpi_place(m, rank, 7, &nobody);
+	EXPECT(nemo_am_send(nobody, A_MSG, 0, 0) == ESRCH, "local index nobody holds");
+	/* Another rank: dropped there, and counted; then a message that
+	 * arrives after it (same pair order). */
+	nemo_mpi_place(m, peer, 7, &nobody);
+	EXPECT(nemo_am_send(nobody, A_MSG, 0, 0) == 0, "remote send to an empty index");
+	uint64_t seq0 = 0;
+	EXPECT(nemo_am_send(ids[peer][0], A_MSG, seq0, 0) == 0, "send");
+	int from = (rank + size - 1) % size;
+	while (atomic_load(&ps[0].am) < 1)
+		nemo_mpi_wait(m, NULL, NULL);
+	nemo_mpi_counters c;
+	nemo_mpi_get_counters(m, &c);
+	EXPECT(c.dropped == 1, "dropped %llu, expected 1 (the message for index 7 from rank %d)",
+	       (unsigned long long)c.dropped, from);
+	nemo_am_send(ids[peer][1], A_MSG, 0, 0);   /* so the worker can finish */
+	while (atomic_load(&ps[1].am) < 1)
+		nemo_mpi_poll(m, NULL);
+	atomic_store(&worker_done, 1);
+	int err = nemo_mpi_finalize(m);
+	EXPECT(!err, "finalize: %d", err);
+	atomic_store(&owner_finalized, 1);
+	pthread_join(worker, NULL);
+	/* Unbound: remote ids have no transport for this domain. */
+	EXPECT(nemo_am_send(ids[peer][0], A_MSG, 0, 0) == ESRCH, "send after finalize");
+	printf("rank %d: errors: ok\n", rank);
+	return 0;
+}
+
+static int run_abort(void)
+{
+	lax = true;
+	peer_timeout_ns = 2000000000ull;
+	worker_floods = false;
+	wait_all = false;
+	notes = false;
+	setup(NEMO_MPI_PROGRESS_SEND);
+	int victim = size - 1;
+	if (rank == victim) {
+		nemo_am_send(ids[0][0], A_MSG, 0, 0);
+		_exit(7);   /* dies without finalizing */
+	}
+	int err = 0;
+	uint64_t sent = 0;
+	while (!err) {
+		err = nemo_am_send(ids[victim][0], A_MSG, sent++, 0);
+		nemo_mpi_poll(m, NULL);
+		if (sent % 1024 == 0)
+			usleep(1000);
+	}
+	EXPECT(err == ECONNRESET, "send to the dead rank: %d, expected ECONNRESET", err);
+	atomic_store(&worker_done, 1);
+	err = nemo_mpi_finalize(m);
+	EXPECT(err == ECONNRESET, "finalize with a dead rank: %d, expected ECONNRESET", err);
+	atomic_store(&owner_finalized, 1);
+	pthread_join(worker, NULL);
+	if (!atomic_load(&failures))
+		printf("PASS abort rank %d (error after %llu sends)\n", rank, (unsigned long long)sent);
+	fflush(stdout);
+	_exit(atomic_load(&failures) ? 1 : 0);   /* MPI_Finalize would wait for the dead rank */
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "order-send";
+	int want = strcmp(mode, "order-funneled") ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED, got;
+	MPI_Init_thread(&argc, &argv, want, &got);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (size > MAXR || got < want) {
+		fprintf(stderr, "test_mpi: %d ranks (at most %d), thread level %d (want %d)\n", size, MAXR, got, want);
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	if (!strncmp(mode, "order-", 6))
+		run_order(strategy_of(mode + 6));
+	else if (!strncmp(mode, "shutdown-", 9))
+		run_shutdown(strategy_of(mode + 9));
+	else if (!strcmp(mode, "errors"))
+		run_errors();
+	else if (!strcmp(mode, "abort"))
+		run_abort();
+	else {
+		fprintf(stderr, "test_mpi: unknown mode %s\n", mode);
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	int bad = atomic_load(&failures), anybad = 0;
+	MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+	nemo_place_leave();
+	nemo_domain_destroy(d);
+	MPI_Finalize();
+	return anybad ? 1 : 0;
+}
