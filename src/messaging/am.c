@@ -146,7 +146,7 @@ static int resolve(struct nemo_domain *d, nemo_place_id dest, uint32_t id, size_
 	return 0;
 }
 
-static int check_args(const void *payload, size_t len, unsigned flags, const char *fn)
+int nemo__am_check_args(const void *payload, size_t len, unsigned flags, const char *fn)
 {
 	int err = nemo__check_flags(flags, fn);
 	if (err)
@@ -182,7 +182,7 @@ int nemo_am_sendv(nemo_place_id dest, uint32_t id, uint64_t arg, const void *pay
 	nemo_place *me = nemo__place_self();
 	if (!me)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
-	int err = check_args(payload, len, flags, __func__);
+	int err = nemo__am_check_args(payload, len, flags, __func__);
 	return err ? err : send_one(me, dest, id, arg, payload, len, flags, 0, __func__);
 }
 
@@ -200,7 +200,7 @@ int nemo_am_reply(const nemo_am_msg *req, uint32_t id, uint64_t arg, const void 
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	if (!req)
 		return NEMO__FAIL(EINVAL, "req is NULL");
-	int err = check_args(payload, len, flags, __func__);
+	int err = nemo__am_check_args(payload, len, flags, __func__);
 	if (err)
 		return err;
 	/* The request's arg travels first, as the reply's tag. */
@@ -228,7 +228,7 @@ int nemo_am_send_batch(nemo_place_id dest, uint32_t id, const uint64_t *args, si
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	if (n && !args)
 		return NEMO__FAIL(EINVAL, "args is NULL with n %zu", n);
-	int err = check_args(NULL, 0, flags, __func__);
+	int err = nemo__am_check_args(NULL, 0, flags, __func__);
 	if (err)
 		return err;
 	nemo__busy_enter(me);
@@ -255,7 +255,7 @@ int nemo_am_broadcast(const nemo_place_id *set, size_t n, uint32_t id, uint64_t 
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	if (!set && n)
 		return NEMO__FAIL(EINVAL, "set is NULL with n %zu", n);
-	int err = check_args(payload, len, flags, __func__);
+	int err = nemo__am_check_args(payload, len, flags, __func__);
 	if (err)
 		return err;
 	struct nemo_domain *d = me->d;

@@ -403,6 +403,11 @@ static inline int nemo__check_flags(unsigned flags, const char *fn)
 			  flags & ~NEMO__SEND_FLAGS);
 }
 
+/* An active message's flags, payload and length as every send checks them
+ * (am.c; also the MPI layer's remote sends): 0, or the error with the text
+ * for fn. */
+int nemo__am_check_args(const void *payload, size_t len, unsigned flags, const char *fn);
+
 
 /* The calling thread's place (NULL if none).  Readable from the
  * interrupt signal handler (initial-exec TLS); inline: every send and

@@ -624,13 +624,8 @@ static int op_am(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payl
 	int err = route(dest, &me, &m, &r, fn);
 	if (err)
 		return err;
-	if ((err = nemo__check_flags(flags, fn)))
+	if ((err = nemo__am_check_args(payload, len, flags, fn)))
 		return err;
-	if (len > NEMO_AM_PAYLOAD_MAX)
-		return nemo__fail(EMSGSIZE, fn, "payload of %zu bytes: at most %u fit in a message", len,
-				  NEMO_AM_PAYLOAD_MAX);
-	if (len && !payload)
-		return nemo__fail(EINVAL, fn, "payload is NULL with len %zu", len);
 	if (id & 0x80000000u ? (id & 0x7FFFFFFFu) >= me->d->E : id >= me->d->A)
 		return nemo__fail(ERANGE, fn, "id %#x is out of range of this domain's tables", id);
 	if (r == m->rank) {
