@@ -365,6 +365,20 @@ static void dump(void)
 			(unsigned long long)c.full_waits, (unsigned long long)c.sleeps);
 }
 
+/* Task tid's run time and time spent runnable but not running, ns (the
+ * two first fields of /proc/self/task/tid/schedstat; 0 and 0 if it is
+ * gone). */
+static void task_sched(int tid, unsigned long long *run, unsigned long long *wait)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", tid);
+	FILE *f = fopen(path, "r");
+	if (!f || fscanf(f, "%llu %llu", run, wait) != 2)
+		*run = *wait = 0;
+	if (f)
+		fclose(f);
+}
+
 /* Was anybody starved?  Each task's state, CPU, scheduling policy, and
  * the run and wait times the kernel counted (/proc/self/task/T/stat and
  * schedstat): a thread that is runnable but was not run for seconds is a
@@ -402,13 +416,8 @@ static void dump_tasks(void)
 			else if (field == 41)
 				pol = atoi(tok);
 		}
-		unsigned long long run = 0, wait = 0;
-		snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", tid);
-		if ((f = fopen(path, "r"))) {
-			if (fscanf(f, "%llu %llu", &run, &wait) != 2)
-				run = wait = 0;
-			fclose(f);
-		}
+		unsigned long long run, wait;
+		task_sched(tid, &run, &wait);
 		fprintf(stderr, "  task %d: state %c, cpu %d, policy %d, ran %.3f s, waited to run %.3f s\n",
 			tid, state, cpu, pol, run / 1e9, wait / 1e9);
 	}
@@ -429,22 +438,16 @@ static unsigned long long waited_to_run(unsigned long long *ran)
 {
 	unsigned long long sum = 0;
 	*ran = 0;
-	char path[64];
 	DIR *dir = opendir("/proc/self/task");
 	struct dirent *de;
 	while (dir && (de = readdir(dir))) {
 		int tid = atoi(de->d_name);
 		if (tid <= 0)
 			continue;
-		snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", tid);
-		FILE *f = fopen(path, "r");
 		unsigned long long run, wait;
-		if (f && fscanf(f, "%llu %llu", &run, &wait) == 2) {
-			sum += wait;
-			*ran += run;
-		}
-		if (f)
-			fclose(f);
+		task_sched(tid, &run, &wait);
+		sum += wait;
+		*ran += run;
 	}
 	if (dir)
 		closedir(dir);

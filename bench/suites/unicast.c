@@ -295,7 +295,7 @@ static int uc_run(const bench_opts *o, json_t *results, json_t *config)
 	for (int i = 0; i < nx; i++) {
 		unsigned s = xproc_scenarios(xsel[i]);
 		s = o->scenarios ? (s & o->scenarios) : s;
-		if (!s && o->nmechs)
+		if (!s)     /* named (xsel holds only named ones) */
 			warn(o, "mechanism %s has none of the requested scenarios; skipped", xsel[i]);
 		for (unsigned b = SC_POLLING; b <= SC_BLOCKED; b <<= 1)
 			if (s & b)
