@@ -373,7 +373,13 @@ def _syscost(srows):
     w, q = byname.get("write-eventfd"), byname.get("uring-sqpoll-write")
     if w and q:
         parts.append(f"<p>The curried kernel write (io_uring SQPOLL) costs {ns(q['cost_ns']['p50'])} against "
-                     f"write(2)'s {ns(w['cost_ns']['p50'])} ({q['cost_ns']['p50'] / w['cost_ns']['p50']:.2f}x).</p>")
+                     f"write(2)'s {ns(w['cost_ns']['p50'])} ({q['cost_ns']['p50'] / w['cost_ns']['p50']:.2f}x) "
+                     f"to submit while the kernel keeps up.</p>")
+    st = byname.get("uring-sqpoll-write-stream")
+    if w and st:
+        parts.append(f"<p>Back to back, SQPOLL writes cost {ns(st['cost_ns']['p50'])} at p50 and "
+                     f"{ns(st['cost_ns']['p99'])} at p99 (a stream faster than the kernel thread waits for "
+                     f"room in the ring).</p>")
     return "".join(parts)
 
 

@@ -472,12 +472,13 @@ def test_syscost(tmp_path, schema):
     rows = {r["mechanism"]: r for r in doc["results"]}
     skipped = {s["mechanism"] for s in doc["config"]["skipped"]}
     expected = {"getppid", "write-eventfd", "futex-wake-none", "uring-fixed-write",
-                "uring-fixed-write-batch", "uring-sqpoll-write", "nemo-am-send", "nemo-am-bound",
-                "nemo-fast"}
+                "uring-fixed-write-batch", "uring-sqpoll-write", "uring-sqpoll-write-stream", "nemo-am-send",
+                "nemo-am-bound", "nemo-fast"}
     assert set(rows) | skipped == expected
     for name, row in rows.items():
         assert row["cost_ns"]["p50"] > 0
-        has_effect = name not in {"getppid", "futex-wake-none", "uring-fixed-write-batch"}
+        has_effect = name not in {"getppid", "futex-wake-none", "uring-fixed-write-batch",
+                                  "uring-sqpoll-write-stream"}
         assert (row["btw_ns"] is not None) == has_effect
         assert row["btw_ns"] is None or row["btw_ns"]["p50"] > 0
 
