@@ -32,7 +32,7 @@ ALLOWED = {
     "mcast": {"messaging", "waiter", "platform"},
     "preload": {"events", "waiter", "platform"},
     "fastio": {"platform"},
-    "xproc": {"waiter", "platform"},
+    "xproc": {"messaging", "waiter", "platform"},
     "mpi": {"poll", "messaging", "waiter", "platform"},
 }
 # Public headers and the layer each belongs to.

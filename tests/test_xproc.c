@@ -15,6 +15,12 @@
  *                       refused at attach (EPROTO)
  *   test_xproc threads  two places of one process on two threads (so that
  *                       ThreadSanitizer sees both sides of the protocol)
+ *   test_xproc public   the in-process calls on shared places: nemo_am_sendv,
+ *                       nemo_am_reply, nemo_notify, nemo_am_broadcast (to a
+ *                       set and to everyone), nemo_place_wait, nemo_poll and
+ *                       nemo_notify_set_handler in two child processes and
+ *                       the parent, with handlers of nemo/am.h's type; and
+ *                       their errors
  *
  * Every child has an alarm: a hang fails the test, never stalls it.
  * Nothing here asserts a time.  NEMO_STRESS_SCALE scales the counts
@@ -24,6 +30,8 @@
 #include "check.h"
 
 #include <nemo/xproc.h>
+#include <nemo/am.h>
+#include <nemo/notify.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -639,6 +647,198 @@ static void test_threads(void)
 	nemo_xproc_detach(x);
 }
 
+
+/* ------------------------------------------------------------------ */
+/* The public calls                                                    */
+/* ------------------------------------------------------------------ */
+
+struct pub_state {
+	uint32_t c_reply, c_ack;
+	uint64_t replies, acks, bad, bcasts;
+	uint64_t want_tag;
+	nemo_place_id want_src;
+	bool stop;
+};
+static struct pub_state ps;
+
+static void pub_on_echo(const nemo_am_msg *m, void *ctx)
+{
+	struct pub_state *s = ctx;
+	if (m->is_reply || m->event != NEMO_AM_NO_EVENT || nemo_xproc_id_of(m->src) == 0 ||
+	    m->context != NEMO_AM_CTX_WAIT)
+		s->bad++;
+	if (nemo_am_reply(m, s->c_reply, m->arg + 1, m->payload, m->len, 0))
+		s->bad++;
+}
+
+static void pub_on_bcast(const nemo_am_msg *m, void *ctx)
+{
+	struct pub_state *s = ctx;
+	s->bcasts++;
+	if (nemo_am_send(m->src, s->c_ack, m->arg, 0))
+		s->bad++;
+}
+
+static void pub_on_note(void *ctx, nemo_place_id src, uint32_t chan)
+{
+	struct pub_state *s = ctx;
+	if (nemo_xproc_id_of(src) == 0)
+		s->bad++;
+	if (chan == 9)
+		s->stop = true;
+}
+
+static void pub_on_reply(const nemo_am_msg *m, void *ctx)
+{
+	struct pub_state *s = ctx;
+	if (!m->is_reply || m->tag != s->want_tag || m->arg != s->want_tag + 1 || m->len != 3 ||
+	    memcmp(m->payload, "abc", 3) || m->src != s->want_src)
+		s->bad++;
+	s->replies++;
+}
+
+static void pub_on_ack(const nemo_am_msg *m, void *ctx)
+{
+	struct pub_state *s = ctx;
+	(void)m;
+	s->acks++;
+}
+
+static void pub_child(const char *name)
+{
+	alarm(120);
+	nemo_xproc *cx;
+	if (nemo_xproc_attach(seg, NULL, &cx))
+		_exit(2);
+	if (nemo_xproc_name(cx, "reply", &ps.c_reply) || nemo_xproc_name(cx, "ack", &ps.c_ack) ||
+	    nemo_xproc_handle_am(cx, "echo", pub_on_echo, &ps) || nemo_xproc_handle_am(cx, "bcast", pub_on_bcast, &ps))
+		_exit(3);
+	nemo_xproc_place *q;
+	if (nemo_xproc_join(cx, name, &q, NULL))
+		_exit(4);
+	if (nemo_notify_set_handler(pub_on_note, &ps))   /* the public call, on the shared place */
+		_exit(5);
+	while (!ps.stop) {
+		struct timespec dl = deadline_ms(60000);
+		int rc = nemo_place_wait(&dl, NULL);
+		if (rc && rc != EOWNERDEAD)
+			_exit(6);
+	}
+	nemo_xproc_detach(cx);
+	_exit(ps.bad ? 7 : 0);
+}
+
+static void *pub_no_place(void *arg)
+{
+	nemo_place_id *dst = arg;
+	CHECK_EQ_INT(nemo_am_send(*dst, 0, 0, 0), ENOTCONN);
+	CHECK_EQ_INT(nemo_notify(*dst, 1, 0), ENOTCONN);
+	CHECK_EQ_INT(nemo_poll(NULL), ENOTCONN);
+	return NULL;
+}
+
+static int pub_wait(uint64_t *count, uint64_t want)
+{
+	while (*count < want) {
+		struct timespec dl = deadline_ms(30000);
+		int rc = nemo_place_wait(&dl, NULL);
+		if (rc && rc != EOWNERDEAD)
+			return rc;
+	}
+	return 0;
+}
+
+static void test_public(void)
+{
+	seg_name("public");
+	nemo_xproc *x;
+	CHECK_EQ_INT(nemo_xproc_create(seg, NULL, &x), 0);
+	CHECK_EQ_INT(nemo_xproc_place_id(NULL, 0x101), NEMO_PLACE_NONE);
+	CHECK_EQ_INT(nemo_xproc_id_of(5), 0);
+	CHECK_EQ_INT(nemo_xproc_id_of(NEMO_PLACE_NONE), 0);
+	uint32_t c_echo, c_bcast;
+	CHECK_EQ_INT(nemo_xproc_name(x, "echo", &c_echo), 0);
+	CHECK_EQ_INT(nemo_xproc_name(x, "bcast", &c_bcast), 0);
+	CHECK_EQ_INT(nemo_xproc_handle_am(x, "reply", pub_on_reply, &ps), 0);
+	CHECK_EQ_INT(nemo_xproc_handle_am(x, "ack", pub_on_ack, &ps), 0);
+	/* Not a place yet: the public calls say so. */
+	CHECK_EQ_INT(nemo_poll(NULL), ENOTCONN);
+	nemo_xproc_place *p;
+	nemo_xproc_id me;
+	CHECK_EQ_INT(nemo_xproc_join(x, "parent", &p, &me), 0);
+	CHECK_EQ_INT(nemo_xproc_id_of(nemo_xproc_place_id(x, me)), me);
+	unsigned h = 99;
+	CHECK_EQ_INT(nemo_poll(&h), 0);   /* the thread's shared place, nothing queued */
+	CHECK_EQ_INT(h, 0);
+
+	pid_t kids[2];
+	const char *names[2] = {"c1", "c2"};
+	for (int i = 0; i < 2; i++)
+		if ((kids[i] = fork()) == 0)
+			pub_child(names[i]);
+	nemo_xproc_id xid[2];
+	nemo_place_id pub[2];
+	for (int i = 0; i < 2; i++) {
+		int tries = 0;
+		while (nemo_xproc_find(x, names[i], &xid[i]) != 0 && tries++ < 30000)
+			usleep(1000);
+		pub[i] = nemo_xproc_place_id(x, xid[i]);
+		CHECK_EQ_INT(nemo_xproc_id_of(pub[i]), xid[i]);
+	}
+	/* The handlers are registered before the place joins: wait for
+	 * nothing more.  Requests and replies, payload and tag. */
+	uint64_t n = (uint64_t)(2000 * scale) + 10;
+	for (uint64_t k = 0; k < n; k++) {
+		int i = (int)(k & 1);
+		ps.want_tag = k;
+		ps.want_src = pub[i];
+		if (nemo_am_sendv(pub[i], c_echo, k, "abc", 3, 0))
+			break;
+		if (pub_wait(&ps.replies, k + 1))
+			break;
+	}
+	CHECK_EQ_INT(ps.replies, n);
+	CHECK_EQ_INT(ps.bad, 0);
+	/* Broadcast to everyone, then to a set: every child acks each. */
+	size_t sent = 0;
+	CHECK_EQ_INT(nemo_am_broadcast(NULL, 0, c_bcast, 5, NULL, 0, 0, &sent), 0);
+	CHECK_EQ_INT(sent, 2);
+	CHECK_EQ_INT(pub_wait(&ps.acks, 2), 0);
+	CHECK_EQ_INT(nemo_am_broadcast(pub, 2, c_bcast, 6, "p", 1, NEMO_NONBLOCK, &sent), 0);
+	CHECK_EQ_INT(sent, 2);
+	CHECK_EQ_INT(pub_wait(&ps.acks, 4), 0);
+	CHECK_EQ_INT(nemo_xproc_broadcast(p, xid, 2, c_bcast, 7, NULL, 0, 0, &sent), 0);
+	CHECK_EQ_INT(sent, 2);
+	CHECK_EQ_INT(pub_wait(&ps.acks, 6), 0);
+
+	/* Bad input: specific errors, nothing sent. */
+	char big[NEMO_XPROC_PAYLOAD_MAX + 1] = {0};
+	CHECK_EQ_INT(nemo_am_sendv(pub[0], c_echo, 0, big, sizeof big, 0), EMSGSIZE);
+	CHECK_EQ_INT(nemo_am_send(pub[0], NEMO_AM_EVENT(1), 0, 0), EINVAL);
+	CHECK(strstr(nemo_last_error(), "events are not mapped") != NULL);
+	CHECK_EQ_INT(nemo_am_send(pub[0], c_echo, 0, 0x100), EINVAL);
+	CHECK_EQ_INT(nemo_notify(pub[0], NEMO_NOTIFY_CHAN_MAX + 1, 0), ERANGE);
+	nemo_place_id mixed[2] = {pub[0], 5};
+	CHECK_EQ_INT(nemo_am_broadcast(mixed, 2, c_bcast, 0, NULL, 0, 0, &sent), EINVAL);
+	CHECK_EQ_INT(sent, 0);
+	nemo_place_id gone = nemo_xproc_place_id(x, (xid[0] & 0xFF) | ((((xid[0] >> 8) + 7) & 0xFFFF) << 8));
+	CHECK_EQ_INT(nemo_am_send(gone, c_echo, 0, 0), ESRCH);
+	pthread_t t;
+	pthread_create(&t, NULL, pub_no_place, &pub[0]);
+	pthread_join(t, NULL);
+
+	for (int i = 0; i < 2; i++)
+		CHECK_EQ_INT(nemo_notify(pub[i], 9, 0), 0);
+	for (int i = 0; i < 2; i++)
+		CHECK_EQ_INT(child_exit(kids[i]), 0);
+	CHECK_EQ_INT(ps.bad, 0);
+	nemo_xproc_unlink(seg);
+	CHECK_EQ_INT(nemo_xproc_detach(x), 0);
+	/* The handle is gone: its ids name nothing. */
+	CHECK_EQ_INT(nemo_am_send(pub[0], c_echo, 0, 0), ESRCH);
+	CHECK_EQ_INT(nemo_poll(NULL), ENOTCONN);
+}
+
 int main(int argc, char **argv)
 {
 	const char *sc = getenv("NEMO_STRESS_SCALE");
@@ -658,5 +858,7 @@ int main(int argc, char **argv)
 		test_hostile();
 	if (!strcmp(what, "threads") || !strcmp(what, "all"))
 		test_threads();
+	if (!strcmp(what, "public") || !strcmp(what, "all"))
+		test_public();
 	return check_exit("test_xproc");
 }

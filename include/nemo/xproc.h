@@ -5,13 +5,28 @@
  * published-state handshake, and survive a peer that dies (kill -9
  * included) or scribbles over the segment.
  *
- * These are calls of their own (nemo_xproc_*), not the in-process calls
- * of nemo/domain.h: an in-process place is a thread's, reached by
- * pointers, and the segment holds no pointer.  The model is the same:
- * a place is owned by one thread at a time, it receives through one
- * ring per sending place, handlers run on the receiving place's thread
- * inside nemo_xproc_poll / nemo_xproc_wait, and a sender kicks the
- * receiver only when the receiver published SLEEPING.
+ * The same calls as in-process.  nemo_xproc_place_id turns a place's id
+ * into a nemo_place_id; nemo_am_send, nemo_am_sendv, nemo_am_reply,
+ * nemo_notify and nemo_am_broadcast take it as their destination, and a
+ * thread that joined a place of the shared domain sends from that place
+ * (the calling thread's latest place of that domain).  In a thread that
+ * is no place of this process, nemo_poll, nemo_place_wait,
+ * nemo_notify_set_handler and nemo_am_broadcast(NULL, 0, ...) act on the
+ * thread's shared-domain places (nemo_place_wait and the broadcast: on
+ * its latest one).  Handlers of nemo/am.h's type are registered by name
+ * with nemo_xproc_handle_am; their msg->src is the sender's nemo_place_id
+ * (valid in the receiving process: reply to it, send to it) and
+ * msg->action the name's code.  Across processes a payload is at most
+ * NEMO_XPROC_PAYLOAD_MAX bytes (a reply's NEMO_XPROC_PAYLOAD_MAX - 8),
+ * events are not mapped (send a name's code), and NEMO_PUSH and
+ * NEMO_MORE change nothing (every send is published at once and kicks a
+ * receiver that sleeps).  The nemo_xproc_* calls below do the same with
+ * explicit places, from any thread.
+ *
+ * The model is the in-process one: a place is owned by one thread at a
+ * time, it receives through one ring per sending place, handlers run on
+ * the receiving place's thread inside its poll or wait, and a sender
+ * kicks the receiver only when the receiver published SLEEPING.
  *
  * docs/xproc.md has the segment layout, the threat model (what a peer
  * with write access to the segment can and cannot do to you), the
@@ -43,12 +58,16 @@
  *               expected (a name squatted by another user).
  *   EUSERS      attach: every process slot is taken.
  *   ENOSPC      join / name: every place or name slot is taken.
+ *   EMFILE      create / attach: this process has 64 shared domains
+ *               attached.
  */
 #ifndef NEMO_XPROC_H
 #define NEMO_XPROC_H
 
+#include <nemo/am.h>
 #include <nemo/waiter.h>
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -98,6 +117,8 @@ typedef struct nemo_xproc_msg {
 	uint64_t arg;
 	uint32_t len;          /**< payload bytes, <= NEMO_XPROC_PAYLOAD_MAX */
 	unsigned char payload[NEMO_XPROC_PAYLOAD_MAX];
+	uint64_t tag;          /**< a reply's tag (its request's arg), else 0 */
+	bool is_reply;         /**< sent with nemo_am_reply */
 } nemo_xproc_msg;
 
 /** An action's handler; runs on the receiving place's thread. */
@@ -182,6 +203,28 @@ int nemo_xproc_name(nemo_xproc *x, const char *name, uint32_t *code);
  */
 int nemo_xproc_handle(nemo_xproc *x, const char *name, nemo_xproc_handler fn, void *ctx);
 
+/**
+ * nemo_xproc_handle with a handler of nemo/am.h's type (the same handler
+ * can serve in-process places): msg->src and msg->dest are public ids
+ * (nemo_xproc_place_id), msg->action the name's code, msg->event
+ * NEMO_AM_NO_EVENT, msg->context NEMO_AM_CTX_WAIT or NEMO_AM_CTX_POLL,
+ * msg->place_ctx NULL.  Replaces the name's nemo_xproc_handle handler.
+ * @return 0; the errors of nemo_xproc_name.
+ */
+int nemo_xproc_handle_am(nemo_xproc *x, const char *name, nemo_am_handler fn, void *ctx);
+
+/**
+ * The nemo_place_id of place id of x's shared domain, for nemo_am_send,
+ * nemo_notify, nemo_am_broadcast...  It names x's handle, so it is valid
+ * in this process while x is attached (send the nemo_xproc_id to other
+ * processes).  NEMO_PLACE_NONE for a NULL x or an id without generation.
+ */
+nemo_place_id nemo_xproc_place_id(const nemo_xproc *x, nemo_xproc_id id);
+
+/** The nemo_xproc_id inside a nemo_place_id of nemo_xproc_place_id (0 for
+ *  any other id): the id to tell other processes. */
+nemo_xproc_id nemo_xproc_id_of(nemo_place_id id);
+
 /** Set (NULL: clear) the place's notification handler. @return 0, EINVAL. */
 int nemo_xproc_set_notify(nemo_xproc_place *p, nemo_xproc_notify_handler fn, void *ctx);
 
@@ -201,6 +244,21 @@ int nemo_xproc_send(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t code, uint6
 
 /** Notify place dst that channel chan has news. @return as nemo_xproc_send. */
 int nemo_xproc_notify(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t chan, unsigned flags);
+
+/**
+ * Send one active message to many places: to set[0..n-1], or, with set
+ * NULL, to every live place of the shared domain but p (in every
+ * process).  Every message is queued first, then each receiver that
+ * sleeps is woken (one FUTEX_WAKE on its own shared word), so the
+ * receivers start as close together as the kernel allows.
+ * @param sent how many places it was queued to (may be NULL)
+ * @return 0 if it reached them all; else the first error met (ESRCH,
+ *         EOWNERDEAD, EAGAIN...), having still sent to every other
+ *         destination; EINVAL for a NULL set with n > 0, n over
+ *         NEMO_XPROC_PLACES_MAX, a bad code or flags; EMSGSIZE.
+ */
+int nemo_xproc_broadcast(nemo_xproc_place *p, const nemo_xproc_id *set, size_t n, uint32_t code, uint64_t arg,
+			 const void *payload, size_t len, unsigned flags, size_t *sent);
 
 /**
  * Run the handlers of every message queued to p, without waiting.

@@ -251,6 +251,11 @@ int nemo_am_broadcast(const nemo_place_id *set, size_t n, uint32_t id, uint64_t 
 	nemo_place *me = nemo__place_self();
 	if (sent)
 		*sent = 0;
+	if (set && n && nemo__id_is_remote(set[0]))  /* remote.h */
+		return nemo__remote_broadcast(set, n, id, arg, payload, len, flags, sent);
+	if (!me && !set && !n)  /* to everyone: a place of a shared domain's, or none (remote.h) */
+		return nemo__remote_self(NEMO__SELF_BROADCAST, &(nemo__remote_self_args){ .id = id, .arg = arg,
+					 .payload = payload, .len = len, .flags = flags, .sent = sent }, __func__);
 	if (!me)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	if (!set && n)

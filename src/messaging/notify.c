@@ -35,8 +35,9 @@ int nemo_domain_notify(nemo_domain *d, nemo_place_id dest, uint32_t chan, unsign
 int nemo_notify_set_handler(nemo_notify_handler fn, void *ctx)
 {
 	nemo_place *me = nemo__place_self();
-	if (!me)
-		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
+	if (!me)  /* a place of a shared domain's, or none (remote.h) */
+		return nemo__remote_self(NEMO__SELF_NOTIFY_HANDLER,
+					 &(nemo__remote_self_args){ .nfn = fn, .ctx = ctx }, __func__);
 	/* Only this thread reads the pair, in a drain: a nemo call, so the
 	 * interrupt handler cannot run one in between these two stores (it
 	 * defers to busy_exit, which then runs the new handler).  Senders

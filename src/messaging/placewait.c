@@ -62,6 +62,7 @@
  */
 #define _GNU_SOURCE
 #include "messaging_internal.h"
+#include "remote.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -73,8 +74,8 @@
 int nemo_poll(unsigned *handled)
 {
 	nemo_place *me = nemo__place_self();
-	if (!me)
-		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
+	if (!me)  /* a place of a shared domain's, or none (remote.h) */
+		return nemo__remote_self(NEMO__SELF_POLL, &(nemo__remote_self_args){ .handled = handled }, __func__);
 	nemo__busy_enter(me);
 	bool fd = atomic_load_explicit(&me->efd, memory_order_relaxed) >= 0;
 	if (fd)
@@ -251,9 +252,10 @@ static int place_wait(nemo_place *me, const struct timespec *abstime, unsigned *
 int nemo_place_wait(const struct timespec *abstime, unsigned *handled)
 {
 	nemo_place *me = nemo__place_self();
-	if (!me)
-		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	int rc = nemo__check_deadline(__func__, CLOCK_MONOTONIC, abstime);
+	if (!me)  /* a place of a shared domain's, or none (remote.h) */
+		return rc ? rc : nemo__remote_self(NEMO__SELF_WAIT,
+			&(nemo__remote_self_args){ .abstime = abstime, .handled = handled }, __func__);
 	return rc ? rc : place_wait(me, abstime, handled, NULL, 0);
 }
 

@@ -1,12 +1,14 @@
 /*
- * remote.c - the hook through which the public sends reach places of
- * other processes (remote.h).  One pointer, registered from above; the
- * sends call here only for ids with the remote tag, so a local send
- * pays one shift and compare.
+ * remote.c - the hook through which the public calls reach places of
+ * other processes (remote.h).  One pointer per transport, registered
+ * from above; the sends call here only for ids with the remote tag, so a
+ * local send pays one shift and compare, and the calls about the
+ * caller's own place only in their "not a place" branch.
  *
- * The pointer is stored with release and loaded with acquire, so a send
- * that sees the table sees it filled.  A transport unregisters (NULL)
- * only after its last send returned (src/mpi/mpi.c, nemo_mpi_finalize).
+ * The pointers are stored with release and loaded with acquire, so a
+ * call that sees a table sees it filled.  A transport unregisters (NULL)
+ * only after its last call returned (src/mpi/mpi.c, nemo_mpi_finalize;
+ * src/xproc/xproc.c never unregisters: its table serves every handle).
  */
 #define _GNU_SOURCE
 #include "remote.h"
@@ -16,28 +18,78 @@
 #include <errno.h>
 #include <stdatomic.h>
 
-static const nemo__remote_ops *_Atomic remote_ops;
+static const nemo__remote_ops *_Atomic remote_ops[NEMO__REMOTE_N];
 
-const nemo__remote_ops *nemo__remote_register(const nemo__remote_ops *ops)
+static const char *const transport_name[NEMO__REMOTE_N] = {
+	"a remote place, and no transport (nemo/mpi.h) is running",
+	"a place of a shared domain (nemo/xproc.h), and no shared domain is attached",
+};
+
+const nemo__remote_ops *nemo__remote_register(unsigned t, const nemo__remote_ops *ops)
 {
-	return atomic_exchange_explicit(&remote_ops, ops, memory_order_acq_rel);
+	return t < NEMO__REMOTE_N ? atomic_exchange_explicit(&remote_ops[t], ops, memory_order_acq_rel) : NULL;
+}
+
+static const nemo__remote_ops *ops_of(nemo_place_id dest)
+{
+	return atomic_load_explicit(&remote_ops[nemo__remote_transport(dest)], memory_order_acquire);
+}
+
+static int no_transport(nemo_place_id dest)
+{
+	return NEMO__FAIL(ESRCH, "place %#llx is %s", (unsigned long long)dest,
+			  transport_name[nemo__remote_transport(dest)]);
 }
 
 int nemo__remote_am(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload, size_t len,
 		    unsigned flags, const uint64_t *tag)
 {
-	const nemo__remote_ops *o = atomic_load_explicit(&remote_ops, memory_order_acquire);
-	if (!o)
-		return NEMO__FAIL(ESRCH, "place %#llx is a remote place, and no transport (nemo/mpi.h) is running",
-				  (unsigned long long)dest);
-	return o->am(dest, id, arg, payload, len, flags, tag);
+	const nemo__remote_ops *o = ops_of(dest);
+	return o ? o->am(dest, id, arg, payload, len, flags, tag) : no_transport(dest);
 }
 
 int nemo__remote_notify(nemo_place_id dest, uint32_t chan, unsigned flags)
 {
-	const nemo__remote_ops *o = atomic_load_explicit(&remote_ops, memory_order_acquire);
+	const nemo__remote_ops *o = ops_of(dest);
+	return o ? o->notify(dest, chan, flags) : no_transport(dest);
+}
+
+int nemo__remote_broadcast(const nemo_place_id *set, size_t n, uint32_t id, uint64_t arg,
+			   const void *payload, size_t len, unsigned flags, size_t *sent)
+{
+	if (sent)
+		*sent = 0;
+	unsigned t = nemo__remote_transport(set[0]);
+	for (size_t i = 0; i < n; i++)
+		if (!nemo__id_is_remote(set[i]) || nemo__remote_transport(set[i]) != t)
+			return NEMO__FAIL(EINVAL, "set[%zu] = %#llx: a broadcast's places are all of this process, "
+					  "or all of one transport (set[0] = %#llx)", i, (unsigned long long)set[i],
+					  (unsigned long long)set[0]);
+	const nemo__remote_ops *o = ops_of(set[0]);
 	if (!o)
-		return NEMO__FAIL(ESRCH, "place %#llx is a remote place, and no transport (nemo/mpi.h) is running",
-				  (unsigned long long)dest);
-	return o->notify(dest, chan, flags);
+		return no_transport(set[0]);
+	if (o->broadcast)
+		return o->broadcast(set, n, id, arg, payload, len, flags, sent);
+	int first = 0;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		int e = o->am(set[i], id, arg, payload, len, flags, NULL);
+		if (e && !first)
+			first = e;
+		k += !e;
+	}
+	if (sent)
+		*sent = k;
+	return first;
+}
+
+int nemo__remote_self(nemo__remote_self_op op, const nemo__remote_self_args *a, const char *fn)
+{
+	for (unsigned t = 0; t < NEMO__REMOTE_N; t++) {
+		const nemo__remote_ops *o = atomic_load_explicit(&remote_ops[t], memory_order_acquire);
+		int rc = o && o->self ? o->self(op, a) : -1;
+		if (rc >= 0)
+			return rc;
+	}
+	return nemo__fail(ENOTCONN, fn, "the calling thread is not a place (nemo_place_join first)");
 }

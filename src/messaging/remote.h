@@ -3,17 +3,24 @@
  * processes (src/messaging/remote.c).  Internal: not installed.
  *
  * A place id whose two top bits are 10 names a place reached through a
- * transport registered from above (today only src/mpi/: MPI ranks).
- * Local ids never have them: a local id's high 48 bits are a
- * generation, which would need 2^47 joins of one index; and
- * NEMO_PLACE_NONE / NEMO_PLACE_ALL have the top bits 11.
+ * transport registered from above; bit 61 says which: 0 MPI ranks
+ * (src/mpi/), 1 shared domains of other processes (src/xproc/).  Local
+ * ids never have them: a local id's high 48 bits are a generation,
+ * which would need 2^47 joins of one index; and NEMO_PLACE_NONE /
+ * NEMO_PLACE_ALL have the top bits 11.
  *
- * The hook is downward-legal: this layer holds a pointer to a table of
- * functions that the upper layer registers (nemo__remote_register) and
- * never includes an upper layer's header.  The public sends call
- * nemo__remote_am / nemo__remote_notify as their first line when the
- * destination is remote (am.c: nemo_am_sendv, nemo_am_reply; notify.c:
- * nemo_notify); nothing else changes.
+ * The hook is downward-legal: this layer holds a pointer per transport
+ * to a table of functions that the upper layer registers
+ * (nemo__remote_register) and never includes an upper layer's header.
+ * The public sends call nemo__remote_am / nemo__remote_notify /
+ * nemo__remote_broadcast as their first line when the destination is
+ * remote (am.c: nemo_am_sendv, nemo_am_reply, nemo_am_broadcast;
+ * notify.c: nemo_notify).  A thread that is not a place of this process
+ * may still hold a place of a transport's (a shared domain's place):
+ * the calls about the caller's own place (nemo_poll, nemo_place_wait,
+ * nemo_notify_set_handler, nemo_am_broadcast to everyone) ask the
+ * transports, in their "not a place" branch, through nemo__remote_self;
+ * the fast paths pay nothing for it.
  */
 #ifndef NEMO_MESSAGING_REMOTE_H
 #define NEMO_MESSAGING_REMOTE_H
@@ -23,6 +30,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /** Is id a remote place's (top bits 10)? */
 static inline bool nemo__id_is_remote(nemo_place_id id)
@@ -30,7 +38,38 @@ static inline bool nemo__id_is_remote(nemo_place_id id)
 	return (id >> 62) == 2u;
 }
 
-/** What a transport does for the public sends. */
+/** The transports, by bit 61 of a remote id. */
+enum { NEMO__REMOTE_MPI = 0, NEMO__REMOTE_XPROC = 1, NEMO__REMOTE_N = 2 };
+
+/** A remote id's transport. */
+static inline unsigned nemo__remote_transport(nemo_place_id id)
+{
+	return (unsigned)(id >> 61) & 1u;
+}
+
+/** What the calling thread asks about its own place (nemo__remote_self). */
+typedef enum nemo__remote_self_op {
+	NEMO__SELF_POLL,                 /* nemo_poll(handled) */
+	NEMO__SELF_WAIT,                 /* nemo_place_wait(abstime, handled) */
+	NEMO__SELF_NOTIFY_HANDLER,       /* nemo_notify_set_handler(fn, ctx) */
+	NEMO__SELF_BROADCAST,            /* nemo_am_broadcast(NULL, 0, ...) */
+} nemo__remote_self_op;
+
+/** The arguments of a self call (the fields its op names). */
+typedef struct nemo__remote_self_args {
+	const struct timespec *abstime;
+	unsigned *handled;
+	void (*nfn)(void *ctx, nemo_place_id src, uint32_t chan);
+	void *ctx;
+	uint32_t id;
+	uint64_t arg;
+	const void *payload;
+	size_t len;
+	unsigned flags;
+	size_t *sent;
+} nemo__remote_self_args;
+
+/** What a transport does for the public calls. */
 typedef struct nemo__remote_ops {
 	/** nemo_am_sendv to a remote dest (tag non-NULL: nemo_am_reply with
 	 *  that tag).  Returns as nemo_am_sendv. */
@@ -38,14 +77,31 @@ typedef struct nemo__remote_ops {
 		  unsigned flags, const uint64_t *tag);
 	/** nemo_notify to a remote dest.  Returns as nemo_notify. */
 	int (*notify)(nemo_place_id dest, uint32_t chan, unsigned flags);
+	/** nemo_am_broadcast to a set of this transport's ids (NULL: not
+	 *  offered; the set is then sent to one by one). */
+	int (*broadcast)(const nemo_place_id *set, size_t n, uint32_t id, uint64_t arg, const void *payload,
+			 size_t len, unsigned flags, size_t *sent);
+	/** A call about the calling thread's own place, made by a thread
+	 *  that is no place of this process: returns -1 if the thread holds
+	 *  no place of this transport's either, else the call's result
+	 *  (NULL: the transport has no places of its own). */
+	int (*self)(nemo__remote_self_op op, const nemo__remote_self_args *a);
 } nemo__remote_ops;
 
-/** Register the transport (NULL: none).  Returns the previous one. */
-const nemo__remote_ops *nemo__remote_register(const nemo__remote_ops *ops);
+/** Register transport t's table (NULL: none).  Returns the previous one. */
+const nemo__remote_ops *nemo__remote_register(unsigned t, const nemo__remote_ops *ops);
 
-/** The hooks: forward to the transport, or ESRCH when none is registered. */
+/** The hooks: forward to dest's transport, or ESRCH when none is registered. */
 int nemo__remote_am(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload, size_t len,
 		    unsigned flags, const uint64_t *tag);
 int nemo__remote_notify(nemo_place_id dest, uint32_t chan, unsigned flags);
+/** nemo_am_broadcast whose set starts with a remote id: every id must be
+ *  of that transport (else EINVAL). */
+int nemo__remote_broadcast(const nemo_place_id *set, size_t n, uint32_t id, uint64_t arg,
+			   const void *payload, size_t len, unsigned flags, size_t *sent);
+/** A self call by a thread that is no place of this process: the first
+ *  transport that knows the thread answers; else ENOTCONN with the text
+ *  of the calls that have no place ("the calling thread is not a place"). */
+int nemo__remote_self(nemo__remote_self_op op, const nemo__remote_self_args *a, const char *fn);
 
 #endif /* NEMO_MESSAGING_REMOTE_H */

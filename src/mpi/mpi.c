@@ -9,7 +9,7 @@
  * NOTIFY or BYE (finalize).  Events are resolved at the destination rank
  * (the sender cannot read a remote place's table).
  *
- * REMOTE IDS.  bits 63..62 = 10 (src/messaging/remote.h), 61..40 the
+ * REMOTE IDS.  bits 63..61 = 100 (src/messaging/remote.h), 60..40 the
  * rank, 39..16 the low 24 bits of the place's generation (all ones: any
  * occupant, nemo_mpi_place), 15..0 the index.
  *
@@ -110,7 +110,7 @@
 
 #define NEMO_MPI_TAG 0x6e6d
 #define REMOTE_TAG (2ull << 62)
-#define RANK_BITS 22u
+#define RANK_BITS 21u             /* bit 61 is the transport's (remote.h) */
 #define RANK_MAX ((1u << RANK_BITS) - 1u)
 #define GEN24 0xFFFFFFull
 #define LIVE_CHECK_NS 50000000ull
@@ -963,7 +963,7 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 		return NEMO__FAIL(EALREADY, "the domain is bound already, or %d domains are", BIND_MAX);
 	}
 	if (!nbound++)
-		nemo__remote_register(&ops);
+		nemo__remote_register(NEMO__REMOTE_MPI, &ops);
 	atomic_store_explicit(&bindings[slot], m, memory_order_release);
 	pthread_mutex_unlock(&bind_lock);
 
@@ -1032,7 +1032,7 @@ int nemo_mpi_finalize(nemo_mpi *m)
 		if (atomic_load_explicit(&bindings[i], memory_order_relaxed) == m)
 			atomic_store_explicit(&bindings[i], NULL, memory_order_release);
 	if (!--nbound)
-		nemo__remote_register(NULL);
+		nemo__remote_register(NEMO__REMOTE_MPI, NULL);
 	pthread_mutex_unlock(&bind_lock);
 	bool dead = false;
 	for (int r = 0; r < m->size; r++)

@@ -113,13 +113,17 @@
 #define _GNU_SOURCE
 
 #include <nemo/xproc.h>
+#include <nemo/am.h>
+#include <nemo/notify.h>
 
+#include "../messaging/remote.h"
 #include "../platform/fail.h"
 #include "../waiter/waiter_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -141,7 +145,8 @@
 #define ROOM_CHECK_NS 10000000LL          /* a send waiting for room checks its peer this often */
 
 enum { P_FREE = 0, P_CLAIM = 1, P_LIVE = 2, P_DEAD = 3 };
-enum { K_AM = 1, K_NOTIFY = 2 };
+enum { K_AM = 1, K_NOTIFY = 2, K_REPLY = 3 };   /* a reply's payload starts with its 8-byte tag */
+#define TAG_LEN 8u
 
 struct seg_hdr {
 	uint64_t magic;
@@ -190,6 +195,7 @@ static inline uint32_t id_gen(uint32_t id) { return (id >> 8) & 0xFFFFu; }
 
 struct handler {
 	nemo_xproc_handler fn;
+	nemo_am_handler afn;              /* nemo_xproc_handle_am: nemo/am.h's type */
 	void *ctx;
 };
 
@@ -202,6 +208,10 @@ struct nemo_xproc_place {
 	nemo_wait_policy policy;
 	nemo_xproc_notify_handler nfn;
 	void *nctx;
+	nemo_notify_handler pnfn;         /* nemo_notify_set_handler's (nemo/notify.h's type) */
+	void *pnctx;
+	uint32_t serial;                  /* unique in the process: the thread's entry names it */
+	bool in_wait;                     /* handlers run from nemo_xproc_wait (NEMO_AM_CTX_WAIT) */
 	unsigned handled, rejected;       /* of the current drain round */
 	/* Per other place index: the generation we knew and our position. */
 	uint32_t *dgen, *prod;            /* as a sender, to each index */
@@ -221,7 +231,130 @@ struct nemo_xproc {
 	int *pidfd;                       /* [nprocs] */
 	uint32_t *pidfd_pid;              /* [nprocs]: the pid pidfd[k] is of */
 	_Atomic uint64_t sent, received, kicks, unhandled, rejected, reclaimed;
+	uint32_t hidx, hgen;              /* our entry in the process's registry (public ids) */
 };
+
+/* ------------------------------------------------------------------ */
+/* Public ids: the registry of this process's handles, and each thread's */
+/* places (THE PUBLIC CALLS, above)                                     */
+/* ------------------------------------------------------------------ */
+
+#define XP_HANDLES 64u                    /* shared domains attached at once, per process */
+#define XP_THREAD_PLACES 8u               /* places one thread reaches through the public calls */
+#define XID_TAG (5ull << 61)              /* 101: remote (remote.h), transport 1 */
+
+static struct {
+	_Atomic(nemo_xproc *) x;
+	_Atomic uint32_t gen;             /* bumped at attach and at detach; 1..0xFFFF */
+} registry[XP_HANDLES];
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint32_t place_serial;
+static const nemo__remote_ops xp_remote_ops;
+
+/* What a thread holds: integers only, checked against the registry and
+ * the handle's own table before use, so an entry that outlived its
+ * place or its handle names nothing (never a freed pointer). */
+struct tls_place {
+	uint32_t hgen, serial;            /* serial 0: a free entry */
+	uint16_t hidx, pidx;
+	uint32_t order;                   /* the latest join is the thread's own place */
+};
+static _Thread_local struct tls_place tls_places[XP_THREAD_PLACES];
+static _Thread_local uint32_t tls_order;
+
+static nemo_place_id public_id(const nemo_xproc *x, nemo_xproc_id id)
+{
+	return XID_TAG | (uint64_t)(x->hgen & 0xFFFFu) << 40 | (uint64_t)x->hidx << 32 | id;
+}
+
+/* The handle an entry or a public id names, if still attached. */
+static nemo_xproc *registry_get(uint32_t hidx, uint32_t hgen)
+{
+	if (hidx >= XP_HANDLES || hgen != atomic_load_explicit(&registry[hidx].gen, memory_order_acquire))
+		return NULL;
+	return atomic_load_explicit(&registry[hidx].x, memory_order_acquire);
+}
+
+static void registry_drop(nemo_xproc *x)
+{
+	if (x->hgen == 0)
+		return;
+	pthread_mutex_lock(&registry_lock);
+	atomic_store_explicit(&registry[x->hidx].x, NULL, memory_order_release);
+	uint32_t g = (x->hgen + 1) & 0xFFFFu;
+	atomic_store_explicit(&registry[x->hidx].gen, g ? g : 1, memory_order_release);
+	pthread_mutex_unlock(&registry_lock);
+}
+
+/* The place this thread's entry names, if it is still the one joined. */
+static nemo_xproc_place *tls_resolve(const struct tls_place *t)
+{
+	nemo_xproc *x = t->serial ? registry_get(t->hidx, t->hgen) : NULL;
+	if (!x || t->pidx >= x->nplaces)
+		return NULL;
+	nemo_xproc_place *p = x->places[t->pidx];
+	return p && p->serial == t->serial && p->joined ? p : NULL;
+}
+
+/* The joining thread reaches p through the public calls: its entry for
+ * p's handle, else a free or stale one.  All taken: p still works
+ * through nemo_xproc_*. */
+static void tls_adopt(nemo_xproc_place *p)
+{
+	struct tls_place *use = NULL;
+	for (unsigned i = 0; i < XP_THREAD_PLACES; i++) {
+		struct tls_place *t = &tls_places[i];
+		if (t->serial && t->hidx == p->x->hidx && t->hgen == p->x->hgen) {
+			use = t;
+			break;
+		}
+		if (!use && (!t->serial || !tls_resolve(t)))
+			use = t;
+	}
+	if (use)
+		*use = (struct tls_place){ p->x->hgen, p->serial, (uint16_t)p->x->hidx, (uint16_t)p->idx, ++tls_order };
+}
+
+static void tls_forget(const nemo_xproc_place *p)
+{
+	for (unsigned i = 0; i < XP_THREAD_PLACES; i++)
+		if (tls_places[i].serial == p->serial)
+			tls_places[i].serial = 0;
+}
+
+/* The calling thread's place in handle (hidx, hgen). */
+static nemo_xproc_place *tls_place_in(uint32_t hidx, uint32_t hgen)
+{
+	for (unsigned i = 0; i < XP_THREAD_PLACES; i++) {
+		const struct tls_place *t = &tls_places[i];
+		if (t->serial && t->hidx == hidx && t->hgen == hgen)
+			return tls_resolve(t);
+	}
+	return NULL;
+}
+
+/* The end of create and attach: an entry in the registry, then the
+ * handle is the caller's. */
+static int publish_handle(nemo_xproc *x, nemo_xproc **out)
+{
+	pthread_mutex_lock(&registry_lock);
+	for (uint32_t i = 0; i < XP_HANDLES; i++) {
+		if (atomic_load_explicit(&registry[i].x, memory_order_relaxed))
+			continue;
+		uint32_t g = (atomic_load_explicit(&registry[i].gen, memory_order_relaxed) + 1) & 0xFFFFu;
+		x->hidx = i;
+		x->hgen = g ? g : 1;
+		atomic_store_explicit(&registry[i].x, x, memory_order_release);
+		atomic_store_explicit(&registry[i].gen, x->hgen, memory_order_release);
+		pthread_mutex_unlock(&registry_lock);
+		nemo__remote_register(NEMO__REMOTE_XPROC, &xp_remote_ops);   /* idempotent */
+		*out = x;
+		return 0;
+	}
+	pthread_mutex_unlock(&registry_lock);
+	nemo_xproc_detach(x);
+	return NEMO__FAIL(EMFILE, "this process has %u shared domains attached already", XP_HANDLES);
+}
 
 /* ------------------------------------------------------------------ */
 /* Addresses, from the private geometry only                           */
@@ -597,8 +730,7 @@ int nemo_xproc_create(const char *name, const nemo_xproc_attr *attr, nemo_xproc 
 	atomic_thread_fence(memory_order_release);
 	h->magic = XP_MAGIC;   /* last: an attacher that reads it sees the rest (msync'ed by the map) */
 	claim_proc(x);
-	*out = x;
-	return 0;
+	return publish_handle(x, out);
 }
 
 int nemo_xproc_attach(const char *name, const nemo_xproc_attach_attr *attr, nemo_xproc **out)
@@ -684,8 +816,7 @@ int nemo_xproc_attach(const char *name, const nemo_xproc_attach_attr *attr, nemo
 		handle_free(x);
 		return NEMO__FAIL(EUSERS, "every one of the %u process slots of '%s' is taken", h.procs, path);
 	}
-	*out = x;
-	return 0;
+	return publish_handle(x, out);
 }
 
 int nemo_xproc_detach(nemo_xproc *x)
@@ -700,6 +831,7 @@ int nemo_xproc_detach(nemo_xproc *x)
 		atomic_store_explicit(&proc_at(x, x->me)->start, 0, memory_order_relaxed);
 	atomic_compare_exchange_strong_explicit(&proc_at(x, x->me)->word, &w, 0, memory_order_seq_cst,
 						memory_order_relaxed);
+	registry_drop(x);
 	handle_free(x);
 	return 0;
 }
@@ -792,6 +924,7 @@ int nemo_xproc_join(nemo_xproc *x, const char *name, nemo_xproc_place **out, nem
 		p->id = id_make(i, gen);
 		p->deaths_seen = atomic_load_explicit(&hdr(x)->deaths, memory_order_relaxed);
 		p->joined = true;
+		p->serial = atomic_fetch_add_explicit(&place_serial, 1, memory_order_relaxed) + 1;
 		x->places[i] = p;
 		uint32_t c = pw_make(gen, x->me, P_CLAIM);
 		if (!atomic_compare_exchange_strong_explicit(&pl->word, &c, pw_make(gen, x->me, P_LIVE),
@@ -820,6 +953,7 @@ int nemo_xproc_join(nemo_xproc *x, const char *name, nemo_xproc_place **out, nem
 		*out = p;
 		if (id)
 			*id = p->id;
+		tls_adopt(p);
 		return 0;
 	}
 	free(arr);
@@ -838,6 +972,7 @@ int nemo_xproc_leave(nemo_xproc_place *p)
 	atomic_compare_exchange_strong_explicit(&place_at(x, p->idx)->word, &w, pw_make(p->gen, 0, P_FREE),
 						memory_order_seq_cst, memory_order_relaxed);
 	x->places[p->idx] = NULL;
+	tls_forget(p);
 	free(p->dgen);
 	free(p);
 	return 0;
@@ -963,6 +1098,19 @@ int nemo_xproc_handle(nemo_xproc *x, const char *name, nemo_xproc_handler fn, vo
 	if (rc)
 		return rc;
 	x->handlers[code].fn = fn;
+	x->handlers[code].afn = NULL;
+	x->handlers[code].ctx = ctx;
+	return 0;
+}
+
+int nemo_xproc_handle_am(nemo_xproc *x, const char *name, nemo_am_handler fn, void *ctx)
+{
+	uint32_t code;
+	int rc = nemo_xproc_name(x, name, &code);
+	if (rc)
+		return rc;
+	x->handlers[code].fn = NULL;
+	x->handlers[code].afn = fn;
 	x->handlers[code].ctx = ctx;
 	return 0;
 }
@@ -1021,14 +1169,25 @@ static void deliver(nemo_xproc_place *p, const nemo_xproc_msg *m, uint32_t kind)
 	if (kind == K_NOTIFY) {
 		if (p->nfn)
 			p->nfn(p->nctx, p, m->src, m->code);
+		else if (p->pnfn)
+			p->pnfn(p->pnctx, public_id(x, m->src), m->code);
 		else
 			atomic_fetch_add_explicit(&x->unhandled, 1, memory_order_relaxed);
 	} else {
 		struct handler h = x->handlers[m->code];   /* m->code < nnames: validated */
-		if (h.fn)
+		if (h.fn) {
 			h.fn(h.ctx, p, m);
-		else
+		} else if (h.afn) {
+			nemo_am_msg am = {
+				.src = public_id(x, m->src), .dest = public_id(x, m->dst), .action = m->code,
+				.event = NEMO_AM_NO_EVENT, .arg = m->arg, .payload = m->len ? m->payload : NULL,
+				.len = m->len, .context = p->in_wait ? NEMO_AM_CTX_WAIT : NEMO_AM_CTX_POLL,
+				.tag = m->tag, .is_reply = m->is_reply, .place_ctx = NULL,
+			};
+			h.afn(&am, h.ctx);
+		} else {
 			atomic_fetch_add_explicit(&x->unhandled, 1, memory_order_relaxed);
+		}
 	}
 	p->depth--;
 }
@@ -1061,7 +1220,16 @@ static void drain_ring(nemo_xproc_place *p, uint32_t s, uint32_t sgen)
 		p->cons[s] = c + 1;
 		/* THE VALIDATION RULE, on the private copy. */
 		bool ok = m.src == id_make(s, sgen) && m.dst == p->id && m.len <= NEMO_XPROC_PAYLOAD_MAX &&
-			  ((kind == K_AM && m.code < x->nnames) || (kind == K_NOTIFY && m.len == 0));
+			  ((kind == K_AM && m.code < x->nnames) || (kind == K_NOTIFY && m.len == 0) ||
+			   (kind == K_REPLY && m.code < x->nnames && m.len >= TAG_LEN));
+		m.tag = 0;
+		m.is_reply = kind == K_REPLY;
+		if (ok && m.is_reply) {   /* the tag, then the payload: as a reply's handler sees it */
+			memcpy(&m.tag, m.payload, TAG_LEN);
+			m.len -= TAG_LEN;
+			memmove(m.payload, m.payload + TAG_LEN, m.len);
+			kind = K_AM;
+		}
 		if (!ok) {
 			p->rejected++;
 			atomic_fetch_add_explicit(&x->rejected, 1, memory_order_relaxed);
@@ -1163,6 +1331,8 @@ int nemo_xproc_wait(nemo_xproc_place *p, const struct timespec *abstime, unsigne
 	uint64_t end = abstime ? (uint64_t)abstime->tv_sec * 1000000000u + (uint64_t)abstime->tv_nsec
 			       : UINT64_MAX;
 	unsigned h0 = p->handled, r0 = p->rejected;
+	bool was = p->in_wait;
+	p->in_wait = true;
 	for (;;) {
 		drain(p);
 		if (death_news(p)) {
@@ -1196,6 +1366,7 @@ int nemo_xproc_wait(nemo_xproc_place *p, const struct timespec *abstime, unsigne
 		else if (rc && rc != ETIMEDOUT)
 			break;
 	}
+	p->in_wait = was;
 	if (handled)
 		*handled = p->handled - h0;
 	return rc;
@@ -1221,7 +1392,7 @@ static int dest_state(nemo_xproc *x, nemo_xproc_id dst, uint32_t *owner)
 }
 
 static int send_slot(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint32_t code, uint64_t arg,
-		     const void *payload, size_t len, unsigned flags)
+		     const void *payload, size_t len, unsigned flags, bool kick)
 {
 	nemo_xproc *x = p->x;
 	uint32_t d = id_idx(dst), owner = 0;
@@ -1279,7 +1450,8 @@ static int send_slot(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint
 	atomic_store_explicit(&sl->seq, pos + 1, memory_order_seq_cst);                   /* S1 */
 	p->prod[d] = pos + 1;
 	atomic_fetch_add_explicit(&x->sent, 1, memory_order_relaxed);
-	kick_place(x, d);                                                                  /* S2-S3 */
+	if (kick)
+		kick_place(x, d);                                                          /* S2-S3 */
 	return 0;
 }
 
@@ -1296,7 +1468,7 @@ int nemo_xproc_send(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t code, uint6
 		return NEMO__FAIL(EINVAL, "payload is NULL with len %zu", len);
 	if (code >= p->x->nnames)
 		return NEMO__FAIL(EINVAL, "code %u is not a name of this domain (%u names)", code, p->x->nnames);
-	return send_slot(p, dst, K_AM, code, arg, payload, len, flags);
+	return send_slot(p, dst, K_AM, code, arg, payload, len, flags, true);
 }
 
 int nemo_xproc_notify(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t chan, unsigned flags)
@@ -1305,5 +1477,237 @@ int nemo_xproc_notify(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t chan, uns
 		return NEMO__FAIL(EINVAL, "place is NULL or not joined");
 	if (flags & ~(unsigned)NEMO_XPROC_NONBLOCK)
 		return NEMO__FAIL(EINVAL, "unknown flags %#x", flags);
-	return send_slot(p, dst, K_NOTIFY, chan, 0, NULL, 0, flags);
+	return send_slot(p, dst, K_NOTIFY, chan, 0, NULL, 0, flags, true);
 }
+
+/* ------------------------------------------------------------------ */
+/* Broadcast: queue to every destination, then kick the sleepers        */
+/* ------------------------------------------------------------------ */
+
+static int check_am_args(const nemo_xproc *x, uint32_t code, const void *payload, size_t len, size_t max,
+			 const char *fn)
+{
+	if (len > max)
+		return nemo__fail(EMSGSIZE, fn, "payload of %zu bytes (at most %zu across processes)", len, max);
+	if (len && !payload)
+		return nemo__fail(EINVAL, fn, "payload is NULL with len %zu", len);
+	if (code >= x->nnames)
+		return nemo__fail(EINVAL, fn, "code %u is not a name of this shared domain (%u names; "
+				  "events are not mapped across processes)", code, x->nnames);
+	return 0;
+}
+
+/* To dsts[0..n-1] (every live place but p's when dsts is NULL). */
+static int broadcast(nemo_xproc_place *p, const nemo_xproc_id *dsts, size_t n, uint32_t code, uint64_t arg,
+		     const void *payload, size_t len, unsigned flags, size_t *sent)
+{
+	nemo_xproc *x = p->x;
+	nemo_xproc_id all[NEMO_XPROC_PLACES_MAX];
+	if (!dsts) {
+		n = 0;
+		for (uint32_t i = 0; i < x->nplaces; i++) {
+			uint32_t w = atomic_load_explicit(&place_at(x, i)->word, memory_order_acquire);
+			if (i != p->idx && pw_state(w) == P_LIVE)
+				all[n++] = id_make(i, pw_gen(w));
+		}
+		dsts = all;
+	}
+	bool *queued = calloc(x->nplaces, sizeof *queued);
+	if (!queued)
+		return NEMO__FAIL(ENOMEM, "cannot allocate the broadcast's list");
+	int first = 0;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		int e = send_slot(p, dsts[i], K_AM, code, arg, payload, len, flags, false);
+		if (e) {
+			if (!first)
+				first = e;
+			continue;
+		}
+		queued[id_idx(dsts[i])] = true;   /* < nplaces: send_slot checked it */
+		k++;
+	}
+	/* One look at each receiver's wstate, after every slot is out: the
+	 * receivers that sleep are woken as close together as FUTEX_WAKEs
+	 * one after the other allow (a place's futex is its own word). */
+	for (uint32_t i = 0; i < x->nplaces; i++)
+		if (queued[i])
+			kick_place(x, i);                                              /* S2-S3 */
+	free(queued);
+	if (sent)
+		*sent = k;
+	return first ? nemo__fail(first, "nemo_xproc_broadcast", "sent to %zu of %zu places", k, n) : 0;
+}
+
+int nemo_xproc_broadcast(nemo_xproc_place *p, const nemo_xproc_id *set, size_t n, uint32_t code, uint64_t arg,
+			 const void *payload, size_t len, unsigned flags, size_t *sent)
+{
+	if (sent)
+		*sent = 0;
+	if (!p || !p->joined)
+		return NEMO__FAIL(EINVAL, "place is NULL or not joined");
+	if (flags & ~(unsigned)NEMO_XPROC_NONBLOCK)
+		return NEMO__FAIL(EINVAL, "unknown flags %#x", flags);
+	if (!set && n)
+		return NEMO__FAIL(EINVAL, "set is NULL with n %zu", n);
+	if (n > NEMO_XPROC_PLACES_MAX)
+		return NEMO__FAIL(EINVAL, "n %zu: a set has at most %u places", n, NEMO_XPROC_PLACES_MAX);
+	int rc = check_am_args(p->x, code, payload, len, NEMO_XPROC_PAYLOAD_MAX, __func__);
+	return rc ? rc : broadcast(p, set, n, code, arg, payload, len, flags, sent);
+}
+
+/* ------------------------------------------------------------------ */
+/* The public calls (nemo/am.h, nemo/notify.h) on public ids            */
+/* ------------------------------------------------------------------ */
+
+nemo_place_id nemo_xproc_place_id(const nemo_xproc *x, nemo_xproc_id id)
+{
+	return x && id_gen(id) ? public_id(x, id) : NEMO_PLACE_NONE;
+}
+
+nemo_xproc_id nemo_xproc_id_of(nemo_place_id id)
+{
+	return (id >> 61) == 5u ? (nemo_xproc_id)id : 0;
+}
+
+static int flags_of(unsigned flags, unsigned *out, const char *fn)
+{
+	if (flags & ~(unsigned)(NEMO_PUSH | NEMO_NONBLOCK | NEMO_MORE))
+		return nemo__fail(EINVAL, fn, "unknown flags %#x", flags);
+	/* NEMO_PUSH and NEMO_MORE ask about the receiver's polling hint,
+	 * which a shared domain has not: every send is published at once
+	 * and kicks a receiver that published SLEEPING. */
+	*out = flags & NEMO_NONBLOCK ? NEMO_XPROC_NONBLOCK : 0;
+	return 0;
+}
+
+/* The calling thread's place in dest's shared domain. */
+static int resolve_sender(nemo_place_id dest, nemo_xproc_place **p, const char *fn)
+{
+	uint32_t hidx = (uint32_t)(dest >> 32) & 0xFFu, hgen = (uint32_t)(dest >> 40) & 0xFFFFu;
+	if ((dest >> 56) != (XID_TAG >> 56) || !registry_get(hidx, hgen))
+		return nemo__fail(ESRCH, fn, "place %#llx: its shared domain is not attached (detached, or "
+				  "not an id of nemo_xproc_place_id)", (unsigned long long)dest);
+	*p = tls_place_in(hidx, hgen);
+	if (!*p)
+		return nemo__fail(ENOTCONN, fn, "the calling thread has no place in the shared domain of place "
+				  "%#llx (nemo_xproc_join first)", (unsigned long long)dest);
+	return 0;
+}
+
+static int xp_am(nemo_place_id dest, uint32_t code, uint64_t arg, const void *payload, size_t len,
+		 unsigned flags, const uint64_t *tag)
+{
+	const char *fn = tag ? "nemo_am_reply" : "nemo_am_sendv";
+	nemo_xproc_place *p = NULL;
+	unsigned xf = 0;
+	int rc = flags_of(flags, &xf, fn);
+	if (!rc)
+		rc = resolve_sender(dest, &p, fn);
+	if (!rc)
+		rc = check_am_args(p->x, code, payload, len, NEMO_XPROC_PAYLOAD_MAX - (tag ? TAG_LEN : 0), fn);
+	if (rc)
+		return rc;
+	if (!tag)
+		return send_slot(p, (nemo_xproc_id)dest, K_AM, code, arg, payload, len, xf, true);
+	unsigned char buf[NEMO_XPROC_PAYLOAD_MAX];
+	memcpy(buf, tag, TAG_LEN);
+	if (len)
+		memcpy(buf + TAG_LEN, payload, len);
+	return send_slot(p, (nemo_xproc_id)dest, K_REPLY, code, arg, buf, len + TAG_LEN, xf, true);
+}
+
+static int xp_notify(nemo_place_id dest, uint32_t chan, unsigned flags)
+{
+	nemo_xproc_place *p = NULL;
+	unsigned xf = 0;
+	int rc = flags_of(flags, &xf, "nemo_notify");
+	if (!rc)
+		rc = resolve_sender(dest, &p, "nemo_notify");
+	if (!rc && chan > NEMO_NOTIFY_CHAN_MAX)
+		rc = nemo__fail(ERANGE, "nemo_notify", "chan %u > NEMO_NOTIFY_CHAN_MAX", chan);
+	return rc ? rc : send_slot(p, (nemo_xproc_id)dest, K_NOTIFY, chan, 0, NULL, 0, xf, true);
+}
+
+static int xp_broadcast(const nemo_place_id *set, size_t n, uint32_t code, uint64_t arg, const void *payload,
+			size_t len, unsigned flags, size_t *sent)
+{
+	nemo_xproc_place *p = NULL;
+	unsigned xf = 0;
+	int rc = flags_of(flags, &xf, "nemo_am_broadcast");
+	if (!rc)
+		rc = resolve_sender(set[0], &p, "nemo_am_broadcast");
+	if (!rc && n > NEMO_XPROC_PLACES_MAX)
+		rc = nemo__fail(EINVAL, "nemo_am_broadcast", "n %zu: a set has at most %u places", n,
+				NEMO_XPROC_PLACES_MAX);
+	if (!rc)
+		rc = check_am_args(p->x, code, payload, len, NEMO_XPROC_PAYLOAD_MAX, "nemo_am_broadcast");
+	if (rc)
+		return rc;
+	nemo_xproc_id ids[NEMO_XPROC_PLACES_MAX];
+	for (size_t i = 0; i < n; i++) {
+		if ((set[i] >> 32) != (set[0] >> 32))
+			return nemo__fail(EINVAL, "nemo_am_broadcast", "set[%zu] = %#llx is of another shared domain "
+					  "than set[0]", i, (unsigned long long)set[i]);
+		ids[i] = (nemo_xproc_id)set[i];
+	}
+	return broadcast(p, ids, n, code, arg, payload, len, xf, sent);
+}
+
+/* A call about the thread's own place from a thread that is no place of
+ * this process (remote.h): -1 when it holds none of ours either. */
+static int xp_self(nemo__remote_self_op op, const nemo__remote_self_args *a)
+{
+	nemo_xproc_place *mine[XP_THREAD_PLACES], *last = NULL;
+	unsigned n = 0;
+	uint32_t best = 0;
+	for (unsigned i = 0; i < XP_THREAD_PLACES; i++) {
+		nemo_xproc_place *p = tls_resolve(&tls_places[i]);
+		if (!p)
+			continue;
+		mine[n++] = p;
+		if (!last || tls_places[i].order - best < 0x80000000u) {
+			last = p;
+			best = tls_places[i].order;
+		}
+	}
+	if (!n)
+		return -1;
+	switch (op) {
+	case NEMO__SELF_POLL: {
+		unsigned total = 0;
+		int first = 0;
+		for (unsigned i = 0; i < n; i++) {
+			unsigned h = 0;
+			int rc = nemo_xproc_poll(mine[i], &h);
+			total += h;
+			if (rc && !first)
+				first = rc;
+		}
+		if (a->handled)
+			*a->handled = total;
+		return first;
+	}
+	case NEMO__SELF_WAIT:
+		return nemo_xproc_wait(last, a->abstime, a->handled);
+	case NEMO__SELF_NOTIFY_HANDLER:
+		for (unsigned i = 0; i < n; i++) {
+			mine[i]->nfn = NULL;
+			mine[i]->pnfn = a->nfn;
+			mine[i]->pnctx = a->ctx;
+		}
+		return 0;
+	case NEMO__SELF_BROADCAST: {
+		unsigned xf = 0;
+		int rc = flags_of(a->flags, &xf, "nemo_am_broadcast");
+		if (!rc)
+			rc = check_am_args(last->x, a->id, a->payload, a->len, NEMO_XPROC_PAYLOAD_MAX, "nemo_am_broadcast");
+		return rc ? rc : broadcast(last, NULL, 0, a->id, a->arg, a->payload, a->len, xf, a->sent);
+	}
+	}
+	return -1;
+}
+
+static const nemo__remote_ops xp_remote_ops = {
+	.am = xp_am, .notify = xp_notify, .broadcast = xp_broadcast, .self = xp_self,
+};
