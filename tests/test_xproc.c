@@ -15,6 +15,8 @@
  *                       refused at attach (EPROTO)
  *   test_xproc threads  two places of one process on two threads (so that
  *                       ThreadSanitizer sees both sides of the protocol)
+ *   test_xproc stale    a send that raced a leave and a rejoin wrote into the
+ *                       reset ring: rejected, and the ring goes on
  *   test_xproc public   the in-process calls on shared places: nemo_am_sendv,
  *                       nemo_am_reply, nemo_notify, nemo_am_broadcast (to a
  *                       set and to everyone), nemo_place_wait, nemo_poll and
@@ -604,6 +606,58 @@ static void test_hostile(void)
 	nemo_xproc_detach(x);
 }
 
+/* A send that raced its destination's leave and a rejoin of the index
+ * wrote into the reset ring at its old position (made here by hand:
+ * the slot's seq says "filled at position 1", its dst the old
+ * generation).  The new receiver rejects it; the sender, writing to the
+ * new generation from position 0, steps over the slot when it gets
+ * there instead of finding the ring full for ever. */
+static void test_stale(void)
+{
+	seg_name("stale");
+	nemo_xproc *x;
+	nemo_xproc_attr a = {.max_procs = 2, .max_places = 2, .ring_slots = 4, .max_names = 4};
+	CHECK_EQ_INT(nemo_xproc_create(seg, &a, &x), 0);
+	nemo_xproc_place *p, *q;
+	nemo_xproc_id qid, q2id;
+	CHECK_EQ_INT(nemo_xproc_join(x, "p", &p, NULL), 0);
+	CHECK_EQ_INT(nemo_xproc_join(x, "q", &q, &qid), 0);
+	uint32_t code;
+	CHECK_EQ_INT(nemo_xproc_handle(x, "h", on_hostile, NULL), 0);
+	CHECK_EQ_INT(nemo_xproc_name(x, "h", &code), 0);
+	unsigned h = 0;
+	CHECK_EQ_INT(nemo_xproc_send(p, qid, code, 1, NULL, 0, 0), 0);       /* position 0 */
+	CHECK_EQ_INT(nemo_xproc_poll(q, &h), 0);
+	CHECK_EQ_INT(nemo_xproc_send(p, qid, code, MARK, NULL, 0, 0), 0);    /* position 1: its slot */
+	size_t size = 0;
+	unsigned char *b = map_seg(&size);
+	_Atomic uint64_t *arg = b ? find_mark(b, size) : NULL;
+	CHECK(arg != NULL);
+	if (!arg)
+		return;
+	CHECK_EQ_INT(nemo_xproc_leave(q), 0);
+	CHECK_EQ_INT(nemo_xproc_join(x, "q2", &q, &q2id), 0);                /* the same index, reset */
+	CHECK(q2id != qid && (q2id & 0xFF) == (qid & 0xFF));
+	_Atomic uint32_t *w = (_Atomic uint32_t *)arg;
+	atomic_store(&w[-2], qid);                                           /* dst: the old generation */
+	atomic_store(&w[-4], 2u);                                            /* seq: filled at position 1 */
+	int calls = hostile_calls;
+	nemo_xproc_counters before, after;
+	nemo_xproc_get_counters(x, &before);
+	for (int k = 0; k < 12; k++) {       /* three laps of the ring past the stale slot */
+		CHECK_EQ_INT(nemo_xproc_send(p, q2id, code, 2, NULL, 0, NEMO_XPROC_NONBLOCK), 0);
+		h = 0;
+		nemo_xproc_poll(q, &h);
+		CHECK_EQ_INT(h, 1);
+	}
+	nemo_xproc_get_counters(x, &after);
+	CHECK_EQ_INT(after.rejected, before.rejected + 1);
+	CHECK_EQ_INT(hostile_calls, calls + 12);
+	munmap(b, size);
+	nemo_xproc_unlink(seg);
+	nemo_xproc_detach(x);
+}
+
 /* Two places of one process on two threads (ThreadSanitizer sees both
  * sides of the rings and the futex handshake here). */
 static struct rx_state tr;
@@ -858,6 +912,8 @@ int main(int argc, char **argv)
 		test_hostile();
 	if (!strcmp(what, "threads") || !strcmp(what, "all"))
 		test_threads();
+	if (!strcmp(what, "stale") || !strcmp(what, "all"))
+		test_stale();
 	if (!strcmp(what, "public") || !strcmp(what, "all"))
 		test_public();
 	return check_exit("test_xproc");

@@ -2,12 +2,16 @@
  * xproc.c - cross-process unicast rows (xproc.h): the receiver is a
  * forked child, the sender this process; their stamps meet in a shared
  * page.  The TSC is one clock for both (the child inherits the parent's
- * calibration with its memory).
+ * calibration with its memory).  Both sides use the calls a program
+ * uses in-process (nemo_am_send, nemo_notify, nemo_place_wait, handlers
+ * of nemo/am.h's type) on the shared domain's places.
  */
 #define _GNU_SOURCE
 #include "xproc.h"
 
 #include <nemo/xproc.h>
+#include <nemo/am.h>
+#include <nemo/notify.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -67,19 +71,17 @@ struct xrun {
 static _Atomic uint64_t *stamp_slot;   /* receiver: wake[] of the run */
 static long stamp_total;
 
-static void on_am(void *ctx, nemo_xproc_place *p, const nemo_xproc_msg *m)
+static void on_am(const nemo_am_msg *m, void *ctx)
 {
 	(void)ctx;
-	(void)p;
 	uint64_t t = nemo_ticks();
 	if (m->arg >= 1 && (long)m->arg <= stamp_total)
 		atomic_store_explicit(&stamp_slot[m->arg - 1], t, memory_order_relaxed);
 }
 
-static void on_event(void *ctx, nemo_xproc_place *p, nemo_xproc_id src, uint32_t chan)
+static void on_event(void *ctx, nemo_place_id src, uint32_t chan)
 {
 	(void)ctx;
-	(void)p;
 	(void)src;
 	uint64_t t = nemo_ticks();
 	if (chan >= 1 && (long)chan <= stamp_total)
@@ -106,11 +108,11 @@ static int receiver(struct xrun *r, int cpu)
 	if (r->mech == X_AM || r->mech == X_EVENT) {
 		if ((rc = nemo_xproc_attach(r->seg, NULL, &x)))
 			return rx_fail(sh, "nemo_xproc_attach", rc);
-		if ((rc = nemo_xproc_handle(x, "stamp", on_am, NULL)))
+		if ((rc = nemo_xproc_handle_am(x, "stamp", on_am, NULL)))
 			return rx_fail(sh, "nemo_xproc_handle", rc);
 		if ((rc = nemo_xproc_join(x, "rx", &q, NULL)))
 			return rx_fail(sh, "nemo_xproc_join", rc);
-		nemo_xproc_set_notify(q, on_event, NULL);
+		nemo_notify_set_handler(on_event, NULL);
 		nemo_wait_policy pol = {.kind = r->sc == SC_POLLING ? NEMO_WAIT_SPIN : NEMO_WAIT_BLOCK};
 		nemo_xproc_set_policy(q, &pol);
 	}
@@ -127,9 +129,9 @@ static int receiver(struct xrun *r, int cpu)
 				struct timespec dl;
 				clock_gettime(CLOCK_MONOTONIC, &dl);
 				dl.tv_sec += 20;
-				rc = nemo_xproc_wait(q, &dl, NULL);
+				rc = nemo_place_wait(&dl, NULL);
 				if (rc && rc != EOWNERDEAD)
-					return rx_fail(sh, "nemo_xproc_wait", rc);
+					return rx_fail(sh, "nemo_place_wait", rc);
 			}
 			continue;
 		case X_FUTEX:
@@ -260,6 +262,7 @@ bool xproc_measure(const bench_opts *o, xproc_acc *acc, int src, int dst, long t
 		_exit(receiver(&r, dst));
 	nemo_pin_self(src);
 	nemo_xproc_id rx = 0;
+	nemo_place_id rxp = NEMO_PLACE_NONE;
 	double *lat = acc->lat + acc->n;
 	double *snd = acc->snd + acc->n;
 	uint64_t *tsend = xcalloc((size_t)r.total, sizeof(uint64_t));
@@ -280,16 +283,17 @@ bool xproc_measure(const bench_opts *o, xproc_acc *acc, int src, int dst, long t
 		if ((mech == X_AM || mech == X_EVENT) && !rx) {
 			while (nemo_xproc_find(x, "rx", &rx) != 0)
 				nemo_cpu_relax();
+			rxp = nemo_xproc_place_id(x, rx);
 		}
 		random_delay(&rng, o->delay_min_us, o->delay_max_us);
 		uint64_t t0 = nemo_ticks_ordered();
 		uint64_t one = 1;
 		switch (mech) {
 		case X_AM:
-			rc = nemo_xproc_send(p, rx, code, (uint64_t)seq, NULL, 0, 0);
+			rc = nemo_am_send(rxp, code, (uint64_t)seq, 0);
 			break;
 		case X_EVENT:
-			rc = nemo_xproc_notify(p, rx, (uint32_t)seq, 0);
+			rc = nemo_notify(rxp, (uint32_t)seq, 0);
 			break;
 		case X_FUTEX:
 			atomic_store_explicit(&r.sh->word, (uint32_t)seq, memory_order_release);

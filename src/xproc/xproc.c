@@ -104,11 +104,15 @@
  * check the destination's word (LIVE, their generation) before they
  * write, and reset their private position when the generation they knew
  * changed; receivers do the same for each sender's index.  Leave: CAS
- * (g, me, LIVE) -> (g, 0, FREE).  Limitation: a send whose check passed
- * just before its destination left and a new place joined at the same
- * index may write into the reset ring; the receiver rejects it (wrong
- * dst generation) and that ring may then report full until one side
- * rejoins.  Generations are 16 bits.
+ * (g, me, LIVE) -> (g, 0, FREE).  A send whose check passed just
+ * before its destination left and a new place joined at the same index
+ * may write into the reset ring, at its old position k; the new receiver
+ * rejects it when it gets there (wrong dst generation) and frees the
+ * slot (seq = k + R).  The sender, now writing to the new generation
+ * from position 0, then finds at its position k a slot already consumed
+ * (seq == k + R, which a sound ring never shows a producer: the consumer
+ * never passes it) and steps over it, so the ring goes on.  Generations
+ * are 16 bits.
  */
 #define _GNU_SOURCE
 
@@ -1407,15 +1411,32 @@ static int send_slot(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint
 	}
 	uint32_t mask = x->nslots - 1;
 	struct seg_slot *ring = ring_at(x, p->idx, d);
-	uint32_t pos = p->prod[d];
+	uint32_t pos = p->prod[d], skipped = 0;
 	struct seg_slot *sl = ring + (pos & mask);
+	/* A slot consumed at our position (seq == pos + R) was written there
+	 * by a stale send of ours that raced a leave and a rejoin (JOIN AND
+	 * LEAVE, above); in a sound ring the consumer never passes the
+	 * producer.  Step over it, at most one lap per call. */
+#define SKIP_STALE()                                                                  \
+	while (atomic_load_explicit(&sl->seq, memory_order_acquire) == pos + x->nslots && \
+	       skipped < x->nslots) {                                                 \
+		pos++;                                                                \
+		skipped++;                                                            \
+		sl = ring + (pos & mask);                                             \
+	}
+	SKIP_STALE();
 	if (atomic_load_explicit(&sl->seq, memory_order_acquire) != pos) {
 		/* Full: wait for room (or fail), serving our own queues. */
-		if ((flags & NEMO_XPROC_NONBLOCK) || p->depth)
+		if ((flags & NEMO_XPROC_NONBLOCK) || p->depth) {
+			p->prod[d] = pos;
 			return EAGAIN;
+		}
 		uint64_t next_check = now_ns() + ROOM_CHECK_NS;
 		unsigned spins = 0;
 		while (atomic_load_explicit(&sl->seq, memory_order_acquire) != pos) {
+			SKIP_STALE();
+			if (atomic_load_explicit(&sl->seq, memory_order_acquire) == pos)
+				break;
 			drain(p);
 			if (!p->joined)
 				return ESRCH;
@@ -1449,6 +1470,7 @@ static int send_slot(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint
 	}
 	atomic_store_explicit(&sl->seq, pos + 1, memory_order_seq_cst);                   /* S1 */
 	p->prod[d] = pos + 1;
+#undef SKIP_STALE
 	atomic_fetch_add_explicit(&x->sent, 1, memory_order_relaxed);
 	if (kick)
 		kick_place(x, d);                                                          /* S2-S3 */
