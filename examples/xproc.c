@@ -10,13 +10,16 @@
  *
  * In two terminals:   ./xproc server demo-sq      ./xproc client demo-sq 100000
  *
- * The handlers are registered by name in each process ("square",
- * "answer", "quit"); the segment's name table gives them the same codes
- * everywhere.  If the server is killed (kill -9), the client's send or
+ * The calls are the in-process ones (nemo/am.h): nemo_am_send to the
+ * server's nemo_place_id, nemo_am_reply from its handler, nemo_place_wait
+ * in each process's thread.  The handlers are registered by name in each
+ * process ("square", "answer", "quit"); the segment's name table gives
+ * them the same codes everywhere.  If the server is killed (kill -9), the client's send or
  * wait fails with EOWNERDEAD within 100 ms instead of hanging.
  */
 #define _GNU_SOURCE
 #include <nemo/xproc.h>
+#include <nemo/am.h>
 
 #include <errno.h>
 #include <stdint.h>
@@ -30,28 +33,26 @@ static uint32_t c_square, c_answer, c_quit;
 static int quit;
 static uint64_t answers, wrong;
 
-static void on_square(void *ctx, nemo_xproc_place *p, const nemo_xproc_msg *m)
+static void on_square(const nemo_am_msg *m, void *ctx)
 {
 	(void)ctx;
 	/* Inside a handler a full ring is EAGAIN: the client keeps at most
 	 * a ring's worth of requests in flight, so there is always room. */
-	if (nemo_xproc_send(p, m->src, c_answer, m->arg * m->arg, NULL, 0, 0) != 0)
-		fprintf(stderr, "server: cannot answer %#x\n", m->src);
+	if (nemo_am_reply(m, c_answer, m->arg * m->arg, NULL, 0, 0) != 0)
+		fprintf(stderr, "server: cannot answer %#llx: %s\n", (unsigned long long)m->src, nemo_last_error());
 }
 
-static void on_quit(void *ctx, nemo_xproc_place *p, const nemo_xproc_msg *m)
+static void on_quit(const nemo_am_msg *m, void *ctx)
 {
 	(void)ctx;
-	(void)p;
 	(void)m;
 	quit = 1;
 }
 
-static void on_answer(void *ctx, nemo_xproc_place *p, const nemo_xproc_msg *m)
+static void on_answer(const nemo_am_msg *m, void *ctx)
 {
-	(void)p;
-	uint64_t *next = ctx;   /* answers come back in order */
-	if (m->arg != *next * *next)
+	uint64_t *next = ctx;   /* answers come back in order, each tagged with its request */
+	if (!m->is_reply || m->tag != *next || m->arg != *next * *next)
 		wrong++;
 	(*next)++;
 	answers++;
@@ -69,13 +70,13 @@ static int server(const char *name)
 	nemo_xproc_place *p;
 	nemo_xproc_unlink(name);   /* a stale segment of an earlier run */
 	int rc = nemo_xproc_create(name, NULL, &x);
-	if (rc || names(x) || nemo_xproc_handle(x, "square", on_square, NULL) ||
-	    nemo_xproc_handle(x, "quit", on_quit, NULL) || nemo_xproc_join(x, "server", &p, NULL)) {
+	if (rc || names(x) || nemo_xproc_handle_am(x, "square", on_square, NULL) ||
+	    nemo_xproc_handle_am(x, "quit", on_quit, NULL) || nemo_xproc_join(x, "server", &p, NULL)) {
 		fprintf(stderr, "server: %s\n", nemo_last_error());
 		return 1;
 	}
 	while (!quit) {
-		rc = nemo_xproc_wait(p, NULL, NULL);
+		rc = nemo_place_wait(NULL, NULL);   /* this thread's place: the shared one */
 		if (rc == EOWNERDEAD)
 			fprintf(stderr, "server: a client died; serving the others\n");
 	}
@@ -100,28 +101,29 @@ static int client(const char *name, uint64_t n)
 			usleep(1000);
 	}
 	uint64_t next = 1;
-	if (rc || names(x) || nemo_xproc_handle(x, "answer", on_answer, &next) ||
+	if (rc || names(x) || nemo_xproc_handle_am(x, "answer", on_answer, &next) ||
 	    nemo_xproc_join(x, NULL, &p, NULL)) {
 		fprintf(stderr, "client: %s\n", nemo_last_error());
 		return 1;
 	}
+	nemo_place_id server_id = nemo_xproc_place_id(x, srv);
 	uint64_t sent = 0;
 	while (answers < n) {
 		/* Keep up to 32 requests in flight. */
 		while (sent < n && sent - answers < 32) {
-			rc = nemo_xproc_send(p, srv, c_square, ++sent, NULL, 0, 0);
+			rc = nemo_am_send(server_id, c_square, ++sent, 0);
 			if (rc) {
-				fprintf(stderr, "client: send: %s\n", strerror(rc));
+				fprintf(stderr, "client: send: %s\n", nemo_last_error());
 				return 1;
 			}
 		}
-		rc = nemo_xproc_wait(p, NULL, NULL);
+		rc = nemo_place_wait(NULL, NULL);
 		if (rc == EOWNERDEAD && nemo_xproc_place_check(x, srv) != 0) {
 			fprintf(stderr, "client: the server died\n");
 			return 1;
 		}
 	}
-	nemo_xproc_send(p, srv, c_quit, 0, NULL, 0, 0);
+	nemo_am_send(server_id, c_quit, 0, 0);
 	printf("client: %llu answers, %llu wrong\n", (unsigned long long)answers, (unsigned long long)wrong);
 	nemo_xproc_detach(x);
 	return wrong ? 1 : 0;
