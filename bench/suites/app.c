@@ -382,6 +382,10 @@ static bool app_row(const bench_opts *o, const app_mech *m, enum shape shape, co
 										   w1.fired - w0.fired)));
 		json_object_set_new(jrow, "polls", json_integer((json_int_t)(c1.poll_checks - c0.poll_checks)));
 		json_object_set_new(jrow, "progress_handled", pt ? json_integer((json_int_t)pc.handled) : json_null());
+		json_object_set_new(jrow, "watchdog_cpu_ns",
+				    wd ? json_integer((json_int_t)(w1.cpu_ns - w0.cpu_ns)) : json_null());
+		json_object_set_new(jrow, "watchdog_spin_ns",
+				    wd ? json_integer((json_int_t)(w1.spin_ns - w0.spin_ns)) : json_null());
 		json_array_append_new(results, jrow);
 	}
 	free(all);

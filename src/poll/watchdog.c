@@ -25,8 +25,9 @@
  *   W5  no deadline: exchange(state, SLEEPING, seq_cst), re-read every
  *       watched place's wd_since (seq_cst); any set -> RUNNING, pass
  *       again; else futex_wait(state, SLEEPING) with no timeout.
- *       A deadline: sleep until 30 us before the earliest (timer slack
- *       1 ns), on a word that nemo_watchdog_stop wakes, then spin to it.
+ *       A deadline: sleep until `early` before the earliest (timer
+ *       slack 1 ns; HOW EARLY TO WAKE, below), on a word that
+ *       nemo_watchdog_stop wakes, then spin to it.
  *
  *   W6  stopping: the thread clears wd_w (seq_cst) and exits; then every
  *       running clock is taken (exchange, seq_cst) and its place
@@ -68,10 +69,31 @@
 #include <stdlib.h>
 #include <sys/prctl.h>
 
-/* How long before a deadline the watchdog wakes, to spin the rest: a bit
- * more than waking a sleeping vCPU costs on the VMs nemo is measured on
- * (20-30 us); it spins at most this long per deadline. */
-#define WAKE_EARLY_NS 30000.0
+/* HOW EARLY TO WAKE.  The watchdog sleeps until `early` before a
+ * deadline and spins the rest, so that the signal leaves at T and not at
+ * T plus its own wake-up.  That wake-up depends on the machine's state:
+ * on an idle VM the timer must wake a halted vCPU (20-30 us here), while
+ * on a busy one - the case the watchdog exists for: places computing
+ * without polling - it preempts a running thread within a few
+ * microseconds.  A fixed 30 us spent 30 us of a CPU per deferred message
+ * on a busy 2-vCPU machine, taken from the places it serves.  So
+ * `early` is learned: after each timed sleep it becomes the larger of
+ * the lateness just seen (plus a margin) and 7/8 of its last value: it
+ * jumps up at once when wake-ups get slow and decays over about twenty
+ * wake-ups when they get fast.  Bounds: EARLY_MIN_NS..EARLY_MAX_NS, and it
+ * starts at the maximum.  This is the one place where the watchdog's
+ * spin is decided (docs/architecture.md). */
+#define EARLY_MAX_NS 30000.0
+#define EARLY_MIN_NS 2000.0
+#define EARLY_MARGIN_NS 1000.0
+
+static double next_early(double early, double late_ns)
+{
+	double e = late_ns + EARLY_MARGIN_NS;
+	if (e < early * 0.875)
+		e = early * 0.875;
+	return e < EARLY_MIN_NS ? EARLY_MIN_NS : e > EARLY_MAX_NS ? EARLY_MAX_NS : e;
+}
 
 struct nemo_watchdog {
 	struct nemo_domain *d;
@@ -80,7 +102,8 @@ struct nemo_watchdog {
 	_Atomic uint32_t stop_word;   /* its timed sleeps wait on this */
 	_Atomic(nemo_waiter *) w;
 	_Atomic int started;
-	_Atomic uint64_t fired, wakeups, sleeps;
+	_Atomic uint64_t fired, wakeups, sleeps, spin_ns;
+	_Atomic uint64_t early_ns;    /* HOW EARLY TO WAKE, now */
 	bool realtime;                /* running at SCHED_FIFO 1 */
 };
 
@@ -143,6 +166,8 @@ static void *wd_main(void *arg)
 	atomic_store_explicit(&g->w, w, memory_order_relaxed);
 	atomic_store_explicit(&g->d->wd_w, w, memory_order_release);
 	atomic_store_explicit(&g->started, 1, memory_order_release);
+	double early_ns = EARLY_MAX_NS;
+	atomic_store_explicit(&g->early_ns, (uint64_t)early_ns, memory_order_relaxed);
 	while (!atomic_load_explicit(&g->stop, memory_order_acquire)) {
 		uint64_t next = pass(g);
 		if (next == UINT64_MAX) {
@@ -153,20 +178,26 @@ static void *wd_main(void *arg)
 			nemo_futex_wait(word, val, NULL, NEMO_FUTEX_PRIVATE);
 			nemo__slot_awake(w);
 		} else {
-			/* Sleep until WAKE_EARLY_NS before the deadline (waking a
-			 * sleeping vCPU takes tens of microseconds here), then spin
-			 * the rest, so that the signal leaves at T, not at T plus the
-			 * wake-up. */
-			uint64_t now = nemo_ticks(), early = nemo_ns_to_ticks(WAKE_EARLY_NS);
+			/* Sleep until `early` before the deadline, then spin the
+			 * rest (HOW EARLY TO WAKE, above). */
+			uint64_t now = nemo_ticks(), early = nemo_ns_to_ticks(early_ns);
 			if (next > now + early) {
-				double ns = nemo_ticks_to_ns((int64_t)(next - early - now));
+				uint64_t target = next - early;
+				double ns = nemo_ticks_to_ns((int64_t)(target - now));
 				struct timespec rel = { (time_t)(ns / 1e9), (long)(ns - (double)(time_t)(ns / 1e9) * 1e9) };
 				if (rel.tv_nsec < 0 || rel.tv_nsec >= 1000000000)
 					rel.tv_nsec = 0;
-				nemo_futex_wait((uint32_t *)&g->stop_word, 0, &rel, NEMO_FUTEX_PRIVATE);
+				if (nemo_futex_wait((uint32_t *)&g->stop_word, 0, &rel, NEMO_FUTEX_PRIVATE) == ETIMEDOUT) {
+					uint64_t woke = nemo_ticks();
+					early_ns = next_early(early_ns, woke > target ? nemo_ticks_to_ns((int64_t)(woke - target)) : 0);
+					atomic_store_explicit(&g->early_ns, (uint64_t)early_ns, memory_order_relaxed);
+				}
 			}
+			uint64_t spin0 = nemo_ticks();
 			while (nemo_ticks() < next && !atomic_load_explicit(&g->stop, memory_order_relaxed))
 				nemo_cpu_relax();
+			uint64_t spun = nemo_ticks() - spin0;
+			atomic_fetch_add_explicit(&g->spin_ns, (uint64_t)nemo_ticks_to_ns((int64_t)spun), memory_order_relaxed);
 		}
 		atomic_fetch_add_explicit(&g->wakeups, 1, memory_order_relaxed);
 	}
@@ -232,6 +263,8 @@ int nemo_watchdog_get_counters(nemo_watchdog *g, nemo_watchdog_counters *out)
 	out->wakeups = atomic_load_explicit(&g->wakeups, memory_order_relaxed);
 	out->sleeps = atomic_load_explicit(&g->sleeps, memory_order_relaxed);
 	out->cpu_ns = nemo__thread_cpu_ns(g->thread);
+	out->spin_ns = atomic_load_explicit(&g->spin_ns, memory_order_relaxed);
+	out->early_ns = atomic_load_explicit(&g->early_ns, memory_order_relaxed);
 	out->realtime = g->realtime;
 	return 0;
 }

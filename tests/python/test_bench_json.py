@@ -502,6 +502,9 @@ def test_app(tmp_path, schema):
             assert r["interrupts"] > 0
         if r["mechanism"] == "progress-thread":
             assert r["progress_handled"] is not None
+        has_wd = "watchdog" in r["mechanism"]
+        assert (r["watchdog_cpu_ns"] is not None) == has_wd
+        assert (r["watchdog_spin_ns"] is not None) == has_wd
 
 
 def test_multicast(tmp_path, schema):
