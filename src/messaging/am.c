@@ -165,7 +165,7 @@ static int send_one(nemo_place *me, nemo_place_id dest, uint32_t id, uint64_t ar
 		    size_t len, unsigned flags, uint32_t tagged, const char *fn)
 {
 	nemo__busy_enter(me);
-	uint32_t meta;
+	uint32_t meta = 0;
 	uint64_t st;
 	nemo_place *dst;
 	int err = resolve(me->d, dest, id, len, &meta, &dst, &st, fn);
@@ -232,7 +232,7 @@ int nemo_am_send_batch(nemo_place_id dest, uint32_t id, const uint64_t *args, si
 	if (err)
 		return err;
 	nemo__busy_enter(me);
-	uint32_t meta;
+	uint32_t meta = 0;
 	uint64_t st;
 	nemo_place *dst;
 	size_t k = 0;
@@ -282,7 +282,7 @@ int nemo_am_broadcast(const nemo_place_id *set, size_t n, uint32_t id, uint64_t 
 	int first = 0;
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
-		uint32_t meta;
+		uint32_t meta = 0;
 		uint64_t st;
 		nemo_place *dst;
 		int e = resolve(d, set[i], id, len, &meta, &dst, &st, __func__);

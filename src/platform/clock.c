@@ -63,6 +63,8 @@ static bool tsc_is_invariant(void)
 static void paired_read(uint64_t *ns, uint64_t *tsc)
 {
 	uint64_t best = UINT64_MAX;
+	*ns = 0;   /* set by the first try (b - a < UINT64_MAX); -O3 cannot see that */
+	*tsc = 0;
 	for (int i = 0; i < 32; i++) {
 		uint64_t a = mono_raw_ns();
 		uint64_t t = nemo_rdtsc();
