@@ -110,10 +110,10 @@ int main(void)
 	nemo_watchdog_counters wc;
 	CHECK_EQ_INT(nemo_watchdog_get_counters(w, &wc), 0);
 	CHECK(wc.fired >= 5);
-	/* It wakes early by what it learned, within its bounds, and spins
-	 * no longer than it runs. */
+	/* It wakes early by what it learned, within its bounds.  (Its spin
+	 * is wall time and its cpu_ns CPU time: a spin the host interrupts
+	 * counts in one and not the other, so they are not compared.) */
 	CHECK(wc.early_ns >= 5000 && wc.early_ns <= 30000);
-	CHECK(wc.spin_ns <= wc.cpu_ns + 1000000);
 
 	/* 2. A flood to it, still never polling: all handled. */
 	for (unsigned i = 0; i < 20000; i++)
