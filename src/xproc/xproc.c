@@ -1095,28 +1095,25 @@ int nemo_xproc_name(nemo_xproc *x, const char *name, uint32_t *code)
 	return NEMO__FAIL(ENOSPC, "no slot of the %u names is free for '%s'", x->nnames, name);
 }
 
-int nemo_xproc_handle(nemo_xproc *x, const char *name, nemo_xproc_handler fn, void *ctx)
+/* The name's handler in this process: one of the two kinds (or none). */
+static int set_handler(nemo_xproc *x, const char *name, nemo_xproc_handler fn, nemo_am_handler afn, void *ctx)
 {
 	uint32_t code;
 	int rc = nemo_xproc_name(x, name, &code);
 	if (rc)
 		return rc;
-	x->handlers[code].fn = fn;
-	x->handlers[code].afn = NULL;
-	x->handlers[code].ctx = ctx;
+	x->handlers[code] = (struct handler){ .fn = fn, .afn = afn, .ctx = ctx };
 	return 0;
+}
+
+int nemo_xproc_handle(nemo_xproc *x, const char *name, nemo_xproc_handler fn, void *ctx)
+{
+	return set_handler(x, name, fn, NULL, ctx);
 }
 
 int nemo_xproc_handle_am(nemo_xproc *x, const char *name, nemo_am_handler fn, void *ctx)
 {
-	uint32_t code;
-	int rc = nemo_xproc_name(x, name, &code);
-	if (rc)
-		return rc;
-	x->handlers[code].fn = NULL;
-	x->handlers[code].afn = fn;
-	x->handlers[code].ctx = ctx;
-	return 0;
+	return set_handler(x, name, NULL, fn, ctx);
 }
 
 int nemo_xproc_get_counters(nemo_xproc *x, nemo_xproc_counters *out)
