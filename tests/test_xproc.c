@@ -880,6 +880,15 @@ static void test_public(void)
 	pthread_t t;
 	pthread_create(&t, NULL, pub_no_place, &pub[0]);
 	pthread_join(t, NULL);
+	/* A child of fork holds copies of our handle and places: its public
+	 * calls must not use them (a nemo_poll would drain our rings). */
+	pid_t f = fork();
+	if (f == 0) {
+		alarm(30);
+		int ok = nemo_poll(NULL) == ENOTCONN && nemo_am_send(pub[0], c_echo, 0, 0) == ESRCH;
+		_exit(ok ? 0 : 1);
+	}
+	CHECK_EQ_INT(child_exit(f), 0);
 
 	for (int i = 0; i < 2; i++)
 		CHECK_EQ_INT(nemo_notify(pub[i], 9, 0), 0);

@@ -254,6 +254,7 @@ static struct {
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint32_t place_serial;
 static const nemo__remote_ops xp_remote_ops;
+_Static_assert(NEMO_XPROC_PLACES_MAX <= 64, "a broadcast keeps its destinations in a 64-bit mask");
 
 /* What a thread holds: integers only, checked against the registry and
  * the handle's own table before use, so an entry that outlived its
@@ -337,10 +338,35 @@ static nemo_xproc_place *tls_place_in(uint32_t hidx, uint32_t hgen)
 	return NULL;
 }
 
+/* In a child of fork every handle is the parent's (its process slot,
+ * its places' rings): the child must attach again (docs/xproc.md), and
+ * its public calls must not reach the copies - a nemo_poll there would
+ * drain the parent's rings.  So the child forgets every entry (the
+ * forking thread's own entries then name nothing). */
+static void registry_fork_child(void)
+{
+	for (uint32_t i = 0; i < XP_HANDLES; i++) {
+		if (!atomic_load_explicit(&registry[i].x, memory_order_relaxed))
+			continue;
+		atomic_store_explicit(&registry[i].x, NULL, memory_order_relaxed);
+		uint32_t g = (atomic_load_explicit(&registry[i].gen, memory_order_relaxed) + 1) & 0xFFFFu;
+		atomic_store_explicit(&registry[i].gen, g ? g : 1, memory_order_relaxed);
+	}
+	pthread_mutex_init(&registry_lock, NULL);
+}
+
+static void registry_once(void)
+{
+	pthread_atfork(NULL, NULL, registry_fork_child);
+	nemo__remote_register(NEMO__REMOTE_XPROC, &xp_remote_ops);
+}
+
 /* The end of create and attach: an entry in the registry, then the
  * handle is the caller's. */
 static int publish_handle(nemo_xproc *x, nemo_xproc **out)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, registry_once);
 	pthread_mutex_lock(&registry_lock);
 	for (uint32_t i = 0; i < XP_HANDLES; i++) {
 		if (atomic_load_explicit(&registry[i].x, memory_order_relaxed))
@@ -351,7 +377,6 @@ static int publish_handle(nemo_xproc *x, nemo_xproc **out)
 		atomic_store_explicit(&registry[i].x, x, memory_order_release);
 		atomic_store_explicit(&registry[i].gen, x->hgen, memory_order_release);
 		pthread_mutex_unlock(&registry_lock);
-		nemo__remote_register(NEMO__REMOTE_XPROC, &xp_remote_ops);   /* idempotent */
 		*out = x;
 		return 0;
 	}
@@ -734,7 +759,10 @@ int nemo_xproc_create(const char *name, const nemo_xproc_attr *attr, nemo_xproc 
 	atomic_thread_fence(memory_order_release);
 	h->magic = XP_MAGIC;   /* last: an attacher that reads it sees the rest (msync'ed by the map) */
 	claim_proc(x);
-	return publish_handle(x, out);
+	int prc = publish_handle(x, out);
+	if (prc)
+		shm_unlink(path);   /* ours, just created: nobody attached it */
+	return prc;
 }
 
 int nemo_xproc_attach(const char *name, const nemo_xproc_attach_attr *attr, nemo_xproc **out)
@@ -1531,9 +1559,7 @@ static int broadcast(nemo_xproc_place *p, const nemo_xproc_id *dsts, size_t n, u
 		}
 		dsts = all;
 	}
-	bool *queued = calloc(x->nplaces, sizeof *queued);
-	if (!queued)
-		return NEMO__FAIL(ENOMEM, "cannot allocate the broadcast's list");
+	uint64_t queued = 0;                  /* by index: nplaces <= 64 */
 	int first = 0;
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -1543,16 +1569,15 @@ static int broadcast(nemo_xproc_place *p, const nemo_xproc_id *dsts, size_t n, u
 				first = e;
 			continue;
 		}
-		queued[id_idx(dsts[i])] = true;   /* < nplaces: send_slot checked it */
+		queued |= 1ull << id_idx(dsts[i]);   /* < nplaces: send_slot checked it */
 		k++;
 	}
 	/* One look at each receiver's wstate, after every slot is out: the
 	 * receivers that sleep are woken as close together as FUTEX_WAKEs
 	 * one after the other allow (a place's futex is its own word). */
 	for (uint32_t i = 0; i < x->nplaces; i++)
-		if (queued[i])
+		if (queued >> i & 1u)
 			kick_place(x, i);                                              /* S2-S3 */
-	free(queued);
 	if (sent)
 		*sent = k;
 	return first ? nemo__fail(first, "nemo_xproc_broadcast", "sent to %zu of %zu places", k, n) : 0;
