@@ -19,6 +19,9 @@
  *                    (T = 50 us) for a request the checks leave waiting
  *                    (the paper's combination: polling, with interrupts
  *                    only for late messages)
+ *   check-watchdog-10us  the same with T = 10 us: where the checks are far
+ *                    apart (long loops), a late request waits 10 us
+ *                    before its signal instead of 50
  *   interrupt        interrupt mode: a signal for every request
  *   threads          2P places on the CPUs (more places than CPUs), poll-send
  *
@@ -45,7 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum strategy { ST_POLL_SEND, ST_POLL_CHECK, ST_PROGRESS, ST_WD50, ST_WD1MS, ST_CHECK_WD50, ST_INTERRUPT,
+enum strategy { ST_POLL_SEND, ST_POLL_CHECK, ST_PROGRESS, ST_WD50, ST_WD1MS, ST_CHECK_WD50, ST_CHECK_WD10, ST_INTERRUPT,
 		ST_THREADS };
 enum shape { SH_SHORT, SH_NESTED, SH_LONG, SH_COUNT };
 
@@ -66,6 +69,8 @@ static const app_mech app_mechs[] = {
 	{ "watchdog-1ms", ST_WD1MS, "interrupt mode under the polling watchdog, T = 1 ms" },
 	{ "check-watchdog-50us", ST_CHECK_WD50,
 	  "poll-check's checks, and the polling watchdog (T = 50 us) for the requests they leave waiting" },
+	{ "check-watchdog-10us", ST_CHECK_WD10,
+	  "poll-check's checks, and the polling watchdog (T = 10 us) for the requests they leave waiting" },
 	{ "interrupt", ST_INTERRUPT, "interrupt mode: a signal for every request" },
 	{ "threads", ST_THREADS, "2P places on the P CPUs (more places than CPUs), poll-send" },
 };
@@ -202,14 +207,30 @@ static void await_reply(struct app_place *p, uint64_t before)
 	}
 }
 
+/* The strategy's watchdog T in microseconds, or 0 (no watchdog). */
+static uint64_t watchdog_t_us(enum strategy st)
+{
+	switch (st) {
+	case ST_WD50:
+	case ST_CHECK_WD50:
+		return 50;
+	case ST_CHECK_WD10:
+		return 10;
+	case ST_WD1MS:
+		return 1000;
+	default:
+		return 0;
+	}
+}
+
 static void *place_main(void *arg)
 {
 	struct app_place *p = arg;
 	struct app_run *r = p->run;
 	enum strategy st = r->m->st;
 	nemo_place_attr a = { .context = p };
-	bool checks = st == ST_POLL_CHECK || st == ST_CHECK_WD50;
-	if (st == ST_WD50 || st == ST_WD1MS || st == ST_CHECK_WD50 || st == ST_INTERRUPT)
+	bool checks = st == ST_POLL_CHECK || st == ST_CHECK_WD50 || st == ST_CHECK_WD10;
+	if (watchdog_t_us(st) || st == ST_INTERRUPT)
 		a.flags |= NEMO_PLACE_INTERRUPTS;
 	int err = nemo_place_join(r->d, &a, &p->id);
 	if (err)
@@ -218,10 +239,8 @@ static void *place_main(void *arg)
 		nemo_poll_threshold_set((uint64_t)(r->o->delay_min_us * 1000));
 	if (st == ST_PROGRESS)
 		nemo_place_set_progress(true);
-	if (st == ST_WD50 || st == ST_CHECK_WD50)
-		nemo_place_set_watchdog(50 * 1000);
-	if (st == ST_WD1MS)
-		nemo_place_set_watchdog(1000 * 1000);
+	if (watchdog_t_us(st))
+		nemo_place_set_watchdog(watchdog_t_us(st) * 1000);
 	r->ids[p->index] = p->id;
 	atomic_fetch_add(&r->joined, 1);
 	while (!atomic_load_explicit(&r->go, memory_order_acquire))
@@ -316,7 +335,7 @@ static bool app_row(const bench_opts *o, const app_mech *m, enum shape shape, co
 	nemo_watchdog *wd = NULL;
 	if (!err && m->st == ST_PROGRESS)
 		err = nemo_progress_start(r.d, NULL, &pt);
-	if (!err && (m->st == ST_WD50 || m->st == ST_WD1MS || m->st == ST_CHECK_WD50))
+	if (!err && watchdog_t_us(m->st))
 		err = nemo_watchdog_start(r.d, &wd);
 	if (err) {
 		snprintf(why, whylen, "%s", nemo_last_error());

@@ -220,7 +220,7 @@ typedef struct nemo_watchdog_counters {
 	uint64_t spin_ns;             /**< of which spinning to deadlines (it wakes a little
 	                                   before each, to fire on time) */
 	uint64_t early_ns;            /**< how long before a deadline it wakes now: learned from
-	                                   its own wake-ups' lateness, 5-30 us (src/poll/watchdog.c,
+	                                   its own wake-ups' lateness, 10-30 us (src/poll/watchdog.c,
 	                                   "HOW EARLY TO WAKE") */
 	bool realtime;                /**< it runs at SCHED_FIFO priority 1, granted to root,
 	                                   CAP_SYS_NICE or RLIMIT_RTPRIO >= 1: woken while every

@@ -739,6 +739,8 @@ APP_API = {
     "watchdog-1ms": "interrupt mode with `nemo_watchdog_start` and `nemo_place_set_watchdog(1000000)`",
     "check-watchdog-50us": "`NEMO_POLL_CHECK()` in the loops, and interrupt mode with `nemo_watchdog_start` and "
                            "`nemo_place_set_watchdog(50000)` for the requests the checks leave waiting",
+    "check-watchdog-10us": "`NEMO_POLL_CHECK()` in the loops, and interrupt mode with `nemo_watchdog_start` and "
+                           "`nemo_place_set_watchdog(10000)` for the requests the checks leave waiting",
     "interrupt": "interrupt mode (`NEMO_PLACE_INTERRUPTS`): a signal for every message",
     "threads": "more places than CPUs, each waiting in `nemo_place_wait`",
 }

@@ -440,7 +440,7 @@ def throughput_rates(rows, outdir):
 
 
 APP_ORDER = ("interrupt", "poll-send", "poll-check", "progress-thread", "watchdog-50us", "watchdog-1ms",
-             "check-watchdog-50us", "threads")
+             "check-watchdog-50us", "check-watchdog-10us", "threads")
 
 
 def _app_mechs(rows):

@@ -333,7 +333,8 @@ def app_sentences(arows):
         p99.setdefault(r["mechanism"], []).append(r["delay_ns"]["p99"])
     if "interrupt" in p99:
         ip99 = max(p99["interrupt"])
-        for m, t in (("watchdog-50us", 50_000), ("watchdog-1ms", 1_000_000), ("check-watchdog-50us", 50_000)):
+        for m, t in (("watchdog-50us", 50_000), ("watchdog-1ms", 1_000_000), ("check-watchdog-50us", 50_000),
+                     ("check-watchdog-10us", 10_000)):
             if m in p99:
                 w = max(p99[m])
                 verdict = "within" if w <= t + ip99 else "above"

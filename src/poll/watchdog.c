@@ -78,22 +78,24 @@
  * microseconds.  A fixed 30 us spent 30 us of a CPU per deferred message
  * on a busy 2-vCPU machine, taken from the places it serves.  So
  * `early` is learned: after each timed sleep it becomes the larger of
- * the lateness just seen (plus a margin) and 15/16 of its last value: it
- * jumps up at once when wake-ups get slow and decays over about forty
- * wake-ups when they get fast.  The floor (5 us) and the margin (2 us)
- * leave room for the jitter of a busy VM's timer; with 2 us and 1 us the
- * runtimes were the same and the delays' p99 closer to their bound.  Bounds: EARLY_MIN_NS..EARLY_MAX_NS, and it
- * starts at the maximum.  This is the one place where the watchdog's
- * spin is decided (docs/architecture.md). */
+ * the lateness just seen (plus a margin) and 31/32 of its last value: it
+ * jumps up at once when wake-ups get slow and decays over about thirty
+ * wake-ups when they get fast.  Bounds: EARLY_MIN_NS..EARLY_MAX_NS, and
+ * it starts at the maximum.  The floor (10 us) and the margin (4 us)
+ * leave room for a busy VM's timer jitter: with 2-5 us and 1-2 us the
+ * runtimes were the same, and the watchdog's delays missed their bound
+ * (T plus interrupt mode's p99) in 4-5 of 27 rounds against 1-3 of 27
+ * with the fixed 30 us; with these values, 1 of 27.  This is the one
+ * place where the watchdog's spin is decided (docs/architecture.md). */
 #define EARLY_MAX_NS 30000.0
-#define EARLY_MIN_NS 5000.0
-#define EARLY_MARGIN_NS 2000.0
+#define EARLY_MIN_NS 10000.0
+#define EARLY_MARGIN_NS 4000.0
 
 static double next_early(double early, double late_ns)
 {
 	double e = late_ns + EARLY_MARGIN_NS;
-	if (e < early * 0.9375)
-		e = early * 0.9375;
+	if (e < early * 0.96875)
+		e = early * 0.96875;
 	return e < EARLY_MIN_NS ? EARLY_MIN_NS : e > EARLY_MAX_NS ? EARLY_MAX_NS : e;
 }
 

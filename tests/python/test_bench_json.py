@@ -489,14 +489,14 @@ def test_app(tmp_path, schema):
     rows = doc["results"]
     mechs = {r["mechanism"] for r in rows}
     assert mechs == {"poll-send", "poll-check", "progress-thread", "watchdog-50us", "watchdog-1ms",
-                     "check-watchdog-50us", "interrupt", "threads"}
+                     "check-watchdog-50us", "check-watchdog-10us", "interrupt", "threads"}
     assert {r["shape"] for r in rows} == {"short", "nested", "long"}
     for r in rows:
         check_stats(r["delay_ns"])
         assert sum(r["delay_hist"]["counts"]) == r["requests"]
         assert abs(sum(r["delay_hist"]["sum_ns"]) - r["delay_ns"]["mean"] * r["requests"]) <= \
             1e-6 * max(1.0, r["delay_ns"]["mean"] * r["requests"])
-        if r["mechanism"] in ("poll-check", "check-watchdog-50us"):
+        if r["mechanism"] in ("poll-check", "check-watchdog-50us", "check-watchdog-10us"):
             assert r["polls"] > 0
         if r["mechanism"] == "interrupt":
             assert r["interrupts"] > 0
