@@ -96,6 +96,25 @@ static void test_plans(struct nemo__wait_hist *w)
 	CHECK(p.total == nemo_ns_to_ticks(nemo__block_cost_ns() / 8));
 	w->long_waits = 3;
 	CHECK(plan(w).total == full);
+	/* At the ceiling (no poll paid lately) only one wait in 16 polls its
+	 * C / 8 (a probe); just below it every wait does. */
+	uint64_t waits0 = atomic_load(&w->waits);
+	unsigned probes = 0, shortened = 0;
+	w->long_waits = 8;
+	for (uint64_t n = 0; n < 64; n++) {
+		atomic_store(&w->waits, n);
+		uint64_t t = plan(w).total;
+		probes += t == nemo_ns_to_ticks(nemo__block_cost_ns() / 8);
+		CHECK(t == 0 || t == nemo_ns_to_ticks(nemo__block_cost_ns() / 8));
+	}
+	CHECK(probes == 4);
+	w->long_waits = 7;
+	for (uint64_t n = 0; n < 64; n++) {
+		atomic_store(&w->waits, n);
+		shortened += plan(w).total == nemo_ns_to_ticks(nemo__block_cost_ns() / 8);
+	}
+	CHECK(shortened == 64);
+	atomic_store(&w->waits, waits0);
 	w->long_waits = 0;
 
 	/* Releasers on our CPU stop polling only in a thread confined to one

@@ -20,7 +20,8 @@
  *   ADAPTIVE  (the default) tight for the cost of blocking, C, learned
  *             from this process's own sleeps (policy.c, THE COST OF
  *             BLOCKING); C / 8 while this thread's recent waits outlasted
- *             C or its polls were preempted; nothing at all while its
+ *             C or its polls were preempted, and only in one wait of 16
+ *             once no poll has paid for a while; nothing at all while its
  *             recent releasers ran on its own CPU (THE HISTORY below).
  *
  * Why a budget in time, not in iterations: an iteration's cost varies
@@ -41,6 +42,17 @@
  *               adds 2.  From 4 on, the budget is C / 8: long gaps do not
  *               pay a full budget each time, a short wait that comes back
  *               is still caught, two polled waits restore the budget.
+ *               At 8 (the score's ceiling: no poll has paid lately) only
+ *               one wait in PROBE_EVERY polls its C / 8, a probe; the
+ *               others sleep at once.  A probe that pays brings the score
+ *               down to 6 and every wait polls again.  Measured with
+ *               CPython's GIL under the interposer on the 2-vCPU VM: about
+ *               9,000 condvar waits a second, all but 0.5% ending in a
+ *               sleep, each after 2.4 us of polling: 0.94-1.04x glibc's
+ *               hand-off rate in four nemo-bench preload runs, against
+ *               0.95-1.19x with the probes in four runs alternated with
+ *               them (docs/events.md); the condvar hand-off and the pool
+ *               did not move.
  *   same_cpu    every release records the releaser's CPU in the slot
  *               (waiter.c); a released slot wait whose releaser ran on the
  *               CPU the waiter started on adds 2, unless the wait did not
@@ -144,6 +156,8 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
 #define PREEMPT_NS 50000.0        /* a clock jump this long while polling: preempted */
 #define SHORTEN_AT 4              /* long_waits from which the budget is C / 8 */
 #define SAME_CPU_AT 4             /* same_cpu from which the thread does not poll */
+#define LONG_MAX_SCORE 8          /* long_waits' ceiling: from here only probes poll */
+#define PROBE_EVERY 16            /* at the ceiling, one wait in this many polls */
 
 /* Whether the calling thread may run on one CPU only: read from its
  * affinity mask, again after every ONE_CPU_REREAD waits (a program may
@@ -178,6 +192,9 @@ nemo__spin_plan nemo__spin_plan_for(const nemo_wait_policy *p)
 		if (self && self->same_cpu >= SAME_CPU_AT && on_one_cpu(self))
 			return (nemo__spin_plan){ 0, 0, 0 };
 		double c = nemo__block_cost_ns();
+		if (self && self->long_waits >= LONG_MAX_SCORE &&
+		    atomic_load_explicit(&self->waits, memory_order_relaxed) % PROBE_EVERY != 0)
+			return (nemo__spin_plan){ 0, 0, 0 };   /* no poll paid lately: only probes poll */
 		if (self && self->long_waits >= SHORTEN_AT)
 			c /= 8;
 		/* A thread holding kick mode's real-time priority polls a few
@@ -246,7 +263,7 @@ static void adapt_update(struct nemo__wait_hist *self, uint64_t waited_ticks, bo
 		h += 1;
 	else if (polled)
 		h = h >= 2 ? h - 2 : 0;
-	self->long_waits = h > 8 ? 8 : h;
+	self->long_waits = h > LONG_MAX_SCORE ? LONG_MAX_SCORE : h;
 }
 
 /* Kick mode: SCHED_FIFO 1 from the first kick-mode sleep on, kept while
