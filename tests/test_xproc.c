@@ -236,6 +236,15 @@ static void test_basic(void)
 
 #define SENDERS 3
 
+/* A child that sends: attach, join as `place`, look up the code of
+ * `action` and the place named `peer`.  Nonzero if any step failed. */
+static int sender_setup(const char *place, const char *action, const char *peer, nemo_xproc **cx,
+			nemo_xproc_place **q, uint32_t *code, nemo_xproc_id *peer_id)
+{
+	return nemo_xproc_attach(seg, NULL, cx) || nemo_xproc_join(*cx, place, q, NULL) ||
+	       nemo_xproc_name(*cx, action, code) || nemo_xproc_find(*cx, peer, peer_id);
+}
+
 static int sender_main(int i, uint64_t n, const char *dest)
 {
 	alarm(120);
@@ -243,12 +252,10 @@ static int sender_main(int i, uint64_t n, const char *dest)
 	nemo_xproc_place *q;
 	char name[16];
 	snprintf(name, sizeof name, "s%d", i);
-	if (nemo_xproc_attach(seg, NULL, &cx) || nemo_xproc_join(cx, name, &q, NULL))
-		return 2;
 	uint32_t code;
 	nemo_xproc_id rx;
-	if (nemo_xproc_name(cx, "count", &code) || nemo_xproc_find(cx, dest, &rx))
-		return 3;
+	if (sender_setup(name, "count", dest, &cx, &q, &code, &rx))
+		return 2;
 	for (uint64_t k = 0; k < n; k++) {
 		int rc = nemo_xproc_send(q, rx, code, k, &k, sizeof k, 0);
 		if (rc) {
@@ -399,8 +406,7 @@ static void test_kill(void)
 		nemo_xproc_place *q;
 		uint32_t code;
 		nemo_xproc_id v;
-		if (nemo_xproc_attach(seg, NULL, &cx) || nemo_xproc_join(cx, "a", &q, NULL) ||
-		    nemo_xproc_name(cx, "vic", &code) || nemo_xproc_find(cx, "vic", &v))
+		if (sender_setup("a", "vic", "vic", &cx, &q, &code, &v))
 			_exit(2);
 		for (uint64_t k = 0;; k++) {
 			int rc = nemo_xproc_send(q, v, code, k, NULL, 0, 0);
@@ -419,8 +425,7 @@ static void test_kill(void)
 		nemo_xproc_place *q;
 		uint32_t code;
 		nemo_xproc_id rx;
-		if (nemo_xproc_attach(seg, NULL, &cx) || nemo_xproc_join(cx, "b", &q, NULL) ||
-		    nemo_xproc_name(cx, "count", &code) || nemo_xproc_find(cx, "rx", &rx))
+		if (sender_setup("b", "count", "rx", &cx, &q, &code, &rx))
 			_exit(2);
 		for (uint64_t k = 0;; k++) {
 			if (nemo_xproc_send(q, rx, code, k, NULL, 0, 0))

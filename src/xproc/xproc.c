@@ -120,6 +120,7 @@
 #include <nemo/am.h>
 #include <nemo/notify.h>
 
+#include "../messaging/messaging_internal.h"   /* nemo__check_flags */
 #include "../messaging/remote.h"
 #include "../platform/fail.h"
 #include "../waiter/waiter_internal.h"
@@ -292,13 +293,17 @@ static void registry_drop(nemo_xproc *x)
 }
 
 /* The place this thread's entry names, if it is still the one joined. */
-static nemo_xproc_place *tls_resolve(const struct tls_place *t)
+static nemo_xproc_place *tls_place(const struct tls_place *t, nemo_xproc *x)
 {
-	nemo_xproc *x = t->serial ? registry_get(t->hidx, t->hgen) : NULL;
 	if (!x || t->pidx >= x->nplaces)
 		return NULL;
 	nemo_xproc_place *p = x->places[t->pidx];
 	return p && p->serial == t->serial && p->joined ? p : NULL;
+}
+
+static nemo_xproc_place *tls_resolve(const struct tls_place *t)
+{
+	return t->serial ? tls_place(t, registry_get(t->hidx, t->hgen)) : NULL;
 }
 
 /* The joining thread reaches p through the public calls: its entry for
@@ -327,13 +332,13 @@ static void tls_forget(const nemo_xproc_place *p)
 			tls_places[i].serial = 0;
 }
 
-/* The calling thread's place in handle (hidx, hgen). */
-static nemo_xproc_place *tls_place_in(uint32_t hidx, uint32_t hgen)
+/* The calling thread's place in x. */
+static nemo_xproc_place *tls_place_in(nemo_xproc *x)
 {
 	for (unsigned i = 0; i < XP_THREAD_PLACES; i++) {
 		const struct tls_place *t = &tls_places[i];
-		if (t->serial && t->hidx == hidx && t->hgen == hgen)
-			return tls_resolve(t);
+		if (t->serial && t->hidx == x->hidx && t->hgen == x->hgen)
+			return tls_place(t, x);
 	}
 	return NULL;
 }
@@ -1420,6 +1425,21 @@ static int dest_state(nemo_xproc *x, nemo_xproc_id dst, uint32_t *owner)
 	return *owner < x->nprocs ? 0 : EBADMSG;
 }
 
+/* The producer's slot at *pos, past any slot already consumed there
+ * (seq == pos + R): a stale send of ours that raced a leave and a rejoin
+ * wrote it (JOIN AND LEAVE, above); in a sound ring the consumer never
+ * passes the producer.  At most one lap per send (*skipped). */
+static struct seg_slot *skip_stale(nemo_xproc *x, struct seg_slot *ring, uint32_t *pos, uint32_t *skipped)
+{
+	struct seg_slot *sl = ring + (*pos & (x->nslots - 1));
+	while (atomic_load_explicit(&sl->seq, memory_order_acquire) == *pos + x->nslots && *skipped < x->nslots) {
+		++*pos;
+		++*skipped;
+		sl = ring + (*pos & (x->nslots - 1));
+	}
+	return sl;
+}
+
 static int send_slot(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint32_t code, uint64_t arg,
 		     const void *payload, size_t len, unsigned flags, bool kick)
 {
@@ -1434,22 +1454,9 @@ static int send_slot(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint
 		p->dgen[d] = id_gen(dst);
 		p->prod[d] = 0;
 	}
-	uint32_t mask = x->nslots - 1;
 	struct seg_slot *ring = ring_at(x, p->idx, d);
 	uint32_t pos = p->prod[d], skipped = 0;
-	struct seg_slot *sl = ring + (pos & mask);
-	/* A slot consumed at our position (seq == pos + R) was written there
-	 * by a stale send of ours that raced a leave and a rejoin (JOIN AND
-	 * LEAVE, above); in a sound ring the consumer never passes the
-	 * producer.  Step over it, at most one lap per call. */
-#define SKIP_STALE()                                                                  \
-	while (atomic_load_explicit(&sl->seq, memory_order_acquire) == pos + x->nslots && \
-	       skipped < x->nslots) {                                                 \
-		pos++;                                                                \
-		skipped++;                                                            \
-		sl = ring + (pos & mask);                                             \
-	}
-	SKIP_STALE();
+	struct seg_slot *sl = skip_stale(x, ring, &pos, &skipped);
 	if (atomic_load_explicit(&sl->seq, memory_order_acquire) != pos) {
 		/* Full: wait for room (or fail), serving our own queues. */
 		if ((flags & NEMO_XPROC_NONBLOCK) || p->depth) {
@@ -1459,7 +1466,7 @@ static int send_slot(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint
 		uint64_t next_check = now_ns() + ROOM_CHECK_NS;
 		unsigned spins = 0;
 		while (atomic_load_explicit(&sl->seq, memory_order_acquire) != pos) {
-			SKIP_STALE();
+			sl = skip_stale(x, ring, &pos, &skipped);
 			if (atomic_load_explicit(&sl->seq, memory_order_acquire) == pos)
 				break;
 			drain(p);
@@ -1495,7 +1502,6 @@ static int send_slot(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint
 	}
 	atomic_store_explicit(&sl->seq, pos + 1, memory_order_seq_cst);                   /* S1 */
 	p->prod[d] = pos + 1;
-#undef SKIP_STALE
 	atomic_fetch_add_explicit(&x->sent, 1, memory_order_relaxed);
 	if (kick)
 		kick_place(x, d);                                                          /* S2-S3 */
@@ -1616,8 +1622,9 @@ nemo_xproc_id nemo_xproc_id_of(nemo_place_id id)
 
 static int flags_of(unsigned flags, unsigned *out, const char *fn)
 {
-	if (flags & ~(unsigned)(NEMO_PUSH | NEMO_NONBLOCK | NEMO_MORE))
-		return nemo__fail(EINVAL, fn, "unknown flags %#x", flags);
+	int rc = nemo__check_flags(flags, fn);   /* the in-process sends' flags */
+	if (rc)
+		return rc;
 	/* NEMO_PUSH and NEMO_MORE ask about the receiver's polling hint,
 	 * which a shared domain has not: every send is published at once
 	 * and kicks a receiver that published SLEEPING. */
@@ -1625,14 +1632,19 @@ static int flags_of(unsigned flags, unsigned *out, const char *fn)
 	return 0;
 }
 
-/* The calling thread's place in dest's shared domain. */
-static int resolve_sender(nemo_place_id dest, nemo_xproc_place **p, const char *fn)
+/* The start of every public send to dest: its flags, and the calling
+ * thread's place in dest's shared domain. */
+static int begin_send(nemo_place_id dest, unsigned flags, nemo_xproc_place **p, unsigned *xf, const char *fn)
 {
-	uint32_t hidx = (uint32_t)(dest >> 32) & 0xFFu, hgen = (uint32_t)(dest >> 40) & 0xFFFFu;
-	if ((dest >> 56) != (XID_TAG >> 56) || !registry_get(hidx, hgen))
+	int rc = flags_of(flags, xf, fn);
+	if (rc)
+		return rc;
+	nemo_xproc *x = (dest >> 56) == (XID_TAG >> 56) ?
+		registry_get((uint32_t)(dest >> 32) & 0xFFu, (uint32_t)(dest >> 40) & 0xFFFFu) : NULL;
+	if (!x)
 		return nemo__fail(ESRCH, fn, "place %#llx: its shared domain is not attached (detached, or "
 				  "not an id of nemo_xproc_place_id)", (unsigned long long)dest);
-	*p = tls_place_in(hidx, hgen);
+	*p = tls_place_in(x);
 	if (!*p)
 		return nemo__fail(ENOTCONN, fn, "the calling thread has no place in the shared domain of place "
 				  "%#llx (nemo_xproc_join first)", (unsigned long long)dest);
@@ -1645,9 +1657,7 @@ static int xp_am(nemo_place_id dest, uint32_t code, uint64_t arg, const void *pa
 	const char *fn = tag ? "nemo_am_reply" : "nemo_am_sendv";
 	nemo_xproc_place *p = NULL;
 	unsigned xf = 0;
-	int rc = flags_of(flags, &xf, fn);
-	if (!rc)
-		rc = resolve_sender(dest, &p, fn);
+	int rc = begin_send(dest, flags, &p, &xf, fn);
 	if (!rc)
 		rc = check_am_args(p->x, code, payload, len, NEMO_XPROC_PAYLOAD_MAX - (tag ? TAG_LEN : 0), fn);
 	if (rc)
@@ -1665,9 +1675,7 @@ static int xp_notify(nemo_place_id dest, uint32_t chan, unsigned flags)
 {
 	nemo_xproc_place *p = NULL;
 	unsigned xf = 0;
-	int rc = flags_of(flags, &xf, "nemo_notify");
-	if (!rc)
-		rc = resolve_sender(dest, &p, "nemo_notify");
+	int rc = begin_send(dest, flags, &p, &xf, "nemo_notify");
 	if (!rc && chan > NEMO_NOTIFY_CHAN_MAX)
 		rc = nemo__fail(ERANGE, "nemo_notify", "chan %u > NEMO_NOTIFY_CHAN_MAX", chan);
 	return rc ? rc : send_slot(p, (nemo_xproc_id)dest, K_NOTIFY, chan, 0, NULL, 0, xf, true);
@@ -1678,9 +1686,7 @@ static int xp_broadcast(const nemo_place_id *set, size_t n, uint32_t code, uint6
 {
 	nemo_xproc_place *p = NULL;
 	unsigned xf = 0;
-	int rc = flags_of(flags, &xf, "nemo_am_broadcast");
-	if (!rc)
-		rc = resolve_sender(set[0], &p, "nemo_am_broadcast");
+	int rc = begin_send(set[0], flags, &p, &xf, "nemo_am_broadcast");
 	if (!rc && n > NEMO_XPROC_PLACES_MAX)
 		rc = nemo__fail(EINVAL, "nemo_am_broadcast", "n %zu: a set has at most %u places", n,
 				NEMO_XPROC_PLACES_MAX);
