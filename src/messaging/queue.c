@@ -81,6 +81,9 @@
  *      publishing send or nemo_flush.
  *   P   atomic_thread_fence(seq_cst): orders every entry written so far
  *       before the hint load (one fence per publication, not per entry).
+ *       It halves a stream of unbatched sends; why it stays here and
+ *       not on the receiver (a membarrier per sleep costs more): docs/
+ *       fastpaths.md, "Why P stays on the sender".
  *   S4  if load(hint word, seq_cst) has bit s: stop.  Else
  *       fetch_or(hint word, bit s, seq_cst) and go on.  (A set bit was set
  *       by s itself, earlier, and r has not cleared it yet: r has not
