@@ -314,8 +314,28 @@ static void hist(const double *v, size_t n, json_t *jrow)
 }
 
 
-static bool app_row(const bench_opts *o, const app_mech *m, enum shape shape, const int *cpus, int ncpus,
-		    json_t *results, char *why, size_t whylen)
+/* --samples: every request's delay of one row, as CSV (place, delay_ns),
+ * so that a run's rounds can be pooled; the row's samples_file. */
+static void write_samples(const bench_opts *o, const app_mech *m, enum shape shape, int round,
+			  const struct app_run *r, json_t *jrow)
+{
+	char name[128], *rel = NULL;
+	snprintf(name, sizeof name, "app-%s-%s-r%d.csv", m->name, shape_names[shape], round);
+	FILE *f = samples_create(o, name, &rel);
+	if (f) {
+		fprintf(f, "place,delay_ns\n");
+		for (int i = 0; i < r->nplaces; i++)
+			for (size_t k = 0; k < r->pl[i].ndelays; k++)
+				fprintf(f, "%d,%.17g\n", i, r->pl[i].delays[k]);
+		if (fclose(f) != 0)
+			fatal("cannot write samples to %s/%s: %s", o->samples_dir, name, strerror(errno));
+	}
+	json_object_set_new(jrow, "samples_file", rel ? json_string(rel) : json_null());
+	free(rel);
+}
+
+static bool app_row(const bench_opts *o, const app_mech *m, enum shape shape, int round, const int *cpus,
+		    int ncpus, json_t *results, char *why, size_t whylen)
 {
 	struct app_run r = { .o = o, .m = m, .shape = shape };
 	r.nplaces = m->st == ST_THREADS ? 2 * ncpus : ncpus;
@@ -389,12 +409,17 @@ static bool app_row(const bench_opts *o, const app_mech *m, enum shape shape, co
 	for (int i = 0; i < r.nplaces; i++) {
 		memcpy(all + k, r.pl[i].delays, r.pl[i].ndelays * sizeof(double));
 		k += r.pl[i].ndelays;
-		free(r.pl[i].delays);
 	}
+	json_t *jrow = NULL;
 	if (n) {
-		json_t *jrow = json_pack("{s:s,s:s,s:i,s:i,s:f,s:I}", "mechanism", m->name, "shape", shape_names[shape],
-					"places", r.nplaces, "cpus", ncpus, "runtime_s", end - r.t0,
-					"requests", (json_int_t)n);
+		jrow = json_pack("{s:s,s:s,s:i,s:i,s:i,s:f,s:I}", "mechanism", m->name, "shape", shape_names[shape],
+				 "round", round, "places", r.nplaces, "cpus", ncpus, "runtime_s", end - r.t0,
+				 "requests", (json_int_t)n);
+		write_samples(o, m, shape, round, &r, jrow);
+	}
+	for (int i = 0; i < r.nplaces; i++)
+		free(r.pl[i].delays);
+	if (jrow) {
 		hist(all, n, jrow);
 		json_object_set_new(jrow, "delay_ns", stats_object(all, n));
 		json_object_set_new(jrow, "interrupts", json_integer((json_int_t)(c1.kicks_signal - c0.kicks_signal +
@@ -477,7 +502,7 @@ static int app_run_suite(const bench_opts *o, json_t *results, json_t *config)
 		for (int sh = 0; sh < SH_COUNT && !bench_interrupted(); sh++)
 			for (size_t i = 0; i < n && !bench_interrupted(); i++) {
 				char why[200];
-				if (!app_row(o, sel[i], (enum shape)sh, cpus, ncpus, results, why, sizeof why) && round == 0 &&
+				if (!app_row(o, sel[i], (enum shape)sh, round, cpus, ncpus, results, why, sizeof why) && round == 0 &&
 				    sh == 0)
 					mechanism_unavailable(o, sel[i]->name, why, skipped);
 				progress_add(1);

@@ -505,6 +505,24 @@ def test_app(tmp_path, schema):
         has_wd = "watchdog" in r["mechanism"]
         assert (r["watchdog_cpu_ns"] is not None) == has_wd
         assert (r["watchdog_spin_ns"] is not None) == has_wd
+        # One round: every row is round 0, and its raw delays are the
+        # requests the row counts, with the same median and extremes.
+        assert r["round"] == 0
+        with open(path.parent / r["samples_file"]) as f:
+            lines = list(csv.DictReader(f))
+        assert len(lines) == r["requests"]
+        delays = sorted(float(x["delay_ns"]) for x in lines)
+        assert delays[0] == pytest.approx(r["delay_ns"]["min"])
+        assert delays[-1] == pytest.approx(r["delay_ns"]["max"])
+        assert {int(x["place"]) for x in lines} <= set(range(r["places"]))
+    # Rounds: one row per strategy, shape and round, each with its own file.
+    two = tmp_path / "two"
+    two.mkdir()
+    doc, path = run(two, "app", "--seconds", "0.005", "--rounds", "2", "--mechanisms", "interrupt")
+    jsonschema.validate(doc, schema)
+    keys = sorted((r["shape"], r["round"]) for r in doc["results"])
+    assert keys == sorted((s, k) for s in ("short", "nested", "long") for k in (0, 1))
+    assert len({r["samples_file"] for r in doc["results"]}) == 6
 
 
 def test_multicast(tmp_path, schema):
