@@ -79,7 +79,12 @@ static void on_note(void *ctx, nemo_xproc_place *p, nemo_xproc_id src, uint32_t 
 	(void)ctx;
 	(void)p;
 	(void)src;
-	(void)chan;
+	if (chan > NEMO_NOTIFY_CHAN_MAX) {
+		/* The receiver's validation lets no channel above the bound
+		 * through, whatever a peer scribbled. */
+		fprintf(stderr, "fuzz_xproc: R: a notification with channel %#x reached the handler\n", chan);
+		_exit(3);
+	}
 	seen++;
 }
 
@@ -170,8 +175,21 @@ static int sender(double end)
 		unsigned char buf[NEMO_XPROC_PAYLOAD_MAX];
 		size_t len = rnd(&s) % (NEMO_XPROC_PAYLOAD_MAX + 1);
 		memset(buf, (int)len, sizeof buf);
-		rc = (rnd(&s) & 3) ? nemo_xproc_send(p, rx, code, sent, buf, len, NEMO_XPROC_NONBLOCK)
-				   : nemo_xproc_notify(p, rx, (uint32_t)rnd(&s), NEMO_XPROC_NONBLOCK);
+		/* Channels: mostly valid, one in 16 above NEMO_NOTIFY_CHAN_MAX (ERANGE). */
+		uint32_t chan = (uint32_t)rnd(&s);
+		bool chan_ok = (chan & 0xF) != 0;
+		if (chan_ok)
+			chan &= NEMO_NOTIFY_CHAN_MAX;
+		else
+			chan |= NEMO_NOTIFY_CHAN_MAX + 1;
+		bool notify = !(rnd(&s) & 3);
+		rc = notify ? nemo_xproc_notify(p, rx, chan, NEMO_XPROC_NONBLOCK)
+			    : nemo_xproc_send(p, rx, code, sent, buf, len, NEMO_XPROC_NONBLOCK);
+		if (notify && !chan_ok) {
+			if (rc != ERANGE)
+				return bad_code("S", "notify above NEMO_NOTIFY_CHAN_MAX", rc);
+			continue;
+		}
 		if (rc == 0) {
 			sent++;
 			stuck = 0;

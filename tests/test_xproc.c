@@ -663,6 +663,314 @@ static void test_stale(void)
 	nemo_xproc_detach(x);
 }
 
+/* A receiver in the middle of draining a sender's ring runs a handler;
+ * meanwhile the sender's index is left and joined again (here, by the
+ * handler itself), and the new place sends.  The drain must not take the
+ * new generation's slots at the old positions: every message of the new
+ * sender is delivered once, in order, and the ring goes on. */
+static nemo_xproc *rj_x;
+static nemo_xproc_place *rj_a, *rj_b;
+static nemo_xproc_id rj_rid, rj_aid, rj_bid;
+static uint32_t rj_code;
+static int rj_b_sent, rj_b_got, rj_b_next, rj_b_order_ok = 1, rj_first = 1;
+
+static void on_rejoin(void *ctx, nemo_xproc_place *p, const nemo_xproc_msg *m)
+{
+	(void)ctx;
+	(void)p;
+	if (m->arg >= 100) {
+		rj_b_order_ok &= m->arg - 100 == (uint64_t)rj_b_next;
+		rj_b_next++;
+		rj_b_got++;
+		return;
+	}
+	if (!rj_first)
+		return;
+	rj_first = 0;
+	CHECK_EQ_INT(nemo_xproc_leave(rj_a), 0);
+	CHECK_EQ_INT(nemo_xproc_join(rj_x, "b", &rj_b, &rj_bid), 0);
+	CHECK_EQ_INT(rj_bid & 0xFF, rj_aid & 0xFF);           /* A's index, a new generation */
+	for (int i = 0; i < 5; i++)
+		if (nemo_xproc_send(rj_b, rj_rid, rj_code, 100 + (uint64_t)rj_b_sent, NULL, 0, NEMO_XPROC_NONBLOCK) == 0)
+			rj_b_sent++;
+}
+
+static void test_rejoin(void)
+{
+	seg_name("rejoin");
+	nemo_xproc_attr a = {.max_procs = 2, .max_places = 4, .ring_slots = 8, .max_names = 4};
+	CHECK_EQ_INT(nemo_xproc_create(seg, &a, &rj_x), 0);
+	nemo_xproc_unlink(seg);
+	nemo_xproc_place *r;
+	CHECK_EQ_INT(nemo_xproc_join(rj_x, "r", &r, &rj_rid), 0);
+	CHECK_EQ_INT(nemo_xproc_join(rj_x, "a", &rj_a, &rj_aid), 0);
+	CHECK_EQ_INT(nemo_xproc_handle(rj_x, "m", on_rejoin, NULL), 0);
+	CHECK_EQ_INT(nemo_xproc_name(rj_x, "m", &rj_code), 0);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ_INT(nemo_xproc_send(rj_a, rj_rid, rj_code, (uint64_t)i, NULL, 0, NEMO_XPROC_NONBLOCK), 0);
+	unsigned h;
+	nemo_xproc_poll(r, &h);          /* A's first message; its handler swaps A for B */
+	CHECK_EQ_INT(rj_b_sent, 5);
+	for (int k = 0; k < 3; k++)
+		nemo_xproc_poll(r, &h);
+	/* The ring goes on: four laps more, each message polled at once. */
+	for (int i = 0; i < 32; i++) {
+		int rc = nemo_xproc_send(rj_b, rj_rid, rj_code, 100 + (uint64_t)rj_b_sent, NULL, 0, NEMO_XPROC_NONBLOCK);
+		CHECK_EQ_INT(rc, 0);
+		if (rc)
+			break;
+		rj_b_sent++;
+		nemo_xproc_poll(r, &h);
+	}
+	nemo_xproc_poll(r, &h);
+	CHECK_EQ_INT(rj_b_got, rj_b_sent);
+	CHECK(rj_b_order_ok);
+	nemo_xproc_counters c;
+	CHECK_EQ_INT(nemo_xproc_get_counters(rj_x, &c), 0);
+	CHECK_EQ_INT(c.rejected, 0);
+	CHECK_EQ_INT(nemo_xproc_detach(rj_x), 0);
+}
+
+/* A blocking send that waits for room serves its own place meanwhile; a
+ * handler there sends to the same destination (handlers never wait).
+ * The waiting send must go on from where those sends left the ring, not
+ * wait at a slot they filled: every message arrives, and no send hangs
+ * (an alarm fails the test instead).  The receiver r takes its queue when
+ * s's handler asks it to (or every millisecond), so that the handler's
+ * sends take the room r makes, again and again, while s's own send waits. */
+static nemo_xproc *ns_x;
+static nemo_xproc_id ns_rid, ns_sid;
+static uint32_t ns_data, ns_ping;
+static _Atomic int ns_stop, ns_received, ns_inner, ns_go, ns_done;
+static _Atomic(nemo_xproc_place *) ns_ready;
+
+static void on_ns_data(void *ctx, nemo_xproc_place *p, const nemo_xproc_msg *m)
+{
+	(void)ctx;
+	(void)m;
+	atomic_fetch_add(&ns_received, 1);
+	nemo_xproc_send(p, ns_sid, ns_ping, 0, NULL, 0, NEMO_XPROC_NONBLOCK);   /* r -> s */
+}
+
+static void on_ns_ping(void *ctx, nemo_xproc_place *p, const nemo_xproc_msg *m)
+{
+	(void)ctx;
+	(void)m;
+	if (atomic_load(&ns_inner) >= 2000)
+		return;
+	/* Let r empty its queue, then fill the room from this handler. */
+	int g = atomic_fetch_add(&ns_go, 1) + 1;
+	while (atomic_load(&ns_done) < g)
+		sched_yield();
+	while (atomic_load(&ns_inner) < 2000 && nemo_xproc_send(p, ns_rid, ns_data, 1, NULL, 0, NEMO_XPROC_NONBLOCK) == 0)
+		atomic_fetch_add(&ns_inner, 1);
+}
+
+static void *ns_receiver(void *arg)
+{
+	(void)arg;
+	nemo_xproc_place *r;
+	if (nemo_xproc_join(ns_x, "r", &r, &ns_rid) != 0)
+		return NULL;
+	atomic_store(&ns_ready, r);
+	unsigned h;
+	int seen = 0;
+	struct timespec last;
+	clock_gettime(CLOCK_MONOTONIC, &last);
+	while (!atomic_load(&ns_stop)) {
+		int g = atomic_load(&ns_go);
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (g != seen || (now.tv_sec - last.tv_sec) * 1000000000L + now.tv_nsec - last.tv_nsec > 1000000) {
+			do
+				nemo_xproc_poll(r, &h);
+			while (h);
+			seen = g;
+			last = now;
+			atomic_store(&ns_done, g);
+		} else {
+			sched_yield();
+		}
+	}
+	for (int i = 0; i < 50; i++) {
+		nemo_xproc_poll(r, &h);
+		usleep(1000);
+	}
+	return NULL;
+}
+
+static void test_nested(void)
+{
+	seg_name("nested");
+	nemo_xproc_attr a = {.max_procs = 2, .max_places = 4, .ring_slots = 4, .max_names = 4};
+	CHECK_EQ_INT(nemo_xproc_create(seg, &a, &ns_x), 0);
+	nemo_xproc_unlink(seg);
+	CHECK_EQ_INT(nemo_xproc_handle(ns_x, "data", on_ns_data, NULL), 0);
+	CHECK_EQ_INT(nemo_xproc_name(ns_x, "data", &ns_data), 0);
+	CHECK_EQ_INT(nemo_xproc_handle(ns_x, "ping", on_ns_ping, NULL), 0);
+	CHECK_EQ_INT(nemo_xproc_name(ns_x, "ping", &ns_ping), 0);
+	nemo_xproc_place *s;
+	CHECK_EQ_INT(nemo_xproc_join(ns_x, "s", &s, &ns_sid), 0);
+	pthread_t t;
+	CHECK_EQ_INT(pthread_create(&t, NULL, ns_receiver, NULL), 0);
+	while (!atomic_load(&ns_ready))
+		usleep(1000);
+	alarm(120);                      /* a hang is a failure */
+	int outer = 0;
+	for (int i = 0; i < 400; i++) {
+		int rc = nemo_xproc_send(s, ns_rid, ns_data, 0, NULL, 0, 0);
+		CHECK_EQ_INT(rc, 0);
+		if (rc)
+			break;
+		outer++;
+	}
+	atomic_store(&ns_stop, 1);
+	pthread_join(t, NULL);
+	alarm(0);
+	/* (s's last pings stay queued: handling them would send more.) */
+	CHECK_EQ_INT(atomic_load(&ns_received), outer + atomic_load(&ns_inner));
+	CHECK(atomic_load(&ns_inner) >= 8);   /* the handler filled the ring while s's send waited */
+	CHECK_EQ_INT(nemo_xproc_detach(ns_x), 0);
+}
+
+/* Errors of the raw calls: an id with bits no id has, a channel above
+ * NEMO_NOTIFY_CHAN_MAX (sent, or forged in the segment by a peer),
+ * detach from a handler. */
+static nemo_xproc *ap_x;
+static int ap_detach_rc = -1, ap_notified;
+static void on_ap_detach(void *ctx, nemo_xproc_place *p, const nemo_xproc_msg *m)
+{
+	(void)ctx;
+	(void)p;
+	(void)m;
+	ap_detach_rc = nemo_xproc_detach(ap_x);
+}
+static void on_ap_note(void *ctx, nemo_xproc_place *p, nemo_xproc_id src, uint32_t chan)
+{
+	(void)ctx;
+	(void)p;
+	(void)src;
+	CHECK(chan <= NEMO_NOTIFY_CHAN_MAX);
+	ap_notified++;
+}
+
+static void test_api(void)
+{
+	seg_name("api");
+	nemo_xproc_attr a = {.max_procs = 2, .max_places = 4, .ring_slots = 4, .max_names = 4};
+	CHECK_EQ_INT(nemo_xproc_create(seg, &a, &ap_x), 0);
+	nemo_xproc_place *r, *s;
+	nemo_xproc_id rid, sid;
+	uint32_t code;
+	CHECK_EQ_INT(nemo_xproc_join(ap_x, "r", &r, &rid), 0);
+	CHECK_EQ_INT(nemo_xproc_join(ap_x, "s", &s, &sid), 0);
+	CHECK_EQ_INT(nemo_xproc_handle(ap_x, "m", on_ap_detach, NULL), 0);
+	CHECK_EQ_INT(nemo_xproc_name(ap_x, "m", &code), 0);
+	CHECK_EQ_INT(nemo_xproc_set_notify(r, on_ap_note, NULL), 0);
+	unsigned h = 0;
+	/* Bits 24-31 set: no such place, said at once (not sent and dropped). */
+	nemo_xproc_id odd = rid | 0x7F000000u;
+	CHECK_EQ_INT(nemo_xproc_send(s, odd, code, 1, NULL, 0, 0), ESRCH);
+	CHECK_EQ_INT(nemo_xproc_notify(s, odd, 1, 0), ESRCH);
+	CHECK_EQ_INT(nemo_xproc_place_check(ap_x, odd), ESRCH);
+	CHECK(nemo_xproc_place_id(ap_x, odd) == NEMO_PLACE_NONE);
+	CHECK_EQ_INT(nemo_xproc_poll(r, &h), 0);
+	CHECK_EQ_INT(h, 0);
+	/* Channels: the bound holds for senders and against a forged slot. */
+	CHECK_EQ_INT(nemo_xproc_notify(s, rid, NEMO_NOTIFY_CHAN_MAX + 1, 0), ERANGE);
+	CHECK_EQ_INT(nemo_xproc_notify(s, rid, NEMO_NOTIFY_CHAN_MAX, 0), 0);
+	CHECK_EQ_INT(nemo_xproc_poll(r, &h), 0);
+	CHECK_EQ_INT(ap_notified, 1);
+	CHECK_EQ_INT(nemo_xproc_notify(s, rid, MARK & 0xFFFF, 0), 0);     /* then forge its channel */
+	size_t size = 0;
+	unsigned char *b = map_seg(&size);
+	int forged = 0;
+	for (size_t off = 0; b && off + 64 <= size; off += 64) {
+		_Atomic uint32_t *w = (_Atomic uint32_t *)(b + off);     /* seq, src, dst, code */
+		if (atomic_load(&w[1]) == sid && atomic_load(&w[2]) == rid && atomic_load(&w[3]) == (MARK & 0xFFFF)) {
+			atomic_store(&w[3], 0xFFFFFFF0u);
+			forged++;
+		}
+	}
+	CHECK_EQ_INT(forged, 1);
+	nemo_xproc_counters c0, c1;
+	nemo_xproc_get_counters(ap_x, &c0);
+	CHECK_EQ_INT(nemo_xproc_poll(r, &h), EBADMSG);
+	nemo_xproc_get_counters(ap_x, &c1);
+	CHECK_EQ_INT(c1.rejected, c0.rejected + 1);
+	CHECK_EQ_INT(ap_notified, 1);
+	if (b)
+		munmap(b, size);
+	/* Detach from a handler: refused, and everything still works. */
+	CHECK_EQ_INT(nemo_xproc_send(s, rid, code, 1, NULL, 0, 0), 0);
+	CHECK_EQ_INT(nemo_xproc_poll(r, &h), 0);
+	CHECK_EQ_INT(h, 1);
+	CHECK_EQ_INT(ap_detach_rc, EBUSY);
+	CHECK_EQ_INT(nemo_xproc_place_check(ap_x, rid), 0);
+	nemo_xproc_unlink(seg);
+	CHECK_EQ_INT(nemo_xproc_detach(ap_x), 0);
+}
+
+/* A child of fork holds copies of its parent's handle and places: every
+ * call that would act for them says ENOTCONN, and a detach there frees
+ * the child's copy only - the parent's places, its process slot and its
+ * messages are untouched. */
+static void test_inherit(void)
+{
+	seg_name("inherit");
+	nemo_xproc *x;
+	nemo_xproc_attr a = {.max_procs = 4, .max_places = 4, .ring_slots = 4, .max_names = 4};
+	CHECK_EQ_INT(nemo_xproc_create(seg, &a, &x), 0);
+	nemo_xproc_place *r, *s;
+	nemo_xproc_id rid, sid;
+	uint32_t code;
+	CHECK_EQ_INT(nemo_xproc_join(x, "r", &r, &rid), 0);
+	CHECK_EQ_INT(nemo_xproc_join(x, "s", &s, &sid), 0);
+	CHECK_EQ_INT(nemo_xproc_handle(x, "h", on_hostile, NULL), 0);
+	CHECK_EQ_INT(nemo_xproc_name(x, "h", &code), 0);
+	CHECK_EQ_INT(nemo_xproc_send(s, rid, code, 1, NULL, 0, 0), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		alarm(60);
+		int bad = 0;
+		nemo_xproc_place *z;
+		unsigned h;
+		bad += nemo_xproc_send(s, rid, code, 2, NULL, 0, 0) != ENOTCONN;
+		bad += nemo_xproc_notify(s, rid, 1, 0) != ENOTCONN;
+		bad += nemo_xproc_poll(r, &h) != ENOTCONN;      /* the parent's message stays */
+		bad += nemo_xproc_wait(r, NULL, &h) != ENOTCONN;
+		bad += nemo_xproc_join(x, "z", &z, NULL) != ENOTCONN;
+		bad += nemo_xproc_leave(s) != ENOTCONN;
+		bad += nemo_xproc_detach(x) != 0;               /* the child's copy */
+		/* The child may attach on its own. */
+		nemo_xproc *y;
+		nemo_xproc_place *c;
+		nemo_xproc_id cid;
+		bad += nemo_xproc_attach(seg, NULL, &y) != 0;
+		bad += nemo_xproc_join(y, "c", &c, &cid) != 0;
+		bad += (cid & 0xFF) == (rid & 0xFF) || (cid & 0xFF) == (sid & 0xFF);
+		bad += nemo_xproc_send(c, rid, code, 3, NULL, 0, 0) != 0;
+		bad += nemo_xproc_detach(y) != 0;
+		_exit(bad);
+	}
+	CHECK_EQ_INT(child_exit(pid), 0);
+	nemo_xproc_id f;
+	CHECK_EQ_INT(nemo_xproc_find(x, "r", &f), 0);
+	CHECK_EQ_INT(f, rid);
+	CHECK_EQ_INT(nemo_xproc_place_check(x, rid), 0);
+	CHECK_EQ_INT(nemo_xproc_place_check(x, sid), 0);
+	int calls = hostile_calls;
+	unsigned h = 0;
+	CHECK_EQ_INT(nemo_xproc_poll(r, &h), 0);
+	CHECK_EQ_INT(h, 2);                                  /* the parent's 1, the child's 3 */
+	CHECK_EQ_INT(hostile_calls, calls + 2);
+	CHECK_EQ_INT(nemo_xproc_send(s, rid, code, 4, NULL, 0, 0), 0);
+	CHECK_EQ_INT(nemo_xproc_poll(r, &h), 0);
+	CHECK_EQ_INT(h, 1);
+	nemo_xproc_unlink(seg);
+	CHECK_EQ_INT(nemo_xproc_detach(x), 0);
+}
+
 /* Two places of one process on two threads (ThreadSanitizer sees both
  * sides of the rings and the futex handshake here). */
 static struct rx_state tr;
@@ -930,5 +1238,13 @@ int main(int argc, char **argv)
 		test_stale();
 	if (!strcmp(what, "public") || !strcmp(what, "all"))
 		test_public();
+	if (!strcmp(what, "rejoin") || !strcmp(what, "all"))
+		test_rejoin();
+	if (!strcmp(what, "nested") || !strcmp(what, "all"))
+		test_nested();
+	if (!strcmp(what, "api") || !strcmp(what, "all"))
+		test_api();
+	if (!strcmp(what, "inherit") || !strcmp(what, "all"))
+		test_inherit();
 	return check_exit("test_xproc");
 }

@@ -65,6 +65,7 @@
 #define NEMO_XPROC_H
 
 #include <nemo/am.h>
+#include <nemo/notify.h>   /* NEMO_NOTIFY_CHAN_MAX */
 #include <nemo/waiter.h>
 
 #include <stdbool.h>
@@ -159,8 +160,12 @@ int nemo_xproc_attach(const char *name, const nemo_xproc_attach_attr *attr, nemo
 /**
  * Detach: leave every place of this handle that is still joined, free
  * the process slot, unmap.  The handle is freed.  Places must not be in
- * use by other threads.
- * @return 0; EINVAL for NULL.
+ * use by other threads, and no handler of theirs may be running (EBUSY,
+ * nothing done).  In a child of fork, detaching a handle inherited from
+ * the parent frees the child's copy only: the parent's places and
+ * process slot are untouched.
+ * @return 0; EBUSY (called from a handler of one of its places); EINVAL
+ *         for NULL.
  */
 int nemo_xproc_detach(nemo_xproc *x);
 
@@ -172,12 +177,14 @@ int nemo_xproc_unlink(const char *name);
  * time.  name (may be NULL) lets other processes find it.
  * @return 0; ENOSPC (no free place slot); EEXIST (a live place has this
  *         name, or another joined under it meanwhile); EBADMSG (the slot
- *         was changed by another process while joining); EINVAL.
+ *         was changed by another process while joining); EINVAL;
+ *         ENOTCONN (x was inherited across fork: attach in the child).
  */
 int nemo_xproc_join(nemo_xproc *x, const char *name, nemo_xproc_place **out, nemo_xproc_id *id);
 
 /** Leave a place and free it (messages still queued to it are dropped).
- *  Not from one of its own handlers. @return 0, EINVAL, EBUSY (in a handler). */
+ *  Not from one of its own handlers. @return 0, EINVAL, EBUSY (in a
+ *  handler), ENOTCONN (a place inherited across fork: the parent's). */
 int nemo_xproc_leave(nemo_xproc_place *p);
 
 /** The place's id. */
@@ -236,13 +243,18 @@ int nemo_xproc_set_policy(nemo_xproc_place *p, const nemo_wait_policy *pol);
  * a full ring waits for room while serving p's own incoming messages,
  * and fails with EOWNERDEAD as soon as dst's process is found dead.
  * From inside a handler a full ring returns EAGAIN.
- * @return 0 once in dst's ring; EOWNERDEAD; ESRCH; EAGAIN (NONBLOCK or
- *         in a handler); EMSGSIZE (len > NEMO_XPROC_PAYLOAD_MAX); EINVAL.
+ * @return 0 once in dst's ring; EOWNERDEAD; ESRCH (also for an id that
+ *         no place ever had); EAGAIN (NONBLOCK or in a handler); EMSGSIZE
+ *         (len > NEMO_XPROC_PAYLOAD_MAX); EINVAL; ENOTCONN (p was
+ *         inherited across fork: its sends would be the parent's).
  */
 int nemo_xproc_send(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t code, uint64_t arg,
 		    const void *payload, size_t len, unsigned flags);
 
-/** Notify place dst that channel chan has news. @return as nemo_xproc_send. */
+/** Notify place dst that channel chan (0..NEMO_NOTIFY_CHAN_MAX) has news.
+ *  @return as nemo_xproc_send; ERANGE for chan > NEMO_NOTIFY_CHAN_MAX.
+ *  A receiver rejects (EBADMSG, counted in rejected) a slot whose channel
+ *  a peer wrote above it. */
 int nemo_xproc_notify(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t chan, unsigned flags);
 
 /**
@@ -264,7 +276,8 @@ int nemo_xproc_broadcast(nemo_xproc_place *p, const nemo_xproc_id *set, size_t n
  * Run the handlers of every message queued to p, without waiting.
  * @param handled if not NULL, how many messages were handled
  * @return 0; EOWNERDEAD once after a peer process died; EBADMSG if the
- *         only slots found failed validation (consumed, counted); EINVAL.
+ *         only slots found failed validation (consumed, counted); EINVAL;
+ *         ENOTCONN (p was inherited across fork).
  */
 int nemo_xproc_poll(nemo_xproc_place *p, unsigned *handled);
 
@@ -276,7 +289,8 @@ int nemo_xproc_poll(nemo_xproc_place *p, unsigned *handled);
  * @param abstime CLOCK_MONOTONIC deadline, or NULL
  * @return 0 after handling at least one message; ETIMEDOUT; EOWNERDEAD
  *         once after a peer process died (handled may be > 0); EBADMSG if
- *         the only slots found failed validation; EINVAL.
+ *         the only slots found failed validation; EINVAL; ENOTCONN (p was
+ *         inherited across fork).
  */
 int nemo_xproc_wait(nemo_xproc_place *p, const struct timespec *abstime, unsigned *handled);
 

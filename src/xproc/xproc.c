@@ -112,7 +112,14 @@
  * from position 0, then finds at its position k a slot already consumed
  * (seq == k + R, which a sound ring never shows a producer: the consumer
  * never passes it) and steps over it, so the ring goes on.  Generations
- * are 16 bits.
+ * are 16 bits.  A receiver draining a sender's ring checks the sender's
+ * word after each slot's seq (acquire): if the index was joined again
+ * meanwhile (a handler ran, or it was preempted), the slot belongs to the
+ * new generation's positions, and it stops; the next drain starts over
+ * from position 0 (sender_gen).  A blocking send that waits for room runs
+ * its own place's handlers, which may send to the same destination
+ * without waiting: they start at the waiting send's position, and the
+ * waiting send then goes on from theirs.
  */
 #define _GNU_SOURCE
 
@@ -197,6 +204,10 @@ static inline uint32_t pw_make(uint32_t gen, uint32_t owner, uint32_t st)
 static inline uint32_t id_make(uint32_t idx, uint32_t gen) { return (gen & 0xFFFFu) << 8 | (idx & 0xFFu); }
 static inline uint32_t id_idx(uint32_t id) { return id & 0xFFu; }
 static inline uint32_t id_gen(uint32_t id) { return (id >> 8) & 0xFFFFu; }
+/* An id as id_make writes it: bits 24-31 clear and a generation (ids with
+ * other bits would pass the index and generation checks and then be
+ * rejected by the receiver, whose slot check compares the whole id). */
+static inline bool id_ok(uint32_t id) { return (id >> 24) == 0 && id_gen(id) != 0; }
 
 struct handler {
 	nemo_xproc_handler fn;
@@ -237,6 +248,7 @@ struct nemo_xproc {
 	uint32_t *pidfd_pid;              /* [nprocs]: the pid pidfd[k] is of */
 	_Atomic uint64_t sent, received, kicks, unhandled, rejected, reclaimed;
 	uint32_t hidx, hgen;              /* our entry in the process's registry (public ids) */
+	uint32_t forkgen;                 /* fork_gen at attach: a child of fork holds a copy (inherited) */
 };
 
 /* ------------------------------------------------------------------ */
@@ -348,8 +360,22 @@ static nemo_xproc_place *tls_place_in(nemo_xproc *x)
  * its public calls must not reach the copies - a nemo_poll there would
  * drain the parent's rings.  So the child forgets every entry (the
  * forking thread's own entries then name nothing). */
+static _Atomic uint32_t fork_gen;       /* children of fork this process is (registry_fork_child) */
+
+/* A handle this process got by fork, not by attach: its process slot and
+ * places are the parent's, so nothing may act on them through it. */
+static inline bool inherited(const nemo_xproc *x)
+{
+	return x->forkgen != atomic_load_explicit(&fork_gen, memory_order_relaxed);
+}
+
+#define NEMO__XP_INHERITED(x)                                                                        \
+	NEMO__FAIL(ENOTCONN, "the handle was inherited across fork: its places are the parent's "     \
+		   "(nemo_xproc_attach again in the child)")
+
 static void registry_fork_child(void)
 {
+	atomic_fetch_add_explicit(&fork_gen, 1, memory_order_relaxed);
 	for (uint32_t i = 0; i < XP_HANDLES; i++) {
 		if (!atomic_load_explicit(&registry[i].x, memory_order_relaxed))
 			continue;
@@ -562,9 +588,18 @@ static void kick_place(nemo_xproc *x, uint32_t i)
 /* D1-D4 for proc slot k, whose word is (pid | RECLAIM): idempotent. */
 static void reclaim(nemo_xproc *x, uint32_t k, uint32_t word)
 {
+	_Atomic uint32_t *kw = &proc_at(x, k)->word;
 	for (uint32_t i = 0; i < x->nplaces; i++) {                                        /* D1 */
 		_Atomic uint32_t *pw = &place_at(x, i)->word;
 		uint32_t w = atomic_load_explicit(pw, memory_order_acquire);
+		/* A helper may come late: another reclaimer finished (D4) and
+		 * a new process took slot k and joined.  Its places' words
+		 * follow its claim of k, so a place word of its, read here,
+		 * is followed by a proc word that is not ours any more: stop.
+		 * (A place read before that has an older generation, and the
+		 * new owner's join changed it: the CAS below fails.) */
+		if (atomic_load_explicit(kw, memory_order_seq_cst) != word)
+			return;
 		if (pw_owner(w) == k && (pw_state(w) == P_LIVE || pw_state(w) == P_CLAIM))
 			atomic_compare_exchange_strong_explicit(pw, &w, pw_make(pw_gen(w), 0, P_DEAD),
 								memory_order_seq_cst, memory_order_relaxed);
@@ -573,8 +608,9 @@ static void reclaim(nemo_xproc *x, uint32_t k, uint32_t word)
 	for (uint32_t i = 0; i < x->nplaces; i++)                                          /* D3 */
 		if (pw_state(atomic_load_explicit(&place_at(x, i)->word, memory_order_relaxed)) == P_LIVE)
 			kick_place(x, i);
-	atomic_store_explicit(&proc_at(x, k)->start, 0, memory_order_relaxed);
-	atomic_compare_exchange_strong_explicit(&proc_at(x, k)->word, &word, 0, memory_order_seq_cst,
+	if (atomic_load_explicit(kw, memory_order_seq_cst) == word)
+		atomic_store_explicit(&proc_at(x, k)->start, 0, memory_order_relaxed);
+	atomic_compare_exchange_strong_explicit(kw, &word, 0, memory_order_seq_cst,
 						memory_order_relaxed);                         /* D4 */
 	atomic_fetch_add_explicit(&x->reclaimed, 1, memory_order_relaxed);
 }
@@ -591,8 +627,9 @@ static bool check_proc(nemo_xproc *x, uint32_t k)
 		return false;
 	if (w & RECLAIM) {
 		/* Someone is reclaiming it (or died doing so): help, if the
-		 * process is indeed gone. */
-		if (proc_dead(x, k, pid, 0)) {
+		 * process is indeed gone.  Its start time is still there (D4
+		 * clears it last), so a reuse of its pid is not taken for it. */
+		if (proc_dead(x, k, pid, atomic_load_explicit(&pr->start, memory_order_relaxed))) {
 			reclaim(x, k, w);
 			return true;
 		}
@@ -638,6 +675,7 @@ static int handle_alloc(nemo_xproc *x)
 	for (uint32_t k = 0; k < x->nprocs; k++)
 		x->pidfd[k] = -1;
 	x->pid = (uint32_t)getpid();
+	x->forkgen = atomic_load_explicit(&fork_gen, memory_order_relaxed);
 	return 0;
 }
 
@@ -856,10 +894,34 @@ int nemo_xproc_attach(const char *name, const nemo_xproc_attach_attr *attr, nemo
 	return publish_handle(x, out);
 }
 
+/* The private memory of a place (leave, and detach of an inherited handle). */
+static void place_free(nemo_xproc_place *p)
+{
+	p->x->places[p->idx] = NULL;
+	tls_forget(p);
+	free(p->dgen);
+	free(p);
+}
+
 int nemo_xproc_detach(nemo_xproc *x)
 {
 	if (!x)
 		return NEMO__FAIL(EINVAL, "handle is NULL");
+	if (inherited(x)) {
+		/* The child's copy: free it, and leave the parent's places
+		 * and process slot (and the registry entry, which the fork
+		 * handler cleared and which may name the child's own handle
+		 * now) alone. */
+		for (uint32_t i = 0; i < x->nplaces; i++)
+			if (x->places[i])
+				place_free(x->places[i]);
+		handle_free(x);
+		return 0;
+	}
+	for (uint32_t i = 0; i < x->nplaces; i++)
+		if (x->places[i] && x->places[i]->depth)
+			return NEMO__FAIL(EBUSY, "place %#x is running a handler: detach after it returns",
+					  x->places[i]->id);
 	for (uint32_t i = 0; i < x->nplaces; i++)
 		if (x->places[i])
 			nemo_xproc_leave(x->places[i]);
@@ -919,6 +981,8 @@ int nemo_xproc_join(nemo_xproc *x, const char *name, nemo_xproc_place **out, nem
 {
 	if (!x || !out)
 		return NEMO__FAIL(EINVAL, "handle or out is NULL");
+	if (inherited(x))
+		return NEMO__XP_INHERITED(x);
 	if (name && !name_ok(name, NEMO_XPROC_NAME_MAX))
 		return NEMO__FAIL(EINVAL, "place name is not 1-%u of [A-Za-z0-9._-]", NEMO_XPROC_NAME_MAX);
 	nemo_xproc_id other;
@@ -1005,13 +1069,12 @@ int nemo_xproc_leave(nemo_xproc_place *p)
 	if (p->depth)
 		return NEMO__FAIL(EBUSY, "place %#x is running a handler", p->id);
 	nemo_xproc *x = p->x;
+	if (inherited(x))
+		return NEMO__XP_INHERITED(x);
 	uint32_t w = pw_make(p->gen, x->me, P_LIVE);
 	atomic_compare_exchange_strong_explicit(&place_at(x, p->idx)->word, &w, pw_make(p->gen, 0, P_FREE),
 						memory_order_seq_cst, memory_order_relaxed);
-	x->places[p->idx] = NULL;
-	tls_forget(p);
-	free(p->dgen);
-	free(p);
+	place_free(p);
 	return 0;
 }
 
@@ -1045,7 +1108,7 @@ int nemo_xproc_place_check(nemo_xproc *x, nemo_xproc_id id)
 	if (!x)
 		return NEMO__FAIL(EINVAL, "handle is NULL");
 	uint32_t i = id_idx(id);
-	if (i >= x->nplaces || id_gen(id) == 0)
+	if (i >= x->nplaces || !id_ok(id))
 		return ESRCH;
 	uint32_t w = atomic_load_explicit(&place_at(x, i)->word, memory_order_acquire);
 	if (pw_gen(w) != id_gen(id))
@@ -1237,6 +1300,17 @@ static void drain_ring(nemo_xproc_place *p, uint32_t s, uint32_t sgen)
 		struct seg_slot *sl = ring + (c & mask);
 		if (atomic_load_explicit(&sl->seq, memory_order_acquire) != c + 1)
 			return;
+		/* Is the slot still sgen's?  A handler run below, or a
+		 * preemption, may have let the sender's index leave and be
+		 * joined again: the join reset the ring, and the new sender
+		 * writes from position 0, so a slot valid at c is the new
+		 * generation's.  Its seq store follows the joiner's LIVE
+		 * store (release), and our acquire load of seq read it, so this
+		 * load sees the new generation: leave the slot to the next
+		 * drain, which resets cons (sender_gen). */
+		uint32_t sw = atomic_load_explicit(&place_at(x, s)->word, memory_order_acquire);
+		if (pw_gen(sw) != sgen || pw_state(sw) == P_CLAIM)
+			return;
 		nemo_xproc_msg m;
 		m.src = atomic_load_explicit(&sl->src, memory_order_relaxed);
 		m.dst = atomic_load_explicit(&sl->dst, memory_order_relaxed);
@@ -1254,7 +1328,8 @@ static void drain_ring(nemo_xproc_place *p, uint32_t s, uint32_t sgen)
 		p->cons[s] = c + 1;
 		/* THE VALIDATION RULE, on the private copy. */
 		bool ok = m.src == id_make(s, sgen) && m.dst == p->id && m.len <= NEMO_XPROC_PAYLOAD_MAX &&
-			  ((kind == K_AM && m.code < x->nnames) || (kind == K_NOTIFY && m.len == 0) ||
+			  ((kind == K_AM && m.code < x->nnames) ||
+			   (kind == K_NOTIFY && m.len == 0 && m.code <= NEMO_NOTIFY_CHAN_MAX) ||
 			   (kind == K_REPLY && m.code < x->nnames && m.len >= TAG_LEN));
 		m.tag = 0;
 		m.is_reply = kind == K_REPLY;
@@ -1297,6 +1372,8 @@ int nemo_xproc_poll(nemo_xproc_place *p, unsigned *handled)
 		*handled = 0;
 	if (!p || !p->joined)
 		return NEMO__FAIL(EINVAL, "place is NULL or not joined");
+	if (inherited(p->x))
+		return NEMO__XP_INHERITED(p->x);
 	unsigned h0 = p->handled, r0 = p->rejected;
 	drain(p);
 	if (handled)
@@ -1358,6 +1435,8 @@ int nemo_xproc_wait(nemo_xproc_place *p, const struct timespec *abstime, unsigne
 		*handled = 0;
 	if (!p || !p->joined)
 		return NEMO__FAIL(EINVAL, "place is NULL or not joined");
+	if (inherited(p->x))
+		return NEMO__XP_INHERITED(p->x);
 	int rc = nemo__check_deadline("nemo_xproc_wait", CLOCK_MONOTONIC, abstime);
 	if (rc)
 		return rc;
@@ -1445,7 +1524,9 @@ static int send_slot(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint
 {
 	nemo_xproc *x = p->x;
 	uint32_t d = id_idx(dst), owner = 0;
-	if (d >= x->nplaces || id_gen(dst) == 0)
+	if (__builtin_expect(inherited(x), 0))
+		return NEMO__XP_INHERITED(x);
+	if (d >= x->nplaces || !id_ok(dst))
 		return NEMO__FAIL(ESRCH, "place id %#x is not a place of this domain", dst);
 	int rc = dest_state(x, dst, &owner);
 	if (rc)
@@ -1469,9 +1550,18 @@ static int send_slot(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint
 			sl = skip_stale(x, ring, &pos, &skipped);
 			if (atomic_load_explicit(&sl->seq, memory_order_acquire) == pos)
 				break;
+			/* The handlers drain runs may send to d too (they do not
+			 * wait): they go on from our position, and we from theirs,
+			 * or we would wait at a slot they filled. */
+			p->prod[d] = pos;
 			drain(p);
 			if (!p->joined)
 				return ESRCH;
+			if (p->dgen[d] == id_gen(dst) && p->prod[d] != pos) {
+				pos = p->prod[d];
+				skipped = 0;
+				sl = ring + (pos & (x->nslots - 1));
+			}
 			if ((rc = dest_state(x, dst, &owner)))
 				return rc;
 			if (++spins < 64) {
@@ -1530,6 +1620,8 @@ int nemo_xproc_notify(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t chan, uns
 		return NEMO__FAIL(EINVAL, "place is NULL or not joined");
 	if (flags & ~(unsigned)NEMO_XPROC_NONBLOCK)
 		return NEMO__FAIL(EINVAL, "unknown flags %#x", flags);
+	if (chan > NEMO_NOTIFY_CHAN_MAX)
+		return NEMO__FAIL(ERANGE, "channel %u is above %u", chan, NEMO_NOTIFY_CHAN_MAX);
 	return send_slot(p, dst, K_NOTIFY, chan, 0, NULL, 0, flags, true);
 }
 
@@ -1612,7 +1704,7 @@ int nemo_xproc_broadcast(nemo_xproc_place *p, const nemo_xproc_id *set, size_t n
 
 nemo_place_id nemo_xproc_place_id(const nemo_xproc *x, nemo_xproc_id id)
 {
-	return x && id_gen(id) ? public_id(x, id) : NEMO_PLACE_NONE;
+	return x && id_ok(id) ? public_id(x, id) : NEMO_PLACE_NONE;
 }
 
 nemo_xproc_id nemo_xproc_id_of(nemo_place_id id)
