@@ -971,6 +971,74 @@ static void test_inherit(void)
 	CHECK_EQ_INT(nemo_xproc_detach(x), 0);
 }
 
+/* Handlers registered again while another thread's drain runs them: the
+ * drain sees one registration or the other, never a handler with the
+ * other's context (ThreadSanitizer sees both sides). */
+static int rh_ctx1, rh_ctx2;
+static _Atomic int rh_got, rh_torn;
+static void on_rh1(void *ctx, nemo_xproc_place *p, const nemo_xproc_msg *m)
+{
+	(void)p;
+	(void)m;
+	atomic_fetch_add(&rh_got, 1);
+	if (ctx != &rh_ctx1)
+		atomic_fetch_add(&rh_torn, 1);
+}
+static void on_rh2(void *ctx, nemo_xproc_place *p, const nemo_xproc_msg *m)
+{
+	(void)p;
+	(void)m;
+	atomic_fetch_add(&rh_got, 1);
+	if (ctx != &rh_ctx2)
+		atomic_fetch_add(&rh_torn, 1);
+}
+static nemo_xproc *rh_x;
+static nemo_xproc_id rh_rid;
+static _Atomic int rh_ready, rh_n;
+static void *rh_receiver(void *arg)
+{
+	(void)arg;
+	nemo_xproc_place *r;
+	if (nemo_xproc_join(rh_x, "r", &r, &rh_rid) != 0)
+		return NULL;
+	atomic_store(&rh_ready, 1);
+	while (atomic_load(&rh_got) < atomic_load(&rh_n)) {
+		unsigned h;
+		struct timespec dl = deadline_ms(100);
+		nemo_xproc_wait(r, &dl, &h);
+	}
+	return NULL;
+}
+static void test_rehandle(void)
+{
+	seg_name("rehandle");
+	nemo_xproc_attr a = {.max_procs = 2, .max_places = 4, .ring_slots = 16, .max_names = 4};
+	CHECK_EQ_INT(nemo_xproc_create(seg, &a, &rh_x), 0);
+	nemo_xproc_unlink(seg);
+	uint32_t code;
+	CHECK_EQ_INT(nemo_xproc_handle(rh_x, "m", on_rh1, &rh_ctx1), 0);
+	CHECK_EQ_INT(nemo_xproc_name(rh_x, "m", &code), 0);
+	nemo_xproc_place *s;
+	CHECK_EQ_INT(nemo_xproc_join(rh_x, "s", &s, NULL), 0);
+	int n = (int)(20000 * scale) + 100;
+	atomic_store(&rh_n, n);
+	pthread_t t;
+	CHECK_EQ_INT(pthread_create(&t, NULL, rh_receiver, NULL), 0);
+	while (!atomic_load(&rh_ready))
+		usleep(1000);
+	alarm(120);
+	for (int i = 0; i < n; i++) {
+		CHECK_EQ_INT(nemo_xproc_send(s, rh_rid, code, (uint64_t)i, NULL, 0, 0), 0);
+		if (i % 3 == 0)
+			nemo_xproc_handle(rh_x, "m", (i / 3) % 2 ? on_rh2 : on_rh1, (i / 3) % 2 ? &rh_ctx2 : &rh_ctx1);
+	}
+	pthread_join(t, NULL);
+	alarm(0);
+	CHECK_EQ_INT(atomic_load(&rh_got), n);
+	CHECK_EQ_INT(atomic_load(&rh_torn), 0);
+	CHECK_EQ_INT(nemo_xproc_detach(rh_x), 0);
+}
+
 /* Two places of one process on two threads (ThreadSanitizer sees both
  * sides of the rings and the futex handshake here). */
 static struct rx_state tr;
@@ -1246,5 +1314,7 @@ int main(int argc, char **argv)
 		test_api();
 	if (!strcmp(what, "inherit") || !strcmp(what, "all"))
 		test_inherit();
+	if (!strcmp(what, "rehandle") || !strcmp(what, "all"))
+		test_rehandle();
 	return check_exit("test_xproc");
 }

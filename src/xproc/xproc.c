@@ -209,10 +209,15 @@ static inline uint32_t id_gen(uint32_t id) { return (id >> 8) & 0xFFFFu; }
  * rejected by the receiver, whose slot check compares the whole id). */
 static inline bool id_ok(uint32_t id) { return (id >> 24) == 0 && id_gen(id) != 0; }
 
+/* A name's handler in this process.  A record is never changed: a new
+ * registration publishes a new one (release), and the old one is kept on
+ * the handle's retired list until detach, because a drain on another
+ * thread may be copying it (acquire) at that moment. */
 struct handler {
 	nemo_xproc_handler fn;
 	nemo_am_handler afn;              /* nemo_xproc_handle_am: nemo/am.h's type */
 	void *ctx;
+	struct handler *retired_next;
 };
 
 struct nemo_xproc_place {
@@ -242,7 +247,8 @@ struct nemo_xproc {
 	int fd;
 	uint32_t me;                      /* our process slot */
 	uint32_t pid;
-	struct handler *handlers;         /* [nnames] */
+	_Atomic(struct handler *) *handlers;  /* [nnames]: NULL, or the name's record */
+	_Atomic(struct handler *) retired;    /* records replaced since attach (freed at detach) */
 	nemo_xproc_place **places;        /* [nplaces]: ours, or NULL */
 	int *pidfd;                       /* [nprocs] */
 	uint32_t *pidfd_pid;              /* [nprocs]: the pid pidfd[k] is of */
@@ -691,6 +697,13 @@ static void handle_free(nemo_xproc *x)
 		munmap(x->base, x->size);
 	if (x->fd >= 0)
 		close(x->fd);
+	if (x->handlers)
+		for (uint32_t i = 0; i < x->nnames; i++)
+			free(atomic_load_explicit(&x->handlers[i], memory_order_relaxed));
+	for (struct handler *h = atomic_load_explicit(&x->retired, memory_order_relaxed), *n; h; h = n) {
+		n = h->retired_next;
+		free(h);
+	}
 	free(x->handlers);
 	free(x->places);
 	free(x->pidfd);
@@ -1198,7 +1211,17 @@ static int set_handler(nemo_xproc *x, const char *name, nemo_xproc_handler fn, n
 	int rc = nemo_xproc_name(x, name, &code);
 	if (rc)
 		return rc;
-	x->handlers[code] = (struct handler){ .fn = fn, .afn = afn, .ctx = ctx };
+	struct handler *h = malloc(sizeof *h);
+	if (!h)
+		return NEMO__FAIL(ENOMEM, "no memory for the handler of '%s'", name);
+	*h = (struct handler){ .fn = fn, .afn = afn, .ctx = ctx };
+	struct handler *old = atomic_exchange_explicit(&x->handlers[code], h, memory_order_acq_rel);
+	if (old) {
+		old->retired_next = atomic_load_explicit(&x->retired, memory_order_relaxed);
+		while (!atomic_compare_exchange_weak_explicit(&x->retired, &old->retired_next, old,
+							      memory_order_release, memory_order_relaxed))
+			;
+	}
 	return 0;
 }
 
@@ -1271,7 +1294,13 @@ static void deliver(nemo_xproc_place *p, const nemo_xproc_msg *m, uint32_t kind)
 		else
 			atomic_fetch_add_explicit(&x->unhandled, 1, memory_order_relaxed);
 	} else {
-		struct handler h = x->handlers[m->code];   /* m->code < nnames: validated */
+		/* m->code < nnames: validated. */
+		const struct handler *hp = atomic_load_explicit(&x->handlers[m->code], memory_order_acquire);
+		/* Its three fields, not retired_next: that one is written when
+		 * a newer registration retires the record. */
+		struct handler h = { 0 };
+		if (hp)
+			h = (struct handler){ .fn = hp->fn, .afn = hp->afn, .ctx = hp->ctx };
 		if (h.fn) {
 			h.fn(h.ctx, p, m);
 		} else if (h.afn) {
