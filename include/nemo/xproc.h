@@ -160,8 +160,10 @@ int nemo_xproc_attach(const char *name, const nemo_xproc_attach_attr *attr, nemo
 /**
  * Detach: leave every place of this handle that is still joined, free
  * the process slot, unmap.  The handle is freed.  Places must not be in
- * use by other threads, and no handler of theirs may be running (EBUSY,
- * nothing done).  In a child of fork, detaching a handle inherited from
+ * use by other threads - nor the domain's ids in public calls
+ * (nemo_am_send, nemo_notify... on a nemo_xproc_place_id) running on
+ * other threads: detach frees what those calls read - and no handler of
+ * its places may be running (EBUSY, nothing done).  In a child of fork, detaching a handle inherited from
  * the parent frees the child's copy only: the parent's places and
  * process slot are untouched.
  * @return 0; EBUSY (called from a handler of one of its places); EINVAL
