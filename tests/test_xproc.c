@@ -698,7 +698,9 @@ static void on_rejoin(void *ctx, nemo_xproc_place *p, const nemo_xproc_msg *m)
 static void test_rejoin(void)
 {
 	seg_name("rejoin");
-	nemo_xproc_attr a = {.max_procs = 2, .max_places = 4, .ring_slots = 8, .max_names = 4};
+	/* Two places: B can only take A's index (with a free index whose
+	 * sender's messages were all read, a join takes that one: below). */
+	nemo_xproc_attr a = {.max_procs = 2, .max_places = 2, .ring_slots = 8, .max_names = 4};
 	CHECK_EQ_INT(nemo_xproc_create(seg, &a, &rj_x), 0);
 	nemo_xproc_unlink(seg);
 	nemo_xproc_place *r;
@@ -728,7 +730,42 @@ static void test_rejoin(void)
 	nemo_xproc_counters c;
 	CHECK_EQ_INT(nemo_xproc_get_counters(rj_x, &c), 0);
 	CHECK_EQ_INT(c.rejected, 0);
+	CHECK_EQ_INT(c.dropped, 2);      /* A's two unread messages, counted by B's join */
 	CHECK_EQ_INT(nemo_xproc_detach(rj_x), 0);
+
+	/* With a choice, a join leaves an index whose messages are unread
+	 * alone: A's messages reach r after A left, from A's id. */
+	seg_name("handover");
+	nemo_xproc_attr a4 = {.max_procs = 2, .max_places = 4, .ring_slots = 8, .max_names = 4};
+	nemo_xproc *x;
+	CHECK_EQ_INT(nemo_xproc_create(seg, &a4, &x), 0);
+	nemo_xproc_unlink(seg);
+	nemo_xproc_place *pa, *pb;
+	nemo_xproc_id aid, bid;
+	CHECK_EQ_INT(nemo_xproc_join(x, "r", &r, &rj_rid), 0);
+	CHECK_EQ_INT(nemo_xproc_join(x, "a", &pa, &aid), 0);
+	CHECK_EQ_INT(nemo_xproc_handle(x, "h", on_hostile, NULL), 0);
+	uint32_t code;
+	CHECK_EQ_INT(nemo_xproc_name(x, "h", &code), 0);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ_INT(nemo_xproc_send(pa, rj_rid, code, (uint64_t)i, NULL, 0, 0), 0);
+	CHECK_EQ_INT(nemo_xproc_leave(pa), 0);
+	CHECK_EQ_INT(nemo_xproc_join(x, "b", &pb, &bid), 0);
+	CHECK((bid & 0xFF) != (aid & 0xFF));
+	CHECK_EQ_INT(nemo_xproc_send(pb, rj_rid, code, 3, NULL, 0, 0), 0);
+	int calls = hostile_calls;
+	h = 0;
+	CHECK_EQ_INT(nemo_xproc_poll(r, &h), 0);
+	CHECK_EQ_INT(h, 4);
+	CHECK_EQ_INT(hostile_calls, calls + 4);
+	/* Once they are read, A's index is taken again by the next join. */
+	nemo_xproc_place *pc;
+	nemo_xproc_id cid;
+	CHECK_EQ_INT(nemo_xproc_join(x, "c", &pc, &cid), 0);
+	CHECK_EQ_INT(cid & 0xFF, aid & 0xFF);
+	CHECK_EQ_INT(nemo_xproc_get_counters(x, &c), 0);
+	CHECK_EQ_INT(c.dropped, 0);
+	CHECK_EQ_INT(nemo_xproc_detach(x), 0);
 }
 
 /* A blocking send that waits for room serves its own place meanwhile; a

@@ -137,6 +137,10 @@ typedef struct nemo_xproc_counters {
 	uint64_t sent, received, kicks, unhandled;
 	uint64_t rejected;     /**< slots that failed validation (corrupt or hostile) */
 	uint64_t reclaimed;    /**< dead processes this process reclaimed */
+	/** unread messages of a departed place that this process's joins
+	 *  dropped by taking its index (a join takes an index whose messages
+	 *  have all been read while there is one) */
+	uint64_t dropped;
 } nemo_xproc_counters;
 
 /**

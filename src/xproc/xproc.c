@@ -98,7 +98,9 @@
  * process can attach and join again.
  *
  * JOIN AND LEAVE.  Join: CAS word (FREE or DEAD, gen g) -> (g+1, me,
- * CLAIM); reset the rings into and out of the index (seq of slot k = k);
+ * CLAIM) - of an index whose rings out hold nothing unread if there is
+ * one, else of any (the unread are counted in `dropped`); reset the rings
+ * into and out of the index (seq of slot k = k);
  * wstate = RUNNING; name; word = (g+1, me, LIVE) (seq_cst); then, if
  * another LIVE place has the same name, leave again (EEXIST).  Senders
  * check the destination's word (LIVE, their generation) before they
@@ -252,7 +254,7 @@ struct nemo_xproc {
 	nemo_xproc_place **places;        /* [nplaces]: ours, or NULL */
 	int *pidfd;                       /* [nprocs] */
 	uint32_t *pidfd_pid;              /* [nprocs]: the pid pidfd[k] is of */
-	_Atomic uint64_t sent, received, kicks, unhandled, rejected, reclaimed;
+	_Atomic uint64_t sent, received, kicks, unhandled, rejected, reclaimed, dropped;
 	uint32_t hidx, hgen;              /* our entry in the process's registry (public ids) */
 	uint32_t forkgen;                 /* fork_gen at attach: a child of fork holds a copy (inherited) */
 };
@@ -964,6 +966,29 @@ int nemo_xproc_unlink(const char *name)
 /* Places                                                              */
 /* ------------------------------------------------------------------ */
 
+/* Slots of ring (s -> r) written and not yet read: a written slot of
+ * position p holds p + 1, a free or read one p or p + R, so a slot k is
+ * unread iff seq - k = 1 (mod R).  Racy reads of a ring no one writes
+ * (a free index's) or being read: a hint, not a count to rely on. */
+static uint32_t ring_unread(nemo_xproc *x, uint32_t s, uint32_t r)
+{
+	struct seg_slot *ring = ring_at(x, s, r);
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < x->nslots; k++)
+		n += ((atomic_load_explicit(&ring[k].seq, memory_order_relaxed) - k) & (x->nslots - 1)) == 1;
+	return n;
+}
+
+/* Messages index i sent that their receivers have not read. */
+static uint32_t sent_unread(nemo_xproc *x, uint32_t i)
+{
+	uint32_t n = 0;
+	for (uint32_t o = 0; o < x->nplaces; o++)
+		if (o != i)
+			n += ring_unread(x, i, o);
+	return n;
+}
+
 static void ring_reset(nemo_xproc *x, uint32_t s, uint32_t r)
 {
 	struct seg_slot *ring = ring_at(x, s, r);
@@ -1013,10 +1038,16 @@ int nemo_xproc_join(nemo_xproc *x, const char *name, nemo_xproc_place **out, nem
 	p->sgen = arr + 2 * x->nplaces;
 	p->cons = arr + 3 * x->nplaces;
 	p->x = x;
-	for (uint32_t i = 0; i < x->nplaces; i++) {
+	/* Which index: first pass, only those whose departed occupant's
+	 * messages have all been read (its receivers may still be draining
+	 * them: taking the index resets its rings); second pass, any. */
+	for (uint32_t t = 0; t < 2 * x->nplaces; t++) {
+		uint32_t i = t % x->nplaces;
 		struct seg_place *pl = place_at(x, i);
 		uint32_t w = atomic_load_explicit(&pl->word, memory_order_acquire);
 		if (pw_state(w) != P_FREE && pw_state(w) != P_DEAD)
+			continue;
+		if (t < x->nplaces && sent_unread(x, i))
 			continue;
 		uint32_t gen = (pw_gen(w) + 1) & 0xFFFFu;
 		if (gen == 0)
@@ -1024,6 +1055,9 @@ int nemo_xproc_join(nemo_xproc *x, const char *name, nemo_xproc_place **out, nem
 		if (!atomic_compare_exchange_strong_explicit(&pl->word, &w, pw_make(gen, x->me, P_CLAIM),
 							     memory_order_seq_cst, memory_order_relaxed))
 			continue;
+		uint32_t lost = sent_unread(x, i);
+		if (lost)
+			atomic_fetch_add_explicit(&x->dropped, lost, memory_order_relaxed);
 		for (uint32_t o = 0; o < x->nplaces; o++) {
 			ring_reset(x, o, i);
 			ring_reset(x, i, o);
@@ -1244,6 +1278,7 @@ int nemo_xproc_get_counters(nemo_xproc *x, nemo_xproc_counters *out)
 	out->kicks = atomic_load_explicit(&x->kicks, memory_order_relaxed);
 	out->unhandled = atomic_load_explicit(&x->unhandled, memory_order_relaxed);
 	out->rejected = atomic_load_explicit(&x->rejected, memory_order_relaxed);
+	out->dropped = atomic_load_explicit(&x->dropped, memory_order_relaxed);
 	out->reclaimed = atomic_load_explicit(&x->reclaimed, memory_order_relaxed);
 	return 0;
 }
