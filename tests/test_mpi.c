@@ -171,10 +171,12 @@ static void flood(int role, bool notes)
 				int err;
 				while ((err = nemo_am_sendv(ids[r][k], A_MSG, seq, buf, len, 0)) == EAGAIN)
 					;
-				EXPECT(!err, "send seq %llu to rank %d: %d", (unsigned long long)seq, r, err);
+				EXPECT(!err, "send seq %llu to rank %d: %d (%s)", (unsigned long long)seq, r, err,
+				       nemo_last_error());
 				if (notes && seq < N_NF) {
 					err = nemo_notify(ids[r][k], (uint32_t)seq, 0);
-					EXPECT(!err, "notify %llu to rank %d: %d", (unsigned long long)seq, r, err);
+					EXPECT(!err, "notify %llu to rank %d: %d (%s)", (unsigned long long)seq, r, err,
+					       nemo_last_error());
 				}
 			}
 		}

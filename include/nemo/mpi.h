@@ -62,8 +62,9 @@
  *   EHOSTUNREACH a remote id whose rank is not in the communicator
  *   ESHUTDOWN    the destination rank has finalized its binding (or ours
  *                is finalizing)
- *   ECONNRESET   the destination rank died (its process is gone, or a send
- *                to it did not complete within peer_timeout_ns)
+ *   ECONNRESET   the destination rank died (its process is gone, or, on
+ *                another host, a send to it did not complete within
+ *                peer_timeout_ns)
  *   EPERM        a call only the owner may make
  *   and those of the local calls (EMSGSIZE, ERANGE, ENOENT, EAGAIN...).
  */
@@ -108,8 +109,10 @@ typedef struct nemo_mpi_attr {
 	                                   (0: 1 ms): the worst extra delay of a message that
 	                                   arrives while the thread sleeps */
 	uint64_t watchdog_ns;         /**< WATCHDOG: its period T, 10 us..1 s (0: 1 ms) */
-	uint64_t peer_timeout_ns;     /**< a send that MPI has not completed after this long
-	                                   declares the rank dead (0: 10 s) */
+	uint64_t peer_timeout_ns;     /**< a send to a rank on another host that MPI has not
+	                                   completed after this long declares that rank dead
+	                                   (0: 10 s); a rank on this host is dead when its
+	                                   process is */
 } nemo_mpi_attr;
 
 /**
