@@ -377,7 +377,7 @@ static inline bool inherited(const nemo_xproc *x)
 	return x->forkgen != atomic_load_explicit(&fork_gen, memory_order_relaxed);
 }
 
-#define NEMO__XP_INHERITED(x)                                                                        \
+#define NEMO__XP_INHERITED()                                                                         \
 	NEMO__FAIL(ENOTCONN, "the handle was inherited across fork: its places are the parent's "     \
 		   "(nemo_xproc_attach again in the child)")
 
@@ -1020,7 +1020,7 @@ int nemo_xproc_join(nemo_xproc *x, const char *name, nemo_xproc_place **out, nem
 	if (!x || !out)
 		return NEMO__FAIL(EINVAL, "handle or out is NULL");
 	if (inherited(x))
-		return NEMO__XP_INHERITED(x);
+		return NEMO__XP_INHERITED();
 	if (name && !name_ok(name, NEMO_XPROC_NAME_MAX))
 		return NEMO__FAIL(EINVAL, "place name is not 1-%u of [A-Za-z0-9._-]", NEMO_XPROC_NAME_MAX);
 	nemo_xproc_id other;
@@ -1117,7 +1117,7 @@ int nemo_xproc_leave(nemo_xproc_place *p)
 		return NEMO__FAIL(EBUSY, "place %#x is running a handler", p->id);
 	nemo_xproc *x = p->x;
 	if (inherited(x))
-		return NEMO__XP_INHERITED(x);
+		return NEMO__XP_INHERITED();
 	uint32_t w = pw_make(p->gen, x->me, P_LIVE);
 	atomic_compare_exchange_strong_explicit(&place_at(x, p->idx)->word, &w, pw_make(p->gen, 0, P_FREE),
 						memory_order_seq_cst, memory_order_relaxed);
@@ -1437,7 +1437,7 @@ int nemo_xproc_poll(nemo_xproc_place *p, unsigned *handled)
 	if (!p || !p->joined)
 		return NEMO__FAIL(EINVAL, "place is NULL or not joined");
 	if (inherited(p->x))
-		return NEMO__XP_INHERITED(p->x);
+		return NEMO__XP_INHERITED();
 	unsigned h0 = p->handled, r0 = p->rejected;
 	drain(p);
 	if (handled)
@@ -1500,7 +1500,7 @@ int nemo_xproc_wait(nemo_xproc_place *p, const struct timespec *abstime, unsigne
 	if (!p || !p->joined)
 		return NEMO__FAIL(EINVAL, "place is NULL or not joined");
 	if (inherited(p->x))
-		return NEMO__XP_INHERITED(p->x);
+		return NEMO__XP_INHERITED();
 	int rc = nemo__check_deadline("nemo_xproc_wait", CLOCK_MONOTONIC, abstime);
 	if (rc)
 		return rc;
@@ -1589,7 +1589,7 @@ static int send_slot(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint
 	nemo_xproc *x = p->x;
 	uint32_t d = id_idx(dst), owner = 0;
 	if (__builtin_expect(inherited(x), 0))
-		return NEMO__XP_INHERITED(x);
+		return NEMO__XP_INHERITED();
 	if (d >= x->nplaces || !id_ok(dst))
 		return NEMO__FAIL(ESRCH, "place id %#x is not a place of this domain", dst);
 	int rc = dest_state(x, dst, &owner);
