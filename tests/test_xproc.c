@@ -663,6 +663,27 @@ static void test_stale(void)
 	nemo_xproc_detach(x);
 }
 
+/* A domain of this process alone (2 processes, 4 names), its name
+ * unlinked at once: the tests below need no attacher. */
+static nemo_xproc *private_domain(const char *tag, unsigned places, unsigned slots)
+{
+	seg_name(tag);
+	nemo_xproc_attr a = {.max_procs = 2, .max_places = places, .ring_slots = slots, .max_names = 4};
+	nemo_xproc *x = NULL;
+	CHECK_EQ_INT(nemo_xproc_create(seg, &a, &x), 0);
+	nemo_xproc_unlink(seg);
+	return x;
+}
+
+/* This process's handler for name, and the name's code. */
+static uint32_t handled_name(nemo_xproc *x, const char *name, nemo_xproc_handler fn, void *ctx)
+{
+	uint32_t code = 0;
+	CHECK_EQ_INT(nemo_xproc_handle(x, name, fn, ctx), 0);
+	CHECK_EQ_INT(nemo_xproc_name(x, name, &code), 0);
+	return code;
+}
+
 /* A receiver in the middle of draining a sender's ring runs a handler;
  * meanwhile the sender's index is left and joined again (here, by the
  * handler itself), and the new place sends.  The drain must not take the
@@ -697,17 +718,13 @@ static void on_rejoin(void *ctx, nemo_xproc_place *p, const nemo_xproc_msg *m)
 
 static void test_rejoin(void)
 {
-	seg_name("rejoin");
 	/* Two places: B can only take A's index (with a free index whose
 	 * sender's messages were all read, a join takes that one: below). */
-	nemo_xproc_attr a = {.max_procs = 2, .max_places = 2, .ring_slots = 8, .max_names = 4};
-	CHECK_EQ_INT(nemo_xproc_create(seg, &a, &rj_x), 0);
-	nemo_xproc_unlink(seg);
+	rj_x = private_domain("rejoin", 2, 8);
 	nemo_xproc_place *r;
 	CHECK_EQ_INT(nemo_xproc_join(rj_x, "r", &r, &rj_rid), 0);
 	CHECK_EQ_INT(nemo_xproc_join(rj_x, "a", &rj_a, &rj_aid), 0);
-	CHECK_EQ_INT(nemo_xproc_handle(rj_x, "m", on_rejoin, NULL), 0);
-	CHECK_EQ_INT(nemo_xproc_name(rj_x, "m", &rj_code), 0);
+	rj_code = handled_name(rj_x, "m", on_rejoin, NULL);
 	for (int i = 0; i < 3; i++)
 		CHECK_EQ_INT(nemo_xproc_send(rj_a, rj_rid, rj_code, (uint64_t)i, NULL, 0, NEMO_XPROC_NONBLOCK), 0);
 	unsigned h;
@@ -735,18 +752,12 @@ static void test_rejoin(void)
 
 	/* With a choice, a join leaves an index whose messages are unread
 	 * alone: A's messages reach r after A left, from A's id. */
-	seg_name("handover");
-	nemo_xproc_attr a4 = {.max_procs = 2, .max_places = 4, .ring_slots = 8, .max_names = 4};
-	nemo_xproc *x;
-	CHECK_EQ_INT(nemo_xproc_create(seg, &a4, &x), 0);
-	nemo_xproc_unlink(seg);
+	nemo_xproc *x = private_domain("handover", 4, 8);
 	nemo_xproc_place *pa, *pb;
 	nemo_xproc_id aid, bid;
 	CHECK_EQ_INT(nemo_xproc_join(x, "r", &r, &rj_rid), 0);
 	CHECK_EQ_INT(nemo_xproc_join(x, "a", &pa, &aid), 0);
-	CHECK_EQ_INT(nemo_xproc_handle(x, "h", on_hostile, NULL), 0);
-	uint32_t code;
-	CHECK_EQ_INT(nemo_xproc_name(x, "h", &code), 0);
+	uint32_t code = handled_name(x, "h", on_hostile, NULL);
 	for (int i = 0; i < 3; i++)
 		CHECK_EQ_INT(nemo_xproc_send(pa, rj_rid, code, (uint64_t)i, NULL, 0, 0), 0);
 	CHECK_EQ_INT(nemo_xproc_leave(pa), 0);
@@ -838,14 +849,9 @@ static void *ns_receiver(void *arg)
 
 static void test_nested(void)
 {
-	seg_name("nested");
-	nemo_xproc_attr a = {.max_procs = 2, .max_places = 4, .ring_slots = 4, .max_names = 4};
-	CHECK_EQ_INT(nemo_xproc_create(seg, &a, &ns_x), 0);
-	nemo_xproc_unlink(seg);
-	CHECK_EQ_INT(nemo_xproc_handle(ns_x, "data", on_ns_data, NULL), 0);
-	CHECK_EQ_INT(nemo_xproc_name(ns_x, "data", &ns_data), 0);
-	CHECK_EQ_INT(nemo_xproc_handle(ns_x, "ping", on_ns_ping, NULL), 0);
-	CHECK_EQ_INT(nemo_xproc_name(ns_x, "ping", &ns_ping), 0);
+	ns_x = private_domain("nested", 4, 4);
+	ns_data = handled_name(ns_x, "data", on_ns_data, NULL);
+	ns_ping = handled_name(ns_x, "ping", on_ns_ping, NULL);
 	nemo_xproc_place *s;
 	CHECK_EQ_INT(nemo_xproc_join(ns_x, "s", &s, &ns_sid), 0);
 	pthread_t t;
@@ -901,8 +907,7 @@ static void test_api(void)
 	uint32_t code;
 	CHECK_EQ_INT(nemo_xproc_join(ap_x, "r", &r, &rid), 0);
 	CHECK_EQ_INT(nemo_xproc_join(ap_x, "s", &s, &sid), 0);
-	CHECK_EQ_INT(nemo_xproc_handle(ap_x, "m", on_ap_detach, NULL), 0);
-	CHECK_EQ_INT(nemo_xproc_name(ap_x, "m", &code), 0);
+	code = handled_name(ap_x, "m", on_ap_detach, NULL);
 	CHECK_EQ_INT(nemo_xproc_set_notify(r, on_ap_note, NULL), 0);
 	unsigned h = 0;
 	/* Bits 24-31 set: no such place, said at once (not sent and dropped). */
@@ -960,11 +965,9 @@ static void test_inherit(void)
 	CHECK_EQ_INT(nemo_xproc_create(seg, &a, &x), 0);
 	nemo_xproc_place *r, *s;
 	nemo_xproc_id rid, sid;
-	uint32_t code;
 	CHECK_EQ_INT(nemo_xproc_join(x, "r", &r, &rid), 0);
 	CHECK_EQ_INT(nemo_xproc_join(x, "s", &s, &sid), 0);
-	CHECK_EQ_INT(nemo_xproc_handle(x, "h", on_hostile, NULL), 0);
-	CHECK_EQ_INT(nemo_xproc_name(x, "h", &code), 0);
+	uint32_t code = handled_name(x, "h", on_hostile, NULL);
 	CHECK_EQ_INT(nemo_xproc_send(s, rid, code, 1, NULL, 0, 0), 0);
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -1048,13 +1051,8 @@ static void *rh_receiver(void *arg)
 }
 static void test_rehandle(void)
 {
-	seg_name("rehandle");
-	nemo_xproc_attr a = {.max_procs = 2, .max_places = 4, .ring_slots = 16, .max_names = 4};
-	CHECK_EQ_INT(nemo_xproc_create(seg, &a, &rh_x), 0);
-	nemo_xproc_unlink(seg);
-	uint32_t code;
-	CHECK_EQ_INT(nemo_xproc_handle(rh_x, "m", on_rh1, &rh_ctx1), 0);
-	CHECK_EQ_INT(nemo_xproc_name(rh_x, "m", &code), 0);
+	rh_x = private_domain("rehandle", 4, 16);
+	uint32_t code = handled_name(rh_x, "m", on_rh1, &rh_ctx1);
 	nemo_xproc_place *s;
 	CHECK_EQ_INT(nemo_xproc_join(rh_x, "s", &s, NULL), 0);
 	int n = (int)(20000 * scale) + 100;

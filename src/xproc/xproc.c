@@ -363,11 +363,6 @@ static nemo_xproc_place *tls_place_in(nemo_xproc *x)
 	return NULL;
 }
 
-/* In a child of fork every handle is the parent's (its process slot,
- * its places' rings): the child must attach again (docs/xproc.md), and
- * its public calls must not reach the copies - a nemo_poll there would
- * drain the parent's rings.  So the child forgets every entry (the
- * forking thread's own entries then name nothing). */
 static _Atomic uint32_t fork_gen;       /* children of fork this process is (registry_fork_child) */
 
 /* A handle this process got by fork, not by attach: its process slot and
@@ -381,6 +376,12 @@ static inline bool inherited(const nemo_xproc *x)
 	NEMO__FAIL(ENOTCONN, "the handle was inherited across fork: its places are the parent's "     \
 		   "(nemo_xproc_attach again in the child)")
 
+/* In a child of fork every handle is the parent's (its process slot,
+ * its places' rings): the child must attach again (docs/xproc.md), and
+ * its public calls must not reach the copies - a nemo_poll there would
+ * drain the parent's rings.  So the child forgets every entry (the
+ * forking thread's own entries then name nothing), and its raw calls on
+ * the copies see them inherited (fork_gen). */
 static void registry_fork_child(void)
 {
 	atomic_fetch_add_explicit(&fork_gen, 1, memory_order_relaxed);
@@ -1055,7 +1056,9 @@ int nemo_xproc_join(nemo_xproc *x, const char *name, nemo_xproc_place **out, nem
 		if (!atomic_compare_exchange_strong_explicit(&pl->word, &w, pw_make(gen, x->me, P_CLAIM),
 							     memory_order_seq_cst, memory_order_relaxed))
 			continue;
-		uint32_t lost = sent_unread(x, i);
+		/* (The first pass took an index with nothing unread; after
+		 * the CAS nobody writes its rings out, so that stays true.) */
+		uint32_t lost = t < x->nplaces ? 0 : sent_unread(x, i);
 		if (lost)
 			atomic_fetch_add_explicit(&x->dropped, lost, memory_order_relaxed);
 		for (uint32_t o = 0; o < x->nplaces; o++) {
@@ -1583,6 +1586,15 @@ static struct seg_slot *skip_stale(nemo_xproc *x, struct seg_slot *ring, uint32_
 	return sl;
 }
 
+/* A notification's channel: 0, or ERANGE with the text for fn. */
+static int check_chan(uint32_t chan, const char *fn)
+{
+	return chan > NEMO_NOTIFY_CHAN_MAX
+		       ? nemo__fail(ERANGE, fn, "channel %u is above %u (NEMO_NOTIFY_CHAN_MAX)", chan,
+				    NEMO_NOTIFY_CHAN_MAX)
+		       : 0;
+}
+
 static int send_slot(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint32_t code, uint64_t arg,
 		     const void *payload, size_t len, unsigned flags, bool kick)
 {
@@ -1684,9 +1696,8 @@ int nemo_xproc_notify(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t chan, uns
 		return NEMO__FAIL(EINVAL, "place is NULL or not joined");
 	if (flags & ~(unsigned)NEMO_XPROC_NONBLOCK)
 		return NEMO__FAIL(EINVAL, "unknown flags %#x", flags);
-	if (chan > NEMO_NOTIFY_CHAN_MAX)
-		return NEMO__FAIL(ERANGE, "channel %u is above %u", chan, NEMO_NOTIFY_CHAN_MAX);
-	return send_slot(p, dst, K_NOTIFY, chan, 0, NULL, 0, flags, true);
+	int rc = check_chan(chan, __func__);
+	return rc ? rc : send_slot(p, dst, K_NOTIFY, chan, 0, NULL, 0, flags, true);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1832,8 +1843,8 @@ static int xp_notify(nemo_place_id dest, uint32_t chan, unsigned flags)
 	nemo_xproc_place *p = NULL;
 	unsigned xf = 0;
 	int rc = begin_send(dest, flags, &p, &xf, "nemo_notify");
-	if (!rc && chan > NEMO_NOTIFY_CHAN_MAX)
-		rc = nemo__fail(ERANGE, "nemo_notify", "chan %u > NEMO_NOTIFY_CHAN_MAX", chan);
+	if (!rc)
+		rc = check_chan(chan, "nemo_notify");
 	return rc ? rc : send_slot(p, (nemo_xproc_id)dest, K_NOTIFY, chan, 0, NULL, 0, xf, true);
 }
 
