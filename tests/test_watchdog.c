@@ -21,7 +21,17 @@
 enum { ACT_STAMP = 1, ACT_COUNT = 2 };
 
 static atomic_ulong stamped, counted, early, ctx_not_irq;
-static atomic_int mode;              /* 0 compute without polling; 1 compute with checks; 9 leave */
+static atomic_int mode;              /* 0 compute without polling; 1 compute with checks;
+                                      * 8 compute on, last stall counted; 9 leave */
+/* The watched thread's loop count: it stands still while the thread's
+ * signal handler runs (the handler interrupts that thread), so a change
+ * after a message was handled says the handler has returned. */
+static atomic_ulong loops;
+/* Section 3's allowance for firing: each stretch in which the watched
+ * thread made no check for T/2 or longer (descheduled by a loaded
+ * machine) may let a clock run to T, once per T it lasts, plus one. */
+static atomic_ulong stall_allowance;
+static atomic_int stalls_counted;    /* it saw mode 8 and counted its last stretch */
 static uint64_t t_ticks;
 static _Atomic nemo_place_id xid = NEMO_PLACE_NONE;
 
@@ -53,13 +63,26 @@ static void *watched(void *p)
 	CHECK_EQ_INT(nemo_poll_threshold_set(20000), 0);          /* checks: 20 us */
 	atomic_store(&xid, id);
 	volatile uint64_t sink = 0;
+	uint64_t half_t = t_ticks / 2, last = nemo_ticks();
 	for (uint64_t i = 0;; i++) {
 		int m = atomic_load_explicit(&mode, memory_order_relaxed);
 		if (m == 9)
 			break;
 		sink += i;
-		if (m == 1)
-			NEMO_POLL_CHECK();
+		atomic_store_explicit(&loops, i, memory_order_relaxed);
+		if (m == 1 || (m == 8 && !atomic_load_explicit(&stalls_counted, memory_order_relaxed))) {
+			if (m == 1)
+				NEMO_POLL_CHECK();
+			uint64_t now = nemo_ticks();
+			if (now - last >= half_t)
+				atomic_fetch_add_explicit(&stall_allowance, (now - last) / t_ticks + 1,
+							  memory_order_relaxed);
+			last = now;
+			if (m == 8)
+				atomic_store(&stalls_counted, 1);
+		} else {
+			last = nemo_ticks();
+		}
 	}
 	CHECK_EQ_INT(nemo_place_leave(), 0);
 	return NULL;
@@ -99,10 +122,16 @@ int main(void)
 	nemo_place_id x = atomic_load(&xid);
 
 	/* 1. It never polls: each message is handled by an interrupt, not
-	 *    before T. */
+	 *    before T.  The next message goes only after the handler that
+	 *    took this one has returned: a handler drains until nothing is
+	 *    pending (irq.c, H1), so a message sent while it still runs is
+	 *    rightly taken at once, before T, without the watchdog. */
 	for (int i = 0; i < 5; i++) {
 		CHECK_EQ_INT(nemo_am_send(x, ACT_STAMP, nemo_ticks(), 0), 0);
 		while (atomic_load(&stamped) < (unsigned long)i + 1)
+			sched_yield();
+		unsigned long l = atomic_load(&loops);
+		while (atomic_load(&loops) == l)
 			sched_yield();
 	}
 	CHECK_EQ_INT(atomic_load(&early), 0);
@@ -136,15 +165,23 @@ int main(void)
 		sched_yield();
 	CHECK_EQ_INT(nemo_domain_get_counters(d, &c1), 0);
 	nemo_watchdog_get_counters(w, &w1);
+	/* Stop counting stalls, once it has counted the stretch it may be in
+	 * now (a fire counted above may have come in it); it computes on. */
+	atomic_store(&mode, 8);
+	while (!atomic_load(&stalls_counted))
+		sched_yield();
+	unsigned long allowance = atomic_load(&stall_allowance);
 	printf("watchdog: 5 interrupts past T (20 ms); a 20000-message flood handled; 500 messages to a "
-	       "place checking every 20 us: %llu signals, %llu deferred kicks, %llu fired\n",
+	       "place checking every 20 us: %llu signals, %llu deferred kicks, %llu fired (stalls of the "
+	       "watched thread allowed %lu)\n",
 	       (unsigned long long)(c1.kicks_signal - c0.kicks_signal),
 	       (unsigned long long)(c1.kicks_deferred - c0.kicks_deferred),
-	       (unsigned long long)(w1.fired - w0.fired));
+	       (unsigned long long)(w1.fired - w0.fired), allowance);
 	CHECK_EQ_INT(c1.kicks_signal - c0.kicks_signal, 0);
-	/* With T = 20 ms and a check every 20 us, firing needs a 20 ms stall
-	 * of the watched thread: allow a few under heavy load. */
-	CHECK(w1.fired - w0.fired <= 5);
+	/* With T = 20 ms and a check every 20 us, a clock runs to T only if
+	 * the watched thread made no check for that long: a loaded machine's
+	 * stall of it, which it counted. */
+	CHECK(w1.fired - w0.fired <= allowance);
 	CHECK(c1.kicks_deferred - c0.kicks_deferred > 0);
 
 	/* 4. Idle: the watchdog sleeps with no timer. */
