@@ -82,9 +82,18 @@ static void test_manual_reset(void)
 	nemo_wait_policy blk = { NEMO_WAIT_BLOCK, 0 };
 	CHECK_EQ_INT(nemo_event_init(&manual, NEMO_EVENT_MANUAL_RESET, &blk), 0);
 	pthread_t th[8];
+	nemo_waiter_counters c0, c1;
+	CHECK_EQ_INT(nemo_waiter_get_counters(&c0), 0);
 	for (int i = 0; i < 8; i++)
 		pthread_create(&th[i], NULL, manual_waiter, (void *)(intptr_t)i);
-	usleep(20000);
+	/* Until all eight sleep: a sleep is counted once the sleeper is in
+	 * the event's word (as test_errors.c), so destroy must see them.  A
+	 * sleep of 20 ms was no handshake: on a loaded machine a waiter had
+	 * not yet arrived, destroy succeeded and the event was gone. */
+	do {
+		usleep(1000);
+		nemo_waiter_get_counters(&c1);
+	} while (c1.sleeps - c0.sleeps < 8);
 	/* Sleepers make destroy refuse (the event stays usable). */
 	CHECK_EQ_INT(nemo_event_destroy(&manual), EBUSY);
 	payload = 4242;

@@ -187,14 +187,23 @@ int main(void)
 	/* 4. Idle: the watchdog sleeps with no timer. */
 	atomic_store(&mode, 9);
 	pthread_join(t, NULL);
+	/* Its last deadline (at most T after the last message) may still
+	 * come in the first window if a loaded machine delays it: measure
+	 * up to three windows of half a second, and judge the quietest.  A
+	 * watchdog that keeps a timer wakes in every one. */
 	struct timespec quarter = { 0, 250000000 };
 	nanosleep(&quarter, NULL);
-	nemo_watchdog_get_counters(w, &w0);
-	double cpu0 = cpu_s();
-	nanosleep(&quarter, NULL);
-	nanosleep(&quarter, NULL);
-	double cpu1 = cpu_s();
-	nemo_watchdog_get_counters(w, &w1);
+	double cpu0 = 0, cpu1 = 0;
+	for (int round = 0; round < 3; round++) {
+		nemo_watchdog_get_counters(w, &w0);
+		cpu0 = cpu_s();
+		nanosleep(&quarter, NULL);
+		nanosleep(&quarter, NULL);
+		cpu1 = cpu_s();
+		nemo_watchdog_get_counters(w, &w1);
+		if (w1.wakeups == w0.wakeups && w1.cpu_ns - w0.cpu_ns < 5000000 && cpu1 - cpu0 < 0.05)
+			break;
+	}
 	printf("watchdog idle 0.5 s: the process used %.2f ms of CPU, the watchdog %.3f ms; %llu wake-ups "
 	       "(real-time priority: %s)\n", (cpu1 - cpu0) * 1e3, (double)(w1.cpu_ns - w0.cpu_ns) / 1e6,
 	       (unsigned long long)(w1.wakeups - w0.wakeups), w1.realtime ? "yes" : "no");
