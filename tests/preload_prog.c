@@ -9,7 +9,13 @@
  *     (handed to glibc by the interposer);
  *   - fork() of a process whose condvar has a waiter;
  *   - cancellation of a waiter (mutex re-acquired in cleanup);
- *   - timed-wait errors (EINVAL, ETIMEDOUT).
+ *   - timed-wait errors (EINVAL, ETIMEDOUT);
+ *   - POSIX semaphores, which the interposer makes poll before glibc's
+ *     sem_wait sleeps: strict hand-off between two threads, every timed
+ *     form and its errors, errno kept on success, EINTR from a handler
+ *     installed without SA_RESTART (and none from one with it), the
+ *     signal mask unchanged, cancellation, and a process-shared
+ *     semaphore across fork().
  * argv[1] == "expect-interposed" also checks that the calls really went
  * to libnemo-preload.so.
  */
@@ -19,6 +25,8 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,6 +228,185 @@ static void cancellation(void)
 	EXPECT(pthread_cond_destroy(&ec) == 0);
 }
 
+/* ---- POSIX semaphores ---- */
+enum { SEM_ROUNDS = 20000 };
+static sem_t sem_a, sem_b;
+static int sem_turns[2];
+
+static void *sem_player(void *p)
+{
+	int me = (int)(intptr_t)p;
+	sem_t *mine = me ? &sem_b : &sem_a, *other = me ? &sem_a : &sem_b;
+	for (int i = 0; i < SEM_ROUNDS; i++) {
+		while (sem_wait(mine) != 0)
+			EXPECT(errno == EINTR);
+		sem_turns[me]++;
+		/* Strict alternation: player 1 has had exactly as many turns as
+		 * player 0 before its own, one fewer after. */
+		EXPECT(sem_turns[0] - sem_turns[1] == (me ? 0 : 1));
+		EXPECT(sem_post(other) == 0);
+	}
+	return NULL;
+}
+
+static volatile sig_atomic_t handled;
+static void on_usr1(int sig)
+{
+	(void)sig;
+	handled++;
+}
+
+static sem_t sem_sig;
+static _Atomic int sem_rc = -2, sem_errno;
+static void *sem_sig_waiter(void *p)
+{
+	(void)p;
+	int rc = sem_wait(&sem_sig);
+	atomic_store(&sem_errno, errno);
+	atomic_store(&sem_rc, rc);
+	return NULL;
+}
+
+static void *sem_cancel_waiter(void *p)
+{
+	sem_wait(p);                   /* never posted: cancelled */
+	return NULL;
+}
+
+/* One waiter in sem_wait, hit by SIGUSR1 (installed with `flags`) after
+ * it started waiting; with SA_RESTART it must go on waiting until the
+ * post, without it fail with EINTR. */
+static void sem_signalled(int flags)
+{
+	struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = flags };
+	sigemptyset(&sa.sa_mask);
+	EXPECT(sigaction(SIGUSR1, &sa, NULL) == 0);
+	EXPECT(sem_init(&sem_sig, 0, 0) == 0);
+	handled = 0;
+	atomic_store(&sem_rc, -2);
+	pthread_t t;
+	pthread_create(&t, NULL, sem_sig_waiter, NULL);
+	/* It may be polling or asleep in glibc's call: both must behave. */
+	struct timespec ms = { 0, 20000000 };
+	nanosleep(&ms, NULL);
+	pthread_kill(t, SIGUSR1);
+	if (!(flags & SA_RESTART)) {
+		/* A signal that came before it reached sem_wait interrupts
+		 * nothing, on a loaded machine too: signal again until it
+		 * returns. */
+		while (atomic_load(&sem_rc) == -2) {
+			nanosleep(&ms, NULL);
+			if (atomic_load(&sem_rc) == -2)
+				pthread_kill(t, SIGUSR1);
+		}
+	}
+	if (flags & SA_RESTART) {
+		while (!handled)
+			sched_yield();
+		nanosleep(&ms, NULL);
+		EXPECT(atomic_load(&sem_rc) == -2);   /* still waiting */
+		sem_post(&sem_sig);
+		pthread_join(t, NULL);
+		EXPECT(atomic_load(&sem_rc) == 0);
+	} else {
+		pthread_join(t, NULL);
+		EXPECT(atomic_load(&sem_rc) == -1 && atomic_load(&sem_errno) == EINTR);
+		EXPECT(handled >= 1);
+	}
+	sem_destroy(&sem_sig);
+	signal(SIGUSR1, SIG_DFL);
+}
+
+static void semaphores(void)
+{
+	/* Hand-off. */
+	EXPECT(sem_init(&sem_a, 0, 1) == 0 && sem_init(&sem_b, 0, 0) == 0);
+	pthread_t t0, t1;
+	pthread_create(&t0, NULL, sem_player, (void *)(intptr_t)0);
+	pthread_create(&t1, NULL, sem_player, (void *)(intptr_t)1);
+	pthread_join(t0, NULL);
+	pthread_join(t1, NULL);
+	EXPECT(sem_turns[0] == SEM_ROUNDS && sem_turns[1] == SEM_ROUNDS);
+
+	/* Timed forms: available, past deadlines, errors; errno kept. */
+	sem_t s;
+	EXPECT(sem_init(&s, 0, 2) == 0);
+	struct timespec now, past = { 0, 0 }, bad = { 0, 1000000000L };
+	clock_gettime(CLOCK_REALTIME, &now);
+	errno = 1234;
+	EXPECT(sem_timedwait(&s, &past) == 0 && errno == 1234);    /* available: no timeout */
+	EXPECT(sem_clockwait(&s, CLOCK_MONOTONIC, &past) == 0 && errno == 1234);
+	EXPECT(sem_timedwait(&s, &past) == -1 && errno == ETIMEDOUT);
+	EXPECT(sem_clockwait(&s, CLOCK_MONOTONIC, &past) == -1 && errno == ETIMEDOUT);
+	struct timespec neg = { -1, 0 };
+	EXPECT(sem_timedwait(&s, &neg) == -1 && errno == ETIMEDOUT);
+	EXPECT(sem_timedwait(&s, &bad) == -1 && errno == EINVAL);
+	EXPECT(sem_clockwait(&s, CLOCK_MONOTONIC, &bad) == -1 && errno == EINVAL);
+	EXPECT(sem_clockwait(&s, CLOCK_PROCESS_CPUTIME_ID, &now) == -1 && errno == EINVAL);
+	struct timespec soon;
+	clock_gettime(CLOCK_MONOTONIC, &soon);
+	soon.tv_nsec += 30000000;
+	if (soon.tv_nsec >= 1000000000L) {
+		soon.tv_sec++;
+		soon.tv_nsec -= 1000000000L;
+	}
+	EXPECT(sem_clockwait(&s, CLOCK_MONOTONIC, &soon) == -1 && errno == ETIMEDOUT);
+	struct timespec m2;
+	clock_gettime(CLOCK_MONOTONIC, &m2);
+	EXPECT(m2.tv_sec > soon.tv_sec || (m2.tv_sec == soon.tv_sec && m2.tv_nsec >= soon.tv_nsec));
+	EXPECT(sem_post(&s) == 0);
+	errno = 77;
+	EXPECT(sem_wait(&s) == 0 && errno == 77);
+	EXPECT(sem_trywait(&s) == -1 && errno == EAGAIN);
+	sem_destroy(&s);
+
+	/* Signals, and the mask left as it was. */
+	sigset_t before, after;
+	pthread_sigmask(SIG_SETMASK, NULL, &before);
+	sem_signalled(0);
+	sem_signalled(SA_RESTART);
+	pthread_sigmask(SIG_SETMASK, NULL, &after);
+	for (int sig = 1; sig < SIGRTMIN; sig++)
+		EXPECT(sigismember(&before, sig) == sigismember(&after, sig));
+
+	/* Cancellation point. */
+	sem_t never;
+	EXPECT(sem_init(&never, 0, 0) == 0);
+	pthread_t tc;
+	pthread_create(&tc, NULL, sem_cancel_waiter, &never);
+	struct timespec ms = { 0, 10000000 };
+	nanosleep(&ms, NULL);
+	pthread_cancel(tc);
+	void *res;
+	pthread_join(tc, &res);
+	EXPECT(res == PTHREAD_CANCELED);
+	sem_destroy(&never);
+
+	/* Process-shared, across fork: the child waits, the parent posts. */
+	sem_t *ps = mmap(NULL, 2 * sizeof(sem_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	EXPECT(ps != MAP_FAILED);
+	if (ps == MAP_FAILED)
+		return;
+	EXPECT(sem_init(&ps[0], 1, 0) == 0 && sem_init(&ps[1], 1, 0) == 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		for (int i = 0; i < 1000; i++) {
+			while (sem_wait(&ps[0]) != 0)
+				;
+			sem_post(&ps[1]);
+		}
+		_exit(0);
+	}
+	for (int i = 0; i < 1000; i++) {
+		sem_post(&ps[0]);
+		while (sem_wait(&ps[1]) != 0)
+			;
+	}
+	int st;
+	EXPECT(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	munmap(ps, 2 * sizeof(sem_t));
+}
+
 int main(int argc, char **argv)
 {
 	basic();
@@ -227,10 +414,16 @@ int main(int argc, char **argv)
 	pshared();
 	forked();
 	cancellation();
+	semaphores();
 	Dl_info info;
 	void *sym = dlsym(RTLD_DEFAULT, "pthread_cond_wait");
 	bool interposed = sym && dladdr(sym, &info) && info.dli_fname &&
 			  strstr(info.dli_fname, "nemo-preload");
+	Dl_info sinfo;
+	void *ssym = dlsym(RTLD_DEFAULT, "sem_wait");
+	bool sem_interposed = ssym && dladdr(ssym, &sinfo) && sinfo.dli_fname &&
+			      strstr(sinfo.dli_fname, "nemo-preload");
+	EXPECT(sem_interposed == interposed);
 	if (argc > 1 && !strcmp(argv[1], "expect-interposed"))
 		EXPECT(interposed);
 	printf("preload_prog: interposed %s, %d failures\n", interposed ? "yes" : "no", failures);

@@ -20,7 +20,9 @@ Each case checks its results exactly, never a time:
   - timed waits that must time out (Condition.wait, Event.wait,
     Lock.acquire with a timeout) and ones that must not;
   - a thread that computes in pure Python while others wait: they make
-    progress only if the GIL is handed over (forced switches).
+    progress only if the GIL is handed over (forced switches);
+  - a signal that interrupts a blocked Lock.acquire (Ctrl-C's path: the
+    interposed sem_wait must still fail with EINTR).
 A lost wake-up shows as a hang: faulthandler dumps every thread's stack
 and ends the run (exit 1) after WATCHDOG_S, from its own C thread, which
 needs no GIL.
@@ -393,6 +395,47 @@ def gil_switching(wanted=20, limit_s=150.0):
     return f"GIL switching ({result['chunks']} compute chunks)"
 
 
+class Interrupted(Exception):
+    pass
+
+
+def interrupted_acquire(rounds=5):
+    """A signal interrupts a blocked Lock.acquire in the main thread, as
+    Ctrl-C does: CPython runs its handler when sem_wait fails with EINTR,
+    which the interposer's polling sem_wait must keep.  Another thread
+    signals until the acquire raises (a signal that came before the wait
+    began interrupts nothing, on a loaded machine too)."""
+    import signal
+
+    def handler(signum, frame):
+        raise Interrupted()
+
+    old = signal.signal(signal.SIGUSR1, handler)
+    try:
+        for _ in range(rounds):
+            lock = threading.Lock()
+            lock.acquire()
+            stop = threading.Event()
+
+            def killer():
+                while not stop.wait(0.02):
+                    os.kill(os.getpid(), signal.SIGUSR1)
+
+            t = threading.Thread(target=killer)
+            t.start()
+            raised = False
+            try:
+                lock.acquire()      # never released: only a signal ends it
+            except Interrupted:
+                raised = True
+            stop.set()
+            t.join()
+            check(raised, "a signal did not interrupt a blocked Lock.acquire")
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+    return f"{rounds} interrupted Lock.acquire"
+
+
 def main():
     args = sys.argv[1:]
     if len(args) > 1 or any(a not in ("expect-interposed", "expect-glibc") for a in args):
@@ -408,7 +451,7 @@ def main():
         check(not mapped, "libnemo-preload is mapped, but this run is the glibc reference")
     done = []
     for case in (lock_handoff, condition_buffer, queue_workers, event_rounds, barrier_rounds,
-                 pool_map, timed_waits, gil_switching):
+                 pool_map, timed_waits, gil_switching, interrupted_acquire):
         done.append(case())
     faulthandler.cancel_dump_traceback_later()
     print(f"preload_python: {'ok' if not failures else f'{len(failures)} FAILED'}: "

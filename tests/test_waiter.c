@@ -1,5 +1,6 @@
 /* test_waiter.c - wait policies, calibration, profiles, parking slots,
- * kick and the counters. */
+ * kick, the counters, and waits in front of someone else's primitive
+ * (nemo_wait_foreign). */
 #define _GNU_SOURCE
 #include "check.h"
 
@@ -7,6 +8,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,6 +231,173 @@ static void test_slots(void)
 	CHECK_EQ_INT(c1.kicks_avoided, c0.kicks_avoided + 1);
 }
 
+/* ---- nemo_wait_foreign: a flag stands for the other primitive ---- */
+struct foreign {
+	atomic_int ready;             /* the condition: take it by clearing */
+	atomic_int tries, blocks;
+	int block_rc;                 /* what block() returns */
+	atomic_int polling;           /* set by try_take: the wait has begun */
+};
+
+static bool f_take(void *arg)
+{
+	struct foreign *f = arg;
+	atomic_fetch_add(&f->tries, 1);
+	atomic_store(&f->polling, 1);
+	int one = 1;
+	return atomic_compare_exchange_strong(&f->ready, &one, 0);
+}
+
+static int f_block(void *arg, clockid_t clock, const struct timespec *abstime)
+{
+	(void)clock;
+	(void)abstime;
+	struct foreign *f = arg;
+	atomic_fetch_add(&f->blocks, 1);
+	return f->block_rc;
+}
+
+static atomic_int usr1_seen;
+static void on_usr1(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(&usr1_seen, 1);
+}
+
+struct foreign_run {
+	struct foreign *f;
+	nemo_wait_policy pol;
+	unsigned flags;
+	atomic_int rc;
+	sigset_t mask_after;
+};
+
+static void *foreign_waiter(void *p)
+{
+	struct foreign_run *r = p;
+	atomic_store(&r->rc, nemo_wait_foreign(f_take, f_block, r->f, &r->pol, CLOCK_MONOTONIC, NULL, r->flags));
+	pthread_sigmask(SIG_SETMASK, NULL, &r->mask_after);
+	return NULL;
+}
+
+/* A SPIN wait (it polls for ever, so only the event under test ends it)
+ * hit by SIGUSR1 installed with sa_flags; returns the wait's result.
+ * Unless it is to end with EINTR, the flag is set once the handler has
+ * run, and the wait takes it. */
+static int foreign_signalled(int sa_flags, unsigned flags, bool expect_eintr, struct foreign *f,
+			     sigset_t *mask_after)
+{
+	struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = sa_flags };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	atomic_store(&usr1_seen, 0);
+	atomic_store(&f->ready, 0);
+	atomic_store(&f->polling, 0);
+	struct foreign_run r = { .f = f, .pol = { NEMO_WAIT_SPIN, 0 }, .flags = flags, .rc = -1 };
+	pthread_t t;
+	pthread_create(&t, NULL, foreign_waiter, &r);
+	while (!atomic_load(&f->polling))
+		sched_yield();
+	pthread_kill(t, SIGUSR1);
+	/* The handler runs within SPIN's first millisecond plus a yield. */
+	while (!atomic_load(&usr1_seen))
+		usleep(100);
+	if (!expect_eintr) {
+		/* It must still be polling after its handler ran: then let
+		 * it take. */
+		usleep(20000);
+		CHECK_EQ_INT(atomic_load(&r.rc), -1);
+		atomic_store(&f->ready, 1);
+	}
+	pthread_join(t, NULL);
+	*mask_after = r.mask_after;
+	signal(SIGUSR1, SIG_DFL);
+	return atomic_load(&r.rc);
+}
+
+static void test_foreign(void)
+{
+	struct foreign f = { .block_rc = 0 };
+	nemo_wait_policy blk = { NEMO_WAIT_BLOCK, 0 }, bad = { (nemo_wait_kind)99, 0 };
+	struct timespec past = { 0, 0 }, badns = { 0, -1 };
+
+	/* Bad input: a specific EINVAL each, nothing called. */
+	CHECK_EQ_INT(nemo_wait_foreign(NULL, f_block, &f, NULL, CLOCK_MONOTONIC, NULL, 0), EINVAL);
+	CHECK_EQ_INT(nemo_wait_foreign(f_take, NULL, &f, NULL, CLOCK_MONOTONIC, NULL, 0), EINVAL);
+	CHECK_EQ_INT(nemo_wait_foreign(f_take, f_block, &f, NULL, CLOCK_MONOTONIC, NULL, 1u << 9), EINVAL);
+	CHECK_EQ_INT(nemo_wait_foreign(f_take, f_block, &f, NULL, CLOCK_PROCESS_CPUTIME_ID, NULL, 0), EINVAL);
+	CHECK_EQ_INT(nemo_wait_foreign(f_take, f_block, &f, NULL, CLOCK_MONOTONIC, &badns, 0), EINVAL);
+	CHECK_EQ_INT(nemo_wait_foreign(f_take, f_block, &f, &bad, CLOCK_MONOTONIC, NULL, 0), EINVAL);
+	CHECK_EQ_INT(atomic_load(&f.tries) + atomic_load(&f.blocks), 0);
+
+	/* Available: taken at the first try. */
+	atomic_store(&f.ready, 1);
+	CHECK_EQ_INT(nemo_wait_foreign(f_take, f_block, &f, NULL, CLOCK_MONOTONIC, NULL, 0), 0);
+	CHECK_EQ_INT(atomic_load(&f.blocks), 0);
+	CHECK_EQ_INT(atomic_load(&f.ready), 0);
+
+	/* A deadline already past: ETIMEDOUT after one try, block not called. */
+	atomic_store(&f.tries, 0);
+	CHECK_EQ_INT(nemo_wait_foreign(f_take, f_block, &f, NULL, CLOCK_MONOTONIC, &past, 0), ETIMEDOUT);
+	CHECK_EQ_INT(atomic_load(&f.tries), 1);
+	CHECK_EQ_INT(atomic_load(&f.blocks), 0);
+
+	/* BLOCK: one try, then block once; its result comes back as it is,
+	 * and the wait counts as a sleep. */
+	nemo_waiter_counters c0, c1;
+	nemo_waiter_get_counters(&c0);
+	f.block_rc = EIO;
+	atomic_store(&f.tries, 0);
+	CHECK_EQ_INT(nemo_wait_foreign(f_take, f_block, &f, &blk, CLOCK_MONOTONIC, NULL, 0), EIO);
+	CHECK_EQ_INT(atomic_load(&f.tries), 1);
+	CHECK_EQ_INT(atomic_load(&f.blocks), 1);
+	nemo_waiter_get_counters(&c1);
+	CHECK_EQ_INT(c1.sleeps - c0.sleeps, 1);
+	CHECK_EQ_INT(c1.waits - c0.waits, 1);
+
+	/* HYBRID with a short budget and nobody to set the flag: polls,
+	 * then blocks once. */
+	nemo_wait_policy hyb = { NEMO_WAIT_HYBRID, 50000 };
+	f.block_rc = 0;
+	atomic_store(&f.tries, 0);
+	atomic_store(&f.blocks, 0);
+	CHECK_EQ_INT(nemo_wait_foreign(f_take, f_block, &f, &hyb, CLOCK_MONOTONIC, NULL, 0), 0);
+	CHECK(atomic_load(&f.tries) > 1);
+	CHECK_EQ_INT(atomic_load(&f.blocks), 1);
+
+	/* SPIN, taken while polling: never blocks. */
+	atomic_store(&f.blocks, 0);
+	atomic_store(&f.polling, 0);
+	struct foreign_run r = { .f = &f, .pol = { NEMO_WAIT_SPIN, 0 }, .rc = -1 };
+	pthread_t t;
+	pthread_create(&t, NULL, foreign_waiter, &r);
+	while (!atomic_load(&f.polling))
+		sched_yield();
+	usleep(5000);
+	atomic_store(&f.ready, 1);
+	pthread_join(t, NULL);
+	CHECK_EQ_INT(atomic_load(&r.rc), 0);
+	CHECK_EQ_INT(atomic_load(&f.blocks), 0);
+
+	/* Signals while polling.  The mask the thread started with (none
+	 * blocked) is what it has after the wait. */
+	sigset_t after;
+	atomic_store(&f.polling, 0);
+	CHECK_EQ_INT(foreign_signalled(0, NEMO_WAIT_FOREIGN_EINTR, true, &f, &after), EINTR);
+	CHECK_EQ_INT(sigismember(&after, SIGUSR1), 0);
+	CHECK_EQ_INT(sigismember(&after, SIGINT), 0);
+	CHECK_EQ_INT(atomic_load(&usr1_seen), 1);
+	/* With SA_RESTART the call would have gone on: so does the poll,
+	 * after the handler ran. */
+	atomic_store(&f.polling, 0);
+	CHECK_EQ_INT(foreign_signalled(SA_RESTART, NEMO_WAIT_FOREIGN_EINTR, false, &f, &after), 0);
+	CHECK_EQ_INT(sigismember(&after, SIGUSR1), 0);
+	/* Without the flag: the handler runs, the wait goes on. */
+	atomic_store(&f.polling, 0);
+	CHECK_EQ_INT(foreign_signalled(0, 0, false, &f, &after), 0);
+	CHECK_EQ_INT(atomic_load(&f.blocks), 0);
+}
+
 int main(void)
 {
 	nemo_clock_init();
@@ -236,5 +405,6 @@ int main(void)
 	test_policy_resolve();
 	test_calibration_and_profile();
 	test_slots();
+	test_foreign();
 	return check_exit("test_waiter");
 }

@@ -10,10 +10,11 @@
  *                    rate: hand-offs per second.
  *   python-handoff   `python3 -c PROGRAM`: two CPython threads hand a token
  *                    through two threading.Locks; rate: round trips per
- *                    second.  threading.Lock is a semaphore, but every
+ *                    second.  threading.Lock is a semaphore (sem_wait,
+ *                    which the interposer makes poll first), and every
  *                    switch goes through the GIL, a mutex and two condvars
  *                    (pthread_cond_timedwait in 5 ms intervals, then a
- *                    forced switch): what the interposer reaches in CPython.
+ *                    forced switch).
  *                    python3 is looked up on PATH; without it the program
  *                    is skipped (mechanism_unavailable).
  *   pool             nemo-pool --json: one producer feeds 2x CPUs workers
@@ -78,7 +79,7 @@ static const struct program {
 	[PR_HANDOFF] = { "condvar-handoff", "hand-offs",
 			 "nemo-handoff: two pinned threads, one mutex, one condvar" },
 	[PR_PYTHON] = { "python-handoff", "round trips",
-			"python3: two threads, two threading.Locks (the GIL's condvars)" },
+			"python3: two threads, two threading.Locks (semaphores) and the GIL's condvars" },
 	[PR_POOL] = { "pool", "tasks",
 		      "nemo-pool: one producer, 2x CPUs workers, one mutex, two condvars" },
 };

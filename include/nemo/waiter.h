@@ -228,6 +228,56 @@ int nemo_waiter_kick(nemo_waiter *w);
 int nemo_waiter_wait(nemo_waiter *w, const nemo_wait_policy *p, clockid_t clock,
 		     const struct timespec *abstime);
 
+/* ------------------------------------------------------------------------
+ * Someone else's primitive
+ * ------------------------------------------------------------------------ */
+
+/** Flags of nemo_wait_foreign. */
+enum {
+	/** Fail like an interruptible system call: a signal that arrives
+	 *  while nemo polls, and whose handler was installed without
+	 *  SA_RESTART, ends the wait with EINTR once its handler has run -
+	 *  what the blocking call would have done had it been asleep.  The
+	 *  poll then runs with signals blocked (two sigprocmask calls per
+	 *  polled wait). */
+	NEMO_WAIT_FOREIGN_EINTR = 1u << 0,
+	/** A cancellation point: pthread_testcancel on entry and while
+	 *  polling (the blocking call is expected to be one itself). */
+	NEMO_WAIT_FOREIGN_CANCEL = 1u << 1,
+};
+
+/**
+ * Wait for a condition that something other than nemo signals - a POSIX
+ * semaphore, a pipe, another library's lock - with nemo's poll phase in
+ * front of that primitive's own blocking call.  This is how the
+ * interposer (libnemo-preload.so) makes sem_wait poll before it sleeps.
+ *
+ * try_take(arg) is tried at once, then polled for as long as policy p
+ * says (NULL: the default policy; the same plans and history as every
+ * nemo wait, src/waiter/wait.c).  It must take the condition (consume
+ * it: sem_trywait, not a look at the value) and return true, or return
+ * false having changed nothing.  If the poll phase ends without it,
+ * block(arg, clock, abstime) is called once, with this call's deadline:
+ * it waits in the other primitive and returns 0 once it took the
+ * condition, or a positive errno value, which is returned as it is.
+ * Under NEMO_WAIT_BLOCK, block is called after the first try.  The
+ * waker needs no nemo call: whatever wakes the primitive's sleepers
+ * (sem_post) also ends the poll, since try_take sees its effect.
+ *
+ * @param clock   CLOCK_MONOTONIC or CLOCK_REALTIME, for abstime
+ * @param abstime absolute deadline, or NULL for none (as nemo_waiter_wait)
+ * @param flags   0 or NEMO_WAIT_FOREIGN_* (EINTR, CANCEL)
+ * @return 0 once taken; ETIMEDOUT if the deadline passed while polling
+ *         (block is not called then); EINTR (NEMO_WAIT_FOREIGN_EINTR); what
+ *         block returned; or EINVAL for a NULL try_take or block, unknown
+ *         flags, a bad clock or tv_nsec, or a policy of unknown kind
+ *         (nemo_last_error() says which).
+ */
+int nemo_wait_foreign(bool (*try_take)(void *arg),
+		      int (*block)(void *arg, clockid_t clock, const struct timespec *abstime),
+		      void *arg, const nemo_wait_policy *p, clockid_t clock,
+		      const struct timespec *abstime, unsigned flags);
+
 /** Process-wide counters (sums over every thread, past and present). */
 typedef struct nemo_waiter_counters {
 	uint64_t kicks_issued;        /**< kicks that made a FUTEX_WAKE */

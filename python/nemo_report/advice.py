@@ -69,8 +69,8 @@ MECHANISMS = {
                                                   "threads through one mutex and one condvar "
                                                   "(`nemo-handoff`)"},
     "python-handoff": {"kind": "program", "api": "unmodified CPython threads handing a token through "
-                                                 "`threading.Lock`s (every switch goes through the "
-                                                 "GIL's condvars)"},
+                                                 "`threading.Lock`s (semaphores, and every switch "
+                                                 "goes through the GIL's condvars)"},
     "pool": {"kind": "program", "api": "an unmodified thread pool: one producer, workers fed through "
                                        "one mutex and two condvars (`nemo-pool`)"},
     ("broadcast", "spin"): {"api": "K waiters polling one word, the broadcast being one store "

@@ -1,7 +1,9 @@
 /*
  * preload.c - libnemo-preload.so: LD_PRELOAD it and an unmodified
- * program's pthread_cond_* calls go to nemo_cond, with the wait policy of
- * NEMO_WAIT (spin, block, hybrid[:NS], adaptive; default adaptive).
+ * program's pthread_cond_* calls go to nemo_cond, and its sem_wait,
+ * sem_timedwait and sem_clockwait poll before glibc's call sleeps
+ * (SEMAPHORES, below), with the wait policy of NEMO_WAIT (spin, block,
+ * hybrid[:NS], adaptive; default adaptive).
  *
  * Why this is safe for real programs:
  *  - A nemo_cond has the size of pthread_cond_t and all-zero is a valid
@@ -17,16 +19,20 @@
  *  - Fork and cancellation are handled inside nemo_cond (cond.c).
  *  - errno is left as the program had it, as glibc's condvar leaves it
  *    (nemo's own futex wrappers keep it too; this is the last guard).
- * Only the pthread_cond_* symbols are exported (preload.map), so the
- * library's own nemo_* functions cannot clash with a program's.
+ * Only the pthread_cond_* and sem_*wait symbols are exported
+ * (preload.map), so the library's own functions cannot clash with a
+ * program's.
  * Not covered: binaries linked against the pre-2.3.2 condvar ABI.
  */
 #define _GNU_SOURCE
 #include <nemo/event.h>
 
+#include <nemo/waiter.h>
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +55,7 @@ static pthread_once_t glibc_once = PTHREAD_ONCE_INIT;
 
 static void *find(const char *name, const char *version)
 {
-	void *f = dlvsym(RTLD_NEXT, name, version);
+	void *f = version ? dlvsym(RTLD_NEXT, name, version) : NULL;
 	if (!f)
 		f = dlsym(RTLD_NEXT, name);
 	if (!f) {
@@ -184,4 +190,90 @@ int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clk,
 	if (is_glibc(c))
 		return glibc.clockwait(c, m, clk, t);
 	KEEP_ERRNO(nemo_cond_clockwait(NC(c), m, clk, t));
+}
+
+/* ------------------------------------------------------------ SEMAPHORES
+ *
+ * POSIX semaphores: sem_wait, sem_timedwait and sem_clockwait poll
+ * (nemo_wait_foreign, with the policy of NEMO_WAIT) before glibc's own
+ * call sleeps.  glibc's semaphore stays what it is - layout, sem_post,
+ * process-shared use - since the poll only calls glibc's sem_trywait,
+ * and a poster whose waiter is still polling finds no sleeper and makes
+ * no FUTEX_WAKE.  Why: CPython's threading.Lock is a semaphore, so each
+ * hand-off between Python threads was a futex sleep and a wake-up that
+ * nemo_cond (the GIL) could not reach.  The calls keep glibc's contract:
+ * -1 with errno EINTR when a handler without SA_RESTART runs while they
+ * wait (NEMO_WAIT_FOREIGN_EINTR: CPython's Ctrl-C in Lock.acquire
+ * depends on it), EINVAL for a bad tv_nsec or clock, ETIMEDOUT, errno
+ * untouched on success, and cancellation points.  NEMO_WAIT=block turns
+ * the poll off (one try, then glibc's call). */
+
+typedef int (*sem_one_fn)(sem_t *);
+typedef int (*sem_timed_fn)(sem_t *, const struct timespec *);
+typedef int (*sem_clock_fn)(sem_t *, clockid_t, const struct timespec *);
+
+static struct {
+	sem_one_fn wait, trywait;
+	sem_timed_fn timedwait;
+	sem_clock_fn clockwait;
+} glibc_sem;
+static pthread_once_t glibc_sem_once = PTHREAD_ONCE_INIT;
+
+/* The default versions: the current semaphore ABI of this platform. */
+static void glibc_sem_load(void)
+{
+	*(void **)&glibc_sem.wait = find("sem_wait", NULL);
+	*(void **)&glibc_sem.trywait = find("sem_trywait", NULL);
+	*(void **)&glibc_sem.timedwait = find("sem_timedwait", NULL);
+	*(void **)&glibc_sem.clockwait = find("sem_clockwait", NULL);
+}
+
+static bool sem_take(void *s)
+{
+	return glibc_sem.trywait(s) == 0;
+}
+
+/* glibc's blocking call, with the deadline of the wait. */
+static int sem_block(void *s, clockid_t clk, const struct timespec *abstime)
+{
+	int rc = !abstime ? glibc_sem.wait(s) : clk == CLOCK_REALTIME ? glibc_sem.timedwait(s, abstime)
+							    : glibc_sem.clockwait(s, clk, abstime);
+	return rc == 0 ? 0 : errno;
+}
+
+static int sem_wait_for(sem_t *s, clockid_t clk, const struct timespec *abstime)
+{
+	if (is_null(s)) {
+		errno = EINVAL;
+		return -1;
+	}
+	pthread_once(&glibc_sem_once, glibc_sem_load);
+	int saved = errno;
+	int rc = nemo_wait_foreign(sem_take, sem_block, s, NULL, clk, abstime,
+				   NEMO_WAIT_FOREIGN_EINTR | NEMO_WAIT_FOREIGN_CANCEL);
+	errno = rc ? rc : saved;
+	return rc ? -1 : 0;
+}
+
+int sem_wait(sem_t *s)
+{
+	return sem_wait_for(s, CLOCK_REALTIME, NULL);
+}
+
+int sem_timedwait(sem_t *s, const struct timespec *abstime)
+{
+	if (is_null(abstime)) {
+		errno = EINVAL;
+		return -1;
+	}
+	return sem_wait_for(s, CLOCK_REALTIME, abstime);
+}
+
+int sem_clockwait(sem_t *s, clockid_t clk, const struct timespec *abstime)
+{
+	if (is_null(abstime)) {
+		errno = EINVAL;
+		return -1;
+	}
+	return sem_wait_for(s, clk, abstime);
 }

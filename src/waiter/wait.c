@@ -10,7 +10,10 @@
  *      before every poll, until `total` ticks;
  *   3. sleep: ops->sleep_begin publishes the sleep and re-checks (the
  *      handshake of waiter.c or event.c), futex_wait, ops->sleep_end, and
- *      try again; until taken or the deadline passes.
+ *      try again; until taken or the deadline passes.  A wait in front
+ *      of someone else's primitive (nemo_wait_foreign: a POSIX
+ *      semaphore under the interposer) calls that primitive's blocking
+ *      call instead, once (ops->block; INTERRUPTIBLE POLLS below).
  *
  * THE PLANS
  *
@@ -53,6 +56,20 @@
  *               0.95-1.19x with the probes in four runs alternated with
  *               them (docs/events.md); the condvar hand-off and the pool
  *               did not move.
+ *               A wait that slept in someone else's blocking call
+ *               (nemo_wait_foreign: sem_wait under the interposer) is
+ *               judged differently: its length includes its own wake-up,
+ *               about C, and no kick stamp says when the condition came
+ *               (a slot wait knows it).  So it adds 1 only past 2C; a
+ *               shorter one - the condition came within about C, where a
+ *               poll would have caught it - subtracts 1.  Without this,
+ *               two CPython threads handing a threading.Lock back and
+ *               forth settled, in about half the runs, where both slept:
+ *               each one's wait was its partner's wake-up plus its own,
+ *               so every wait counted as long and only the probes polled,
+ *               too briefly to catch a partner's wake-up (median 0.83x
+ *               glibc in such a run, 14-42x in the others; measured on
+ *               the 2-vCPU VM).
  *   same_cpu    every release records the releaser's CPU in the slot
  *               (waiter.c); a released slot wait whose releaser ran on the
  *               CPU the waiter started on adds 2, unless the wait did not
@@ -112,6 +129,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 
 /* A deadline with a negative tv_sec is in the past, not malformed: the
@@ -266,6 +284,22 @@ static void adapt_update(struct nemo__wait_hist *self, uint64_t waited_ticks, bo
 	self->long_waits = h > LONG_MAX_SCORE ? LONG_MAX_SCORE : h;
 }
 
+/* The history after a foreign sleep (THE HISTORY: a wait in someone
+ * else's blocking call). */
+static void adapt_foreign_slept(struct nemo__wait_hist *self, uint64_t waited_ticks, bool preempted)
+{
+	if (!self)
+		return;
+	uint32_t h = self->long_waits;
+	if (preempted)
+		h += 2;
+	else if (nemo_ticks_to_ns((int64_t)waited_ticks) > 2 * nemo__block_cost_ns())
+		h += 1;
+	else
+		h = h ? h - 1 : 0;
+	self->long_waits = h > LONG_MAX_SCORE ? LONG_MAX_SCORE : h;
+}
+
 /* Kick mode: SCHED_FIFO 1 from the first kick-mode sleep on, kept while
  * the thread goes on waiting in kick mode, dropped by its next wait that
  * is not in kick mode (or nemo__boost_leave).  Dropping it right after
@@ -323,12 +357,79 @@ static int futex_sleep(const nemo__wait_ops *ops, uint32_t *word, uint32_t val, 
 	return rc;
 }
 
+/* INTERRUPTIBLE POLLS (NEMO__WAIT_EINTR: nemo_wait_foreign standing in
+ * front of a blocking call that fails with EINTR, such as sem_wait).
+ * Such a call returns EINTR when a signal handler installed without
+ * SA_RESTART runs while it blocks, and programs rely on it: CPython
+ * runs its signal handlers (Ctrl-C: KeyboardInterrupt) when
+ * Lock.acquire's sem_wait returns EINTR.  A handler that runs while we
+ * poll instead would leave the caller blocked in the call afterwards,
+ * its EINTR lost.  So the poll runs with every signal blocked; at each
+ * yield and at its end it asks the kernel which are pending, and one
+ * that the caller had not blocked and whose handler lacks SA_RESTART
+ * ends the wait with EINTR once the mask is restored (its handler runs
+ * then).  A signal left at its default action or ignored, or handled
+ * with SA_RESTART, would not have failed the call: it is delivered at
+ * the restore, or - in SPIN's endless poll - at the next yield, where
+ * the caller's mask is put back for a moment.  So a signal waits at
+ * most one poll budget (adaptive, hybrid) or SPIN's first millisecond.
+ * Cost: two sigprocmask calls per wait that polls (a few hundred ns
+ * here), a sigpending at each yield (SPIN only) and at the end.
+ * What it cannot keep: a signal sent to the whole process while we
+ * poll goes, as the kernel always does when the thread it prefers
+ * blocks a signal, to another thread of the process that does not;
+ * its handler runs there, and this wait goes on into the blocking call
+ * (the same as when glibc's call is interrupted on another thread).
+ * The window is the poll phase: at most one adaptive budget, C. */
+enum { SIG_NONE, SIG_DELIVER, SIG_EINTR };
+
+/* What the signals pending for us say: none the caller let through
+ * (SIG_NONE); some, to deliver now (SIG_DELIVER); one of them would have
+ * failed the blocking call (SIG_EINTR). */
+static int signals_pending(const sigset_t *caller_mask)
+{
+	sigset_t pend;
+	if (sigpending(&pend) != 0)
+		return SIG_NONE;
+	int what = SIG_NONE;
+	for (int s = 1; s < NSIG; s++) {
+		if (sigismember(&pend, s) != 1 || sigismember(caller_mask, s) == 1)
+			continue;
+		what = SIG_DELIVER;
+		struct sigaction sa;
+		if (sigaction(s, NULL, &sa) != 0)
+			continue;
+		bool handled = (sa.sa_flags & SA_SIGINFO) ? sa.sa_sigaction != NULL
+			       : (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN);
+		if (handled && !(sa.sa_flags & SA_RESTART))
+			return SIG_EINTR;
+	}
+	return what;
+}
+
+/* At a yield of a long (SPIN) poll: deliver what is pending - the
+ * handlers run while the caller's mask is back - and say whether the
+ * wait must end with EINTR. */
+static bool deliver_pending(const sigset_t *caller_mask)
+{
+	int what = signals_pending(caller_mask);
+	if (what == SIG_NONE)
+		return false;
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, caller_mask, NULL);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	return what == SIG_EINTR;
+}
+
 /* The poll phase: 0 once taken, ETIMEDOUT at the deadline, EAGAIN when
  * the plan's time is up, or (adaptive only) when the CPU was lost for
- * long across a yield: sleep now.  *preempted: the CPU was lost for long
- * while polling. */
+ * long across a yield: sleep now; with `eintr` (the caller's signal
+ * mask: INTERRUPTIBLE POLLS), EINTR.  *preempted: the CPU was lost for
+ * long while polling. */
 static int poll_phase(const nemo__wait_ops *ops, void *arg, nemo__spin_plan plan, uint64_t start,
-		      uint64_t deadline, unsigned flags, bool adaptive, bool *preempted)
+		      uint64_t deadline, unsigned flags, bool adaptive, bool *preempted,
+		      const sigset_t *eintr)
 {
 	uint64_t end = add_sat(start, plan.total), win_end = add_sat(start, plan.pure);
 	uint64_t gap = nemo_ns_to_ticks(PREEMPT_NS), last = start;
@@ -351,6 +452,8 @@ static int poll_phase(const nemo__wait_ops *ops, void *arg, nemo__spin_plan plan
 			yielded = true;
 			if ((flags & NEMO__WAIT_CANCELLABLE))
 				pthread_testcancel();
+			if (eintr && deliver_pending(eintr))
+				return ops->try_take(arg) ? 0 : EINTR;
 		}
 		if (now - last > gap) {
 			/* We lost the CPU: preempted while polling tight, or a
@@ -368,10 +471,32 @@ static int poll_phase(const nemo__wait_ops *ops, void *arg, nemo__spin_plan plan
 		if (now >= deadline)
 			return ETIMEDOUT;
 		if (now >= end)
-			return EAGAIN;
+			return eintr && signals_pending(eintr) == SIG_EINTR ? EINTR : EAGAIN;
 		if ((flags & NEMO__WAIT_CANCELLABLE) && n % 1024 == 0)
 			pthread_testcancel();
 	}
+}
+
+static void restore_mask(void *old)
+{
+	pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+/* The poll phase with every signal blocked (INTERRUPTIBLE POLLS); the
+ * mask is restored however it ends, cancellation included. */
+static int poll_phase_masked(const nemo__wait_ops *ops, void *arg, nemo__spin_plan plan,
+			     uint64_t start, uint64_t deadline, unsigned flags, bool adaptive,
+			     bool *preempted)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	if (pthread_sigmask(SIG_BLOCK, &all, &old) != 0)
+		return poll_phase(ops, arg, plan, start, deadline, flags, adaptive, preempted, NULL);
+	int rc;
+	pthread_cleanup_push(restore_mask, &old);
+	rc = poll_phase(ops, arg, plan, start, deadline, flags, adaptive, preempted, &old);
+	pthread_cleanup_pop(1);
+	return rc;
 }
 
 int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy *p,
@@ -404,7 +529,9 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 	bool preempted = false;
 	nemo__spin_plan plan = nemo__spin_plan_for(&pol);
 	if (plan.total) {
-		int rc = poll_phase(ops, arg, plan, start, deadline, flags, adaptive, &preempted);
+		int rc = (flags & NEMO__WAIT_EINTR)
+			 ? poll_phase_masked(ops, arg, plan, start, deadline, flags, adaptive, &preempted)
+			 : poll_phase(ops, arg, plan, start, deadline, flags, adaptive, &preempted, NULL);
 		if (rc != EAGAIN) {
 			if (rc == 0 && self)
 				NEMO__COUNT(self, waits_polled);
@@ -412,6 +539,16 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 				adapt_update(self, nemo_ticks() - start, rc == 0, preempted);
 			return rc;
 		}
+	}
+
+	/* Someone else's blocking call (nemo_wait_foreign): it sleeps, once. */
+	if (ops->block) {
+		if (self)
+			NEMO__COUNT(self, sleeps);
+		int rc = ops->block(arg, clock, abstime);
+		if (adaptive)
+			adapt_foreign_slept(self, nemo_ticks() - start, preempted);
+		return rc;
 	}
 
 	/* Sleep. */

@@ -483,6 +483,33 @@ int nemo_waiter_wait(nemo_waiter *w, const nemo_wait_policy *p, clockid_t clock,
 	return rc;
 }
 
+/* ------------------------------------------------- foreign primitives */
+
+int nemo_wait_foreign(bool (*try_take)(void *arg),
+		      int (*block)(void *arg, clockid_t clock, const struct timespec *abstime),
+		      void *arg, const nemo_wait_policy *p, clockid_t clock,
+		      const struct timespec *abstime, unsigned flags)
+{
+	if (!try_take || !block)
+		return NEMO__FAIL(EINVAL, "%s is NULL", !try_take ? "try_take" : "block");
+	if (flags & ~(unsigned)(NEMO_WAIT_FOREIGN_EINTR | NEMO_WAIT_FOREIGN_CANCEL))
+		return NEMO__FAIL(EINVAL, "flags 0x%x has bits that are not NEMO_WAIT_FOREIGN_*", flags);
+	if (p && (p->kind < NEMO_WAIT_DEFAULT || p->kind > NEMO_WAIT_ADAPTIVE))
+		return NEMO__FAIL(EINVAL, "policy kind %d is not a nemo_wait_kind", (int)p->kind);
+	int err = nemo__check_deadline(__func__, clock, abstime);
+	if (err)
+		return err;
+	/* The thread's slot carries its wait history (wait.c, THE HISTORY):
+	 * without one the adaptive policy polls its plain budget. */
+	(void)nemo_waiter_self();
+	nemo__wait_ops ops = { .try_take = try_take, .block = block };
+	unsigned f = ((flags & NEMO_WAIT_FOREIGN_EINTR) ? NEMO__WAIT_EINTR : 0) |
+		     ((flags & NEMO_WAIT_FOREIGN_CANCEL) ? NEMO__WAIT_CANCELLABLE : 0);
+	if (flags & NEMO_WAIT_FOREIGN_CANCEL)
+		pthread_testcancel();
+	return nemo__wait_loop(&ops, arg, p, clock, abstime, f);
+}
+
 /* -------------------------------------------------------------- counters */
 
 int nemo_waiter_get_counters(nemo_waiter_counters *out)

@@ -57,19 +57,27 @@ typedef struct nemo__wait_ops {
 	 * for this waiter (0 if unknown), so that the adaptive policy learns
 	 * what a wake-up costs (policy.c, THE COST OF BLOCKING). */
 	uint64_t (*kicked_at)(void *arg);
+	/* Optional: someone else's blocking call (nemo_wait_foreign).  Set,
+	 * it replaces the sleep: called once when the poll phase ends
+	 * without the condition, it waits in that other primitive and
+	 * returns 0 (taken) or a positive errno value, which the loop
+	 * returns; sleep_begin and sleep_end are then unused. */
+	int (*block)(void *arg, clockid_t clock, const struct timespec *abstime);
 	int futex_flags;              /* NEMO_FUTEX_PRIVATE / _SHARED */
 } nemo__wait_ops;
 
 enum {
 	NEMO__WAIT_CANCELLABLE = 1u << 0,  /* a pthread cancellation point */
 	NEMO__WAIT_BOOST = 1u << 1,        /* kick mode: real-time priority while asleep */
+	NEMO__WAIT_EINTR = 1u << 2,        /* nemo_wait_foreign's NEMO_WAIT_FOREIGN_EINTR */
 };
 
 /*
  * The one place where a waiter decides how long to poll and when to
  * sleep (src/waiter/wait.c).  Returns 0 once ops->try_take succeeded,
  * ETIMEDOUT, or EINVAL for a policy of unknown kind (bare: the caller
- * says why).  The caller has validated clock and abstime, and the calling
+ * says why); with ops->block, also what it returned, and with
+ * NEMO__WAIT_EINTR, EINTR (a signal handler ran while it polled).  The caller has validated clock and abstime, and the calling
  * thread has its slot (nemo_waiter_self(): the loop keeps that thread's
  * history and counters in it; without one it waits with neither).
  */
