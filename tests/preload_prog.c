@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -238,8 +239,10 @@ static void *sem_player(void *p)
 	int me = (int)(intptr_t)p;
 	sem_t *mine = me ? &sem_b : &sem_a, *other = me ? &sem_a : &sem_b;
 	for (int i = 0; i < SEM_ROUNDS; i++) {
-		while (sem_wait(mine) != 0)
-			EXPECT(errno == EINTR);
+		/* errno stays as it was, on whichever path the wait took */
+		errno = 4321;
+		int rc = sem_wait(mine);
+		EXPECT(rc == 0 && errno == 4321);
 		sem_turns[me]++;
 		/* Strict alternation: player 1 has had exactly as many turns as
 		 * player 0 before its own, one fewer after. */
@@ -262,6 +265,54 @@ static void *sem_sig_waiter(void *p)
 {
 	(void)p;
 	int rc = sem_wait(&sem_sig);
+	atomic_store(&sem_errno, errno);
+	atomic_store(&sem_rc, rc);
+	return NULL;
+}
+
+/* A handler that siglongjmps out of sem_wait, then the thread exits
+ * with a cleanup handler of its own: the wait must leave nothing of its
+ * own registered (once, under NEMO_WAIT=spin, the thread's exit jumped
+ * into a dead frame). */
+static sigjmp_buf jump_env;
+static atomic_int jumped, jump_cleanup;
+static void on_usr2_jump(int sig)
+{
+	(void)sig;
+	siglongjmp(jump_env, 1);
+}
+
+static void jump_cleanup_ran(void *p)
+{
+	(void)p;
+	atomic_store(&jump_cleanup, 1);
+}
+
+static void *sem_jump_waiter(void *p)
+{
+	pthread_cleanup_push(jump_cleanup_ran, NULL);
+	if (sigsetjmp(jump_env, 1) == 0)
+		sem_wait(p);                   /* never posted */
+	/* No second jump: main may signal once more before it sees this. */
+	sigset_t usr2;
+	sigemptyset(&usr2);
+	sigaddset(&usr2, SIGUSR2);
+	pthread_sigmask(SIG_BLOCK, &usr2, NULL);
+	atomic_store(&jumped, 1);
+	pthread_exit(NULL);
+	pthread_cleanup_pop(0);
+	return NULL;
+}
+
+/* A timed wait hit by a handler with SA_RESTART fails with EINTR (the
+ * kernel does not restart timed futex waits for glibc's semaphores). */
+static void *sem_timed_sig_waiter(void *p)
+{
+	(void)p;
+	struct timespec far;
+	clock_gettime(CLOCK_REALTIME, &far);
+	far.tv_sec += 60;
+	int rc = sem_timedwait(&sem_sig, &far);
 	atomic_store(&sem_errno, errno);
 	atomic_store(&sem_rc, rc);
 	return NULL;
@@ -368,6 +419,42 @@ static void semaphores(void)
 	pthread_sigmask(SIG_SETMASK, NULL, &after);
 	for (int sig = 1; sig < SIGRTMIN; sig++)
 		EXPECT(sigismember(&before, sig) == sigismember(&after, sig));
+
+	/* A timed wait and a handler with SA_RESTART: EINTR all the same. */
+	struct sigaction sr = { .sa_handler = on_usr1, .sa_flags = SA_RESTART };
+	sigemptyset(&sr.sa_mask);
+	EXPECT(sigaction(SIGUSR1, &sr, NULL) == 0);
+	EXPECT(sem_init(&sem_sig, 0, 0) == 0);
+	atomic_store(&sem_rc, -2);
+	pthread_t tt;
+	pthread_create(&tt, NULL, sem_timed_sig_waiter, NULL);
+	struct timespec ms20 = { 0, 20000000 };
+	while (atomic_load(&sem_rc) == -2) {
+		pthread_kill(tt, SIGUSR1);    /* again, until it returns */
+		nanosleep(&ms20, NULL);
+	}
+	pthread_join(tt, NULL);
+	EXPECT(atomic_load(&sem_rc) == -1 && atomic_load(&sem_errno) == EINTR);
+	sem_destroy(&sem_sig);
+	signal(SIGUSR1, SIG_DFL);
+
+	/* A handler that jumps out of the wait; the thread then exits. */
+	struct sigaction sj = { .sa_handler = on_usr2_jump };
+	sigemptyset(&sj.sa_mask);
+	EXPECT(sigaction(SIGUSR2, &sj, NULL) == 0);
+	sem_t nobody;
+	EXPECT(sem_init(&nobody, 0, 0) == 0);
+	pthread_t tj;
+	pthread_create(&tj, NULL, sem_jump_waiter, &nobody);
+	while (!atomic_load(&jumped)) {
+		nanosleep(&ms20, NULL);
+		if (!atomic_load(&jumped))
+			pthread_kill(tj, SIGUSR2);
+	}
+	pthread_join(tj, NULL);
+	EXPECT(atomic_load(&jump_cleanup) == 1);
+	sem_destroy(&nobody);
+	signal(SIGUSR2, SIG_DFL);
 
 	/* Cancellation point. */
 	sem_t never;

@@ -237,13 +237,19 @@ struct foreign {
 	atomic_int tries, blocks;
 	int block_rc;                 /* what block() returns */
 	atomic_int polling;           /* set by try_take: the wait has begun */
+	int raise_at;                 /* try_take raises SIGUSR1 at this try (0: never) */
+	int ready_at;                 /* try_take makes it ready at this try (0: never) */
 };
 
 static bool f_take(void *arg)
 {
 	struct foreign *f = arg;
-	atomic_fetch_add(&f->tries, 1);
+	int n = atomic_fetch_add(&f->tries, 1) + 1;
 	atomic_store(&f->polling, 1);
+	if (n == f->raise_at)
+		pthread_kill(pthread_self(), SIGUSR1);
+	if (n == f->ready_at)
+		atomic_store(&f->ready, 1);
 	int one = 1;
 	return atomic_compare_exchange_strong(&f->ready, &one, 0);
 }
@@ -269,50 +275,36 @@ struct foreign_run {
 	nemo_wait_policy pol;
 	unsigned flags;
 	atomic_int rc;
-	sigset_t mask_after;
 };
 
 static void *foreign_waiter(void *p)
 {
 	struct foreign_run *r = p;
 	atomic_store(&r->rc, nemo_wait_foreign(f_take, f_block, r->f, &r->pol, CLOCK_MONOTONIC, NULL, r->flags));
-	pthread_sigmask(SIG_SETMASK, NULL, &r->mask_after);
 	return NULL;
 }
 
-/* A SPIN wait (it polls for ever, so only the event under test ends it)
- * hit by SIGUSR1 installed with sa_flags; returns the wait's result.
- * Unless it is to end with EINTR, the flag is set once the handler has
- * run, and the wait takes it. */
-static int foreign_signalled(int sa_flags, unsigned flags, bool expect_eintr, struct foreign *f,
-			     sigset_t *mask_after)
+/* A wait on this thread that raises SIGUSR1 (installed with sa_flags) at
+ * its third try, so that the signal surely comes while it polls: returns
+ * the wait's result; *blocks, whether block() was called.  The signal
+ * mask must be what it was before. */
+static int foreign_signalled(int sa_flags, unsigned flags, const struct timespec *abstime,
+			     const nemo_wait_policy *pol, int ready_at, int *blocks)
 {
 	struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = sa_flags };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGUSR1, &sa, NULL);
 	atomic_store(&usr1_seen, 0);
-	atomic_store(&f->ready, 0);
-	atomic_store(&f->polling, 0);
-	struct foreign_run r = { .f = f, .pol = { NEMO_WAIT_SPIN, 0 }, .flags = flags, .rc = -1 };
-	pthread_t t;
-	pthread_create(&t, NULL, foreign_waiter, &r);
-	while (!atomic_load(&f->polling))
-		sched_yield();
-	pthread_kill(t, SIGUSR1);
-	/* The handler runs within SPIN's first millisecond plus a yield. */
-	while (!atomic_load(&usr1_seen))
-		usleep(100);
-	if (!expect_eintr) {
-		/* It must still be polling after its handler ran: then let
-		 * it take. */
-		usleep(20000);
-		CHECK_EQ_INT(atomic_load(&r.rc), -1);
-		atomic_store(&f->ready, 1);
-	}
-	pthread_join(t, NULL);
-	*mask_after = r.mask_after;
+	struct foreign f = { .block_rc = 0, .raise_at = 3, .ready_at = ready_at };
+	sigset_t before, after;
+	pthread_sigmask(SIG_SETMASK, NULL, &before);
+	int rc = nemo_wait_foreign(f_take, f_block, &f, pol, CLOCK_MONOTONIC, abstime, flags);
+	pthread_sigmask(SIG_SETMASK, NULL, &after);
+	for (int sig = 1; sig < SIGRTMIN; sig++)
+		CHECK_EQ_INT(sigismember(&after, sig), sigismember(&before, sig));
+	*blocks = atomic_load(&f.blocks);
 	signal(SIGUSR1, SIG_DFL);
-	return atomic_load(&r.rc);
+	return rc;
 }
 
 static void test_foreign(void)
@@ -379,23 +371,49 @@ static void test_foreign(void)
 	CHECK_EQ_INT(atomic_load(&r.rc), 0);
 	CHECK_EQ_INT(atomic_load(&f.blocks), 0);
 
-	/* Signals while polling.  The mask the thread started with (none
-	 * blocked) is what it has after the wait. */
-	sigset_t after;
-	atomic_store(&f.polling, 0);
-	CHECK_EQ_INT(foreign_signalled(0, NEMO_WAIT_FOREIGN_EINTR, true, &f, &after), EINTR);
-	CHECK_EQ_INT(sigismember(&after, SIGUSR1), 0);
-	CHECK_EQ_INT(sigismember(&after, SIGINT), 0);
+	/* Signals while polling (NEMO_WAIT_FOREIGN_EINTR): the handler runs
+	 * once, after the poll, and the wait fails with EINTR exactly where
+	 * the blocking call would have. */
+	nemo_wait_policy spin = { NEMO_WAIT_SPIN, 0 };
+	struct timespec far = in_ms(CLOCK_MONOTONIC, 60000);
+	int blocks;
+	/* untimed, no SA_RESTART: EINTR, block not called */
+	CHECK_EQ_INT(foreign_signalled(0, NEMO_WAIT_FOREIGN_EINTR, NULL, &spin, 0, &blocks), EINTR);
 	CHECK_EQ_INT(atomic_load(&usr1_seen), 1);
-	/* With SA_RESTART the call would have gone on: so does the poll,
-	 * after the handler ran. */
-	atomic_store(&f.polling, 0);
-	CHECK_EQ_INT(foreign_signalled(SA_RESTART, NEMO_WAIT_FOREIGN_EINTR, false, &f, &after), 0);
-	CHECK_EQ_INT(sigismember(&after, SIGUSR1), 0);
-	/* Without the flag: the handler runs, the wait goes on. */
-	atomic_store(&f.polling, 0);
-	CHECK_EQ_INT(foreign_signalled(0, 0, false, &f, &after), 0);
-	CHECK_EQ_INT(atomic_load(&f.blocks), 0);
+	CHECK_EQ_INT(blocks, 0);
+	/* untimed, SA_RESTART: the call would have gone on, so the wait goes
+	 * on into block (SPIN's endless poll is capped at 1 ms here) */
+	CHECK_EQ_INT(foreign_signalled(SA_RESTART, NEMO_WAIT_FOREIGN_EINTR, NULL, &spin, 0, &blocks), 0);
+	CHECK_EQ_INT(atomic_load(&usr1_seen), 1);
+	CHECK_EQ_INT(blocks, 1);
+	/* timed, SA_RESTART: a timed wait fails with EINTR whatever the flags */
+	CHECK_EQ_INT(foreign_signalled(SA_RESTART, NEMO_WAIT_FOREIGN_EINTR, &far, &spin, 0, &blocks), EINTR);
+	CHECK_EQ_INT(atomic_load(&usr1_seen), 1);
+	CHECK_EQ_INT(blocks, 0);
+	/* the same under the default policy */
+	CHECK_EQ_INT(foreign_signalled(0, NEMO_WAIT_FOREIGN_EINTR, NULL, NULL, 0, &blocks), EINTR);
+	CHECK_EQ_INT(atomic_load(&usr1_seen), 1);
+	/* no flag: the handler runs at once, the poll goes on (taken at the
+	 * 50th try) */
+	CHECK_EQ_INT(foreign_signalled(0, 0, NULL, &spin, 50, &blocks), 0);
+	CHECK_EQ_INT(atomic_load(&usr1_seen), 1);
+	CHECK_EQ_INT(blocks, 0);
+	/* a signal the caller blocks is not ours to deliver: no EINTR, it
+	 * stays pending until the caller unblocks it */
+	sigset_t usr1, old;
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	struct sigaction sa = { .sa_handler = on_usr1 };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	pthread_sigmask(SIG_BLOCK, &usr1, &old);
+	CHECK_EQ_INT(foreign_signalled(0, NEMO_WAIT_FOREIGN_EINTR, NULL, &spin, 0, &blocks), 0);
+	CHECK_EQ_INT(blocks, 1);
+	CHECK_EQ_INT(atomic_load(&usr1_seen), 0);
+	sigaction(SIGUSR1, &sa, NULL);     /* (foreign_signalled reset it) */
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	CHECK_EQ_INT(atomic_load(&usr1_seen), 1);
+	signal(SIGUSR1, SIG_DFL);
 }
 
 int main(void)

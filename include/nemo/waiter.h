@@ -236,10 +236,14 @@ int nemo_waiter_wait(nemo_waiter *w, const nemo_wait_policy *p, clockid_t clock,
 enum {
 	/** Fail like an interruptible system call: a signal that arrives
 	 *  while nemo polls, and whose handler was installed without
-	 *  SA_RESTART, ends the wait with EINTR once its handler has run -
-	 *  what the blocking call would have done had it been asleep.  The
-	 *  poll then runs with signals blocked (two sigprocmask calls per
-	 *  polled wait). */
+	 *  SA_RESTART (for a wait with a deadline: any handler), ends the
+	 *  wait with EINTR once its handler has run - what the blocking
+	 *  call would have done had it been asleep.  The poll then runs
+	 *  with signals blocked, for at most 1 ms whatever the policy, and
+	 *  costs two sigprocmask calls (and a sigpending if it ends
+	 *  untaken).  A signal sent to the whole process meanwhile may be
+	 *  taken by another thread, as the kernel does for any thread that
+	 *  blocks it. */
 	NEMO_WAIT_FOREIGN_EINTR = 1u << 0,
 	/** A cancellation point: pthread_testcancel on entry and while
 	 *  polling (the blocking call is expected to be one itself). */

@@ -359,77 +359,62 @@ static int futex_sleep(const nemo__wait_ops *ops, uint32_t *word, uint32_t val, 
 
 /* INTERRUPTIBLE POLLS (NEMO__WAIT_EINTR: nemo_wait_foreign standing in
  * front of a blocking call that fails with EINTR, such as sem_wait).
- * Such a call returns EINTR when a signal handler installed without
- * SA_RESTART runs while it blocks, and programs rely on it: CPython
- * runs its signal handlers (Ctrl-C: KeyboardInterrupt) when
- * Lock.acquire's sem_wait returns EINTR.  A handler that runs while we
- * poll instead would leave the caller blocked in the call afterwards,
- * its EINTR lost.  So the poll runs with every signal blocked; at each
- * yield and at its end it asks the kernel which are pending, and one
- * that the caller had not blocked and whose handler lacks SA_RESTART
- * ends the wait with EINTR once the mask is restored (its handler runs
- * then).  A signal left at its default action or ignored, or handled
- * with SA_RESTART, would not have failed the call: it is delivered at
- * the restore, or - in SPIN's endless poll - at the next yield, where
- * the caller's mask is put back for a moment.  So a signal waits at
- * most one poll budget (adaptive, hybrid) or SPIN's first millisecond.
- * Cost: two sigprocmask calls per wait that polls (a few hundred ns
- * here), a sigpending at each yield (SPIN only) and at the end.
- * What it cannot keep: a signal sent to the whole process while we
- * poll goes, as the kernel always does when the thread it prefers
- * blocks a signal, to another thread of the process that does not;
- * its handler runs there, and this wait goes on into the blocking call
- * (the same as when glibc's call is interrupted on another thread).
- * The window is the poll phase: at most one adaptive budget, C. */
-enum { SIG_NONE, SIG_DELIVER, SIG_EINTR };
+ * Such a call returns EINTR when a signal handler runs while it blocks
+ * - for an untimed wait only if the handler lacks SA_RESTART, for a
+ * timed one whatever its flags (the kernel restarts a timed futex wait
+ * only through a restart block, which glibc's timed waits turn into
+ * EINTR) - and programs rely on it: CPython runs its signal handlers
+ * (Ctrl-C: KeyboardInterrupt) when Lock.acquire's sem_wait returns
+ * EINTR.  A handler that ran while we polled would leave the caller
+ * blocked in the call afterwards, its EINTR lost.  So:
+ *   - the poll runs with every signal blocked (glibc keeps its own
+ *     cancellation and set*id signals out of any mask);
+ *   - it lasts at most EINTR_POLL_MAX_NS, whatever the policy (SPIN
+ *     and a long HYBRID included), and never yields, so no handler
+ *     ever runs inside it - a handler that siglongjmps out must not
+ *     leave our cleanup buffer registered;
+ *   - at its end, not taken, it asks the kernel which signals are
+ *     pending: one the caller had not blocked, whose handler would have
+ *     failed the call, ends the wait with EINTR once the mask is
+ *     restored (its handler runs then); any other runs at the restore,
+ *     and the wait goes on into the blocking call.
+ * Cost: two sigprocmask calls per wait that polls, and one sigpending
+ * (plus a sigaction per pending signal) when the poll ends untaken.
+ * What it cannot keep: a signal sent to the whole process (kill,
+ * Ctrl-C) while we poll goes, as the kernel always does when the thread
+ * it prefers blocks a signal, to another thread that does not; its
+ * handler runs there, and this wait goes on into the blocking call.
+ * The window is the poll: at most EINTR_POLL_MAX_NS, and one adaptive
+ * budget C (microseconds) under the default policy. */
+#define EINTR_POLL_MAX_NS 1e6
 
-/* What the signals pending for us say: none the caller let through
- * (SIG_NONE); some, to deliver now (SIG_DELIVER); one of them would have
- * failed the blocking call (SIG_EINTR). */
-static int signals_pending(const sigset_t *caller_mask)
+/* Whether a signal pending for us would have failed the blocking call
+ * (timed: any handled signal; untimed: one without SA_RESTART). */
+static bool eintr_pending(const sigset_t *caller_mask, bool timed)
 {
 	sigset_t pend;
 	if (sigpending(&pend) != 0)
-		return SIG_NONE;
-	int what = SIG_NONE;
+		return false;
 	for (int s = 1; s < NSIG; s++) {
 		if (sigismember(&pend, s) != 1 || sigismember(caller_mask, s) == 1)
 			continue;
-		what = SIG_DELIVER;
 		struct sigaction sa;
 		if (sigaction(s, NULL, &sa) != 0)
 			continue;
 		bool handled = (sa.sa_flags & SA_SIGINFO) ? sa.sa_sigaction != NULL
 			       : (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN);
-		if (handled && !(sa.sa_flags & SA_RESTART))
-			return SIG_EINTR;
+		if (handled && (timed || !(sa.sa_flags & SA_RESTART)))
+			return true;
 	}
-	return what;
-}
-
-/* At a yield of a long (SPIN) poll: deliver what is pending - the
- * handlers run while the caller's mask is back - and say whether the
- * wait must end with EINTR. */
-static bool deliver_pending(const sigset_t *caller_mask)
-{
-	int what = signals_pending(caller_mask);
-	if (what == SIG_NONE)
-		return false;
-	sigset_t all;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, caller_mask, NULL);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	return what == SIG_EINTR;
+	return false;
 }
 
 /* The poll phase: 0 once taken, ETIMEDOUT at the deadline, EAGAIN when
  * the plan's time is up, or (adaptive only) when the CPU was lost for
- * long across a yield: sleep now; with `eintr` (the caller's signal
- * mask: INTERRUPTIBLE POLLS), EINTR.  *preempted: the CPU was lost for
+ * long across a yield: sleep now.  *preempted: the CPU was lost for
  * long while polling. */
 static int poll_phase(const nemo__wait_ops *ops, void *arg, nemo__spin_plan plan, uint64_t start,
-		      uint64_t deadline, unsigned flags, bool adaptive, bool *preempted,
-		      const sigset_t *eintr)
+		      uint64_t deadline, unsigned flags, bool adaptive, bool *preempted)
 {
 	uint64_t end = add_sat(start, plan.total), win_end = add_sat(start, plan.pure);
 	uint64_t gap = nemo_ns_to_ticks(PREEMPT_NS), last = start;
@@ -452,8 +437,6 @@ static int poll_phase(const nemo__wait_ops *ops, void *arg, nemo__spin_plan plan
 			yielded = true;
 			if ((flags & NEMO__WAIT_CANCELLABLE))
 				pthread_testcancel();
-			if (eintr && deliver_pending(eintr))
-				return ops->try_take(arg) ? 0 : EINTR;
 		}
 		if (now - last > gap) {
 			/* We lost the CPU: preempted while polling tight, or a
@@ -471,7 +454,7 @@ static int poll_phase(const nemo__wait_ops *ops, void *arg, nemo__spin_plan plan
 		if (now >= deadline)
 			return ETIMEDOUT;
 		if (now >= end)
-			return eintr && signals_pending(eintr) == SIG_EINTR ? EINTR : EAGAIN;
+			return EAGAIN;
 		if ((flags & NEMO__WAIT_CANCELLABLE) && n % 1024 == 0)
 			pthread_testcancel();
 	}
@@ -482,19 +465,27 @@ static void restore_mask(void *old)
 	pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
-/* The poll phase with every signal blocked (INTERRUPTIBLE POLLS); the
+/* The poll phase with every signal blocked (INTERRUPTIBLE POLLS): at
+ * most EINTR_POLL_MAX_NS, tight (no yield, so no handler runs inside
+ * it), then EINTR if a pending signal would have failed the call.  The
  * mask is restored however it ends, cancellation included. */
 static int poll_phase_masked(const nemo__wait_ops *ops, void *arg, nemo__spin_plan plan,
-			     uint64_t start, uint64_t deadline, unsigned flags, bool adaptive,
+			     uint64_t start, uint64_t deadline, unsigned flags, bool timed,
 			     bool *preempted)
 {
+	uint64_t cap = nemo_ns_to_ticks(EINTR_POLL_MAX_NS);
+	if (plan.total > cap)
+		plan.total = cap;
+	plan.pure = plan.window = plan.total;
 	sigset_t all, old;
 	sigfillset(&all);
 	if (pthread_sigmask(SIG_BLOCK, &all, &old) != 0)
-		return poll_phase(ops, arg, plan, start, deadline, flags, adaptive, preempted, NULL);
+		return poll_phase(ops, arg, plan, start, deadline, flags, false, preempted);
 	int rc;
 	pthread_cleanup_push(restore_mask, &old);
-	rc = poll_phase(ops, arg, plan, start, deadline, flags, adaptive, preempted, &old);
+	rc = poll_phase(ops, arg, plan, start, deadline, flags, false, preempted);
+	if (rc == EAGAIN && eintr_pending(&old, timed))
+		rc = EINTR;
 	pthread_cleanup_pop(1);
 	return rc;
 }
@@ -530,8 +521,8 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 	nemo__spin_plan plan = nemo__spin_plan_for(&pol);
 	if (plan.total) {
 		int rc = (flags & NEMO__WAIT_EINTR)
-			 ? poll_phase_masked(ops, arg, plan, start, deadline, flags, adaptive, &preempted)
-			 : poll_phase(ops, arg, plan, start, deadline, flags, adaptive, &preempted, NULL);
+			 ? poll_phase_masked(ops, arg, plan, start, deadline, flags, abstime != NULL, &preempted)
+			 : poll_phase(ops, arg, plan, start, deadline, flags, adaptive, &preempted);
 		if (rc != EAGAIN) {
 			if (rc == 0 && self)
 				NEMO__COUNT(self, waits_polled);
@@ -541,8 +532,11 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 		}
 	}
 
-	/* Someone else's blocking call (nemo_wait_foreign): it sleeps, once. */
+	/* Someone else's blocking call (nemo_wait_foreign): it sleeps, once,
+	 * and never at kick mode's priority. */
 	if (ops->block) {
+		if (self && self->boosted)
+			nemo__boost_leave();
 		if (self)
 			NEMO__COUNT(self, sleeps);
 		int rc = ops->block(arg, clock, abstime);
