@@ -269,33 +269,22 @@ void nemo__learn_releaser(int rel, int cpu, bool slept)
 	w->same_cpu = h;
 }
 
-/* The history (see THE HISTORY above). */
-static void adapt_update(struct nemo__wait_hist *self, uint64_t waited_ticks, bool polled, bool preempted)
+/* The history (see THE HISTORY above).  `foreign`: the wait slept in
+ * someone else's blocking call (nemo_wait_foreign), judged against 2C
+ * since its length includes its own wake-up. */
+static void adapt_update(struct nemo__wait_hist *self, uint64_t waited_ticks, bool polled, bool preempted,
+			 bool foreign)
 {
 	if (!self)
 		return;
 	uint32_t h = self->long_waits;
 	if (preempted)
 		h += 2;
-	else if (!polled && nemo_ticks_to_ns((int64_t)waited_ticks) > nemo__block_cost_ns())
-		h += 1;
 	else if (polled)
 		h = h >= 2 ? h - 2 : 0;
-	self->long_waits = h > LONG_MAX_SCORE ? LONG_MAX_SCORE : h;
-}
-
-/* The history after a foreign sleep (THE HISTORY: a wait in someone
- * else's blocking call). */
-static void adapt_foreign_slept(struct nemo__wait_hist *self, uint64_t waited_ticks, bool preempted)
-{
-	if (!self)
-		return;
-	uint32_t h = self->long_waits;
-	if (preempted)
-		h += 2;
-	else if (nemo_ticks_to_ns((int64_t)waited_ticks) > 2 * nemo__block_cost_ns())
+	else if (nemo_ticks_to_ns((int64_t)waited_ticks) > (foreign ? 2 : 1) * nemo__block_cost_ns())
 		h += 1;
-	else
+	else if (foreign)
 		h = h ? h - 1 : 0;
 	self->long_waits = h > LONG_MAX_SCORE ? LONG_MAX_SCORE : h;
 }
@@ -527,29 +516,26 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 			if (rc == 0 && self)
 				NEMO__COUNT(self, waits_polled);
 			if (adaptive)
-				adapt_update(self, nemo_ticks() - start, rc == 0, preempted);
+				adapt_update(self, nemo_ticks() - start, rc == 0, preempted, false);
 			return rc;
 		}
 	}
 
-	/* Someone else's blocking call (nemo_wait_foreign): it sleeps, once,
-	 * and never at kick mode's priority. */
-	if (ops->block) {
-		if (self && self->boosted)
-			nemo__boost_leave();
-		if (self)
-			NEMO__COUNT(self, sleeps);
-		int rc = ops->block(arg, clock, abstime);
-		if (adaptive)
-			adapt_foreign_slept(self, nemo_ticks() - start, preempted);
-		return rc;
-	}
-
-	/* Sleep. */
+	/* Sleep.  (nemo_wait_foreign never asks for kick mode, so a foreign
+	 * sleep drops its priority here too.) */
 	if (flags & NEMO__WAIT_BOOST)
 		boost_enter(self);
 	else if (self && self->boosted)
 		nemo__boost_leave();
+	/* Someone else's blocking call (nemo_wait_foreign): it sleeps, once. */
+	if (ops->block) {
+		if (self)
+			NEMO__COUNT(self, sleeps);
+		int rc = ops->block(arg, clock, abstime);
+		if (adaptive)
+			adapt_update(self, nemo_ticks() - start, false, preempted, true);
+		return rc;
+	}
 	int result;
 	for (;;) {
 		uint32_t *word, val, bits = 0;
@@ -579,6 +565,6 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 		}
 	}
 	if (adaptive)
-		adapt_update(self, nemo_ticks() - start, false, preempted);
+		adapt_update(self, nemo_ticks() - start, false, preempted, false);
 	return result;
 }

@@ -494,9 +494,11 @@ int nemo_wait_foreign(bool (*try_take)(void *arg),
 		return NEMO__FAIL(EINVAL, "%s is NULL", !try_take ? "try_take" : "block");
 	if (flags & ~(unsigned)(NEMO_WAIT_FOREIGN_EINTR | NEMO_WAIT_FOREIGN_CANCEL))
 		return NEMO__FAIL(EINVAL, "flags 0x%x has bits that are not NEMO_WAIT_FOREIGN_*", flags);
-	if (p && (p->kind < NEMO_WAIT_DEFAULT || p->kind > NEMO_WAIT_ADAPTIVE))
-		return NEMO__FAIL(EINVAL, "policy kind %d is not a nemo_wait_kind", (int)p->kind);
-	int err = nemo__check_deadline(__func__, clock, abstime);
+	nemo_wait_policy pol;
+	int err = nemo_wait_policy_resolve(p, &pol);     /* names a bad kind */
+	if (err)
+		return err;
+	err = nemo__check_deadline(__func__, clock, abstime);
 	if (err)
 		return err;
 	/* The thread's slot carries its wait history (wait.c, THE HISTORY):
@@ -507,7 +509,7 @@ int nemo_wait_foreign(bool (*try_take)(void *arg),
 		     ((flags & NEMO_WAIT_FOREIGN_CANCEL) ? NEMO__WAIT_CANCELLABLE : 0);
 	if (flags & NEMO_WAIT_FOREIGN_CANCEL)
 		pthread_testcancel();
-	return nemo__wait_loop(&ops, arg, p, clock, abstime, f);
+	return nemo__wait_loop(&ops, arg, &pol, clock, abstime, f);
 }
 
 /* -------------------------------------------------------------- counters */
