@@ -25,7 +25,7 @@
  *                count to reach 0.  Also a futex word (destroy sleeps on it).
  *
  * The lock protects head, tail, nwaiting, gen and each queued record's
- * `next` and `queued`.  It is held for a few instructions and never across
+ * `next`.  It is held for a few instructions and never across
  * a syscall.
  *
  * THE RECORD
@@ -152,6 +152,7 @@
 #include "../waiter/waiter_internal.h"
 
 #include "../platform/fail.h"
+#include "../platform/invariant.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -166,21 +167,32 @@
 #define WREF_DESTROY 1u
 #define WREF_ONE 2u
 
-/* A waiting thread's record (THE RECORD above). */
+/* A waiting thread's record (THE RECORD above), in two lines.  The first
+ * is the releasers': they read it, and a broadcast writes `gnext` and
+ * `by_broadcast` in it; the owner writes it when it queues itself and
+ * reads it again only on a wait's slow paths (timeout, cancellation).
+ * The second is the owner's: it reads `nkids` on the way out of every
+ * wait, and only a tree broadcast writes there.  So a released waiter's
+ * way out touches no line its releaser wrote - the token's line aside -
+ * and a signal writes nothing here at all (each write of a releaser into
+ * a line its waiter reads next costs that waiter a line transfer; a
+ * `queued` flag that every signal and broadcast cleared was one).  A flat
+ * broadcast writes one line per waiter, the one it reads anyway. */
 struct cond_node {
 	nemo_waiter *w;               /* the thread's slot */
 	struct cond_node *next;       /* queue link (under the lock); group list in a broadcast */
 	struct cond_node *gnext;      /* next member of the same CPU group (broadcast) */
-	bool queued;                  /* in the queue (under the lock) */
 	int cpu;                      /* CPU it was on when it queued itself */
 	/* The release came from a broadcast: written by the releaser before
-	 * R1 (relaxed), read by the owner after it saw the token. */
+	 * R1 (relaxed), read by the owner only when it abandons a wait. */
 	_Atomic uint32_t by_broadcast;
-	int nkids;                    /* child groups a tree broadcast gave it */
+	/* Child groups a tree broadcast gave it: 0 whenever the record is
+	 * queued (the owner clears it before it queues itself and when it
+	 * has woken them), so a flat broadcast never writes here. */
+	_Alignas(NEMO__CACHELINE) int nkids;
 	struct cond_node *kids[NEMO_COND_MAX_FANOUT];
 };
 
-/* A line of its own (the fields a releaser reads come first). */
 static __thread _Alignas(NEMO__CACHELINE) struct cond_node cond_self;
 
 struct cond_impl {
@@ -363,7 +375,6 @@ static void enqueue(struct cond_impl *c, struct cond_node *w)
 	w->next = NULL;
 	w->cpu = sched_getcpu();
 	nemo__slot_share(w->w, &c->bseq);
-	w->queued = true;
 	if (c->tail)
 		c->tail->next = w;
 	else
@@ -380,30 +391,31 @@ static struct cond_node *dequeue_head(struct cond_impl *c)
 	atomic_store_explicit(&c->head, w->next, memory_order_relaxed);
 	if (!w->next)
 		c->tail = NULL;
-	w->queued = false;
 	c->nwaiting--;
 	return w;
 }
 
 /* Leave the queue if still in it (true); else a releaser dequeued us: wait
- * for its token store, which is in flight (false). */
+ * for its token store, which is in flight (false).  Whether we are still
+ * queued is found by walking the queue under the lock, not kept in a flag:
+ * a flag would be one more store of every releaser into our record
+ * (THE RECORD), and only a timed-out or cancelled wait needs the answer. */
 static bool leave_queue(struct cond_impl *c, struct cond_node *w)
 {
 	cond_lock(c);
-	bool was = w->queued;
+	struct cond_node *prev = NULL, *p = atomic_load_explicit(&c->head, memory_order_relaxed);
+	while (p && p != w) {
+		prev = p;
+		p = p->next;
+	}
+	bool was = p == w;
 	if (was) {
-		struct cond_node *prev = NULL, *p = atomic_load_explicit(&c->head, memory_order_relaxed);
-		while (p && p != w) {
-			prev = p;
-			p = p->next;
-		}
 		if (prev)
 			prev->next = w->next;
 		else
 			atomic_store_explicit(&c->head, w->next, memory_order_relaxed);
 		if (c->tail == w)
 			c->tail = prev;
-		w->queued = false;
 		c->nwaiting--;
 	}
 	cond_unlock(c);
@@ -554,14 +566,17 @@ static int cond_wait(const char *fn, nemo_cond *cv, pthread_mutex_t *m, clockid_
 		return err;
 	pthread_testcancel();
 	struct cond_node *w = &cond_self;
-	w->w = nemo_waiter_self();
-	if (!w->w)
+	/* The slot is used from this local after the release: the record's
+	 * first line is the releaser's then (THE RECORD). */
+	nemo_waiter *self = nemo_waiter_self();
+	if (!self)
 		return nemo__fail(ENOMEM, fn, "cannot allocate the calling thread's slot");
+	w->w = self;
 	nemo_wait_policy pol;
 	policy_of(c, &pol);
 	bool kick = c->flags & CF_KICK;
 
-	nemo_waiter_arm(w->w);
+	nemo_waiter_arm(self);
 	atomic_store_explicit(&w->by_broadcast, 0, memory_order_relaxed);
 	w->nkids = 0;
 	cond_lock(c);
@@ -578,11 +593,11 @@ static int cond_wait(const char *fn, nemo_cond *cv, pthread_mutex_t *m, clockid_
 	struct cancel_ctx ctx = { c, m, w, kick };
 	int rc;
 	pthread_cleanup_push(on_cancel, &ctx);
-	rc = nemo__waiter_wait_flags(w->w, &pol, clock, abstime,
+	rc = nemo__waiter_wait_flags(self, &pol, clock, abstime,
 				     NEMO__WAIT_CANCELLABLE | (kick ? NEMO__WAIT_BOOST : 0));
 	pthread_cleanup_pop(0);
 	/* Later plain waits of this slot sleep on state. */
-	nemo__slot_share(w->w, NULL);
+	nemo__slot_share(self, NULL);
 	if (rc == ETIMEDOUT && !leave_queue(c, w))
 		rc = 0;          /* released while timing out: the wake-up counts */
 	wake_kids(w);
@@ -688,8 +703,6 @@ int nemo_cond_broadcast(nemo_cond *cv)
 	atomic_store_explicit(&c->head, NULL, memory_order_relaxed);
 	c->tail = NULL;
 	c->nwaiting = 0;
-	for (struct cond_node *w = list; w; w = w->next)
-		w->queued = false;
 	cond_unlock(c);
 	if (!list)
 		return 0;
@@ -698,7 +711,7 @@ int nemo_cond_broadcast(nemo_cond *cv)
 	if (!fan) {
 		/* Flat: one group of everyone, in queue order. */
 		for (struct cond_node *w = list; w; w = w->next) {
-			w->nkids = 0;
+			NEMO__INVARIANT(w->nkids == 0, "a queued record has no child groups");
 			w->gnext = w->next;
 		}
 		list->next = NULL;
@@ -711,7 +724,7 @@ int nemo_cond_broadcast(nemo_cond *cv)
 	struct cond_node *groups = NULL, *gtail = NULL;
 	for (struct cond_node *w = list, *next; w; w = next) {
 		next = w->next;
-		w->nkids = 0;
+		NEMO__INVARIANT(w->nkids == 0, "a queued record has no child groups");
 		w->gnext = NULL;
 		struct cond_node *g = groups;
 		while (g && g->cpu != w->cpu)

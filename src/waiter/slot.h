@@ -47,16 +47,22 @@ struct nemo_waiter {
 	 * waiter's own CPU means polling there only delayed it (wait.c,
 	 * THE HISTORY). */
 	_Atomic int32_t rel_cpu;
-	/* The word shared with other waiters to sleep on instead of state, or
+
+	/* The owner's line.  A kicker reads it only after its CAS claimed a
+	 * sleeping slot, so the owner's writes here cost a released poller
+	 * nothing: the owner clears bword on its way out of every condvar
+	 * wait, and in the first line that store had to take the line back
+	 * from the releaser that had just written the token.
+	 *
+	 * The word shared with other waiters to sleep on instead of state, or
 	 * NULL (waiter.c, SHARED WORD; set by nemo__slot_share).  Atomic
 	 * (relaxed): a late kicker may read it while the owner clears it; the
 	 * ordering that matters comes from the CAS on state. */
-	_Atomic(_Atomic uint32_t *) bword;
+	_Alignas(NEMO__CACHELINE) _Atomic(_Atomic uint32_t *) bword;
 	uint32_t bbit;                /* this slot's bit on bword; fixed at creation */
-
 	/* Kicker-side counters of the owner thread (it counts its own kicks:
 	 * relaxed load and store). */
-	_Alignas(NEMO__CACHELINE) _Atomic uint64_t kicks_issued, kicks_avoided;
+	_Atomic uint64_t kicks_issued, kicks_avoided;
 	struct nemo__wait_hist hist;  /* wait.c's; see above */
 
 	/* Pool bookkeeping, under the pool lock. */
