@@ -31,16 +31,18 @@
  * THE RECORD
  *
  * Each waiting thread is queued through its own struct cond_node, a
- * thread-local record this file owns: the queue and tree links, the CPU
- * it queued on, whether a broadcast released it, and its slot (the
- * waiter layer's, reached only through waiter_internal.h: arm, wait,
- * release, kick, the shared word).  A releaser touches a record only
- * before the release store (R1) that lets its owner return: it reads the
- * record's links and slot, writes `by_broadcast`, then releases the slot;
- * after R1 it touches only the slot, which the waiter layer never frees.
- * So a record is never touched after its thread could have left the
- * wait, and a thread-local record is safe even for a thread that exits
- * right after it.
+ * record this file owns: the queue and tree links, the CPU it queued on,
+ * and whether a broadcast released it.  It lives in the room of the
+ * thread's slot (waiter_internal.h, THE ROOM), so a releaser finds the
+ * slot (the waiter layer's, reached only through waiter_internal.h: arm,
+ * wait, release, kick, the shared word) by arithmetic on the record's
+ * address, and issues the release without first loading anything from
+ * the waiter's lines.  A releaser touches a record only before the
+ * release store (R1) that lets its owner return: it reads the record's
+ * links, writes `by_broadcast`, then releases the slot; after R1 it
+ * touches only the slot.  So a record is never touched after its thread
+ * could have left the wait, and the slot and its room are never freed
+ * (an exiting thread's slot is pooled for the next thread).
  *
  * LIFETIME (destroy after broadcast)
  *
@@ -167,7 +169,8 @@
 #define WREF_DESTROY 1u
 #define WREF_ONE 2u
 
-/* A waiting thread's record (THE RECORD above), in two lines.  The first
+/* A waiting thread's record (THE RECORD above), in two lines of its
+ * slot's room (nemo__slot_room; the slot is nemo__slot_of_room).  The first
  * is the releasers': they read it, and a broadcast writes `gnext` and
  * `by_broadcast` in it; the owner writes it when it queues itself and
  * reads it again only on a wait's slow paths (timeout, cancellation).
@@ -179,7 +182,6 @@
  * `queued` flag that every signal and broadcast cleared was one).  A flat
  * broadcast writes one line per waiter, the one it reads anyway. */
 struct cond_node {
-	nemo_waiter *w;               /* the thread's slot */
 	struct cond_node *next;       /* queue link (under the lock); group list in a broadcast */
 	struct cond_node *gnext;      /* next member of the same CPU group (broadcast) */
 	int cpu;                      /* CPU it was on when it queued itself */
@@ -193,7 +195,13 @@ struct cond_node {
 	struct cond_node *kids[NEMO_COND_MAX_FANOUT];
 };
 
-static __thread _Alignas(NEMO__CACHELINE) struct cond_node cond_self;
+_Static_assert(sizeof(struct cond_node) <= NEMO__SLOT_ROOM, "the record fits the slot's room");
+_Static_assert(_Alignof(struct cond_node) <= NEMO__CACHELINE, "the room is aligned to a line");
+
+static nemo_waiter *slot_of(struct cond_node *w)
+{
+	return nemo__slot_of_room(w);
+}
 
 struct cond_impl {
 	_Atomic uint32_t lock;
@@ -374,7 +382,7 @@ static void enqueue(struct cond_impl *c, struct cond_node *w)
 {
 	w->next = NULL;
 	w->cpu = sched_getcpu();
-	nemo__slot_share(w->w, &c->bseq);
+	nemo__slot_share(slot_of(w), &c->bseq);
 	if (c->tail)
 		c->tail->next = w;
 	else
@@ -420,7 +428,7 @@ static bool leave_queue(struct cond_impl *c, struct cond_node *w)
 	}
 	cond_unlock(c);
 	if (!was)
-		nemo__waiter_await_release(w->w);
+		nemo__waiter_await_release(slot_of(w));
 	return was;
 }
 
@@ -432,7 +440,7 @@ static void release_group(struct cond_node *head)
 {
 	for (struct cond_node *m = head, *next; m; m = next) {
 		next = m->gnext;
-		nemo_waiter *slot = m->w;
+		nemo_waiter *slot = slot_of(m);
 		atomic_store_explicit(&m->by_broadcast, 1, memory_order_relaxed);
 		nemo_waiter_release(slot);
 	}
@@ -502,7 +510,7 @@ struct cancel_ctx {
  * Then drop the reference (V2).  The slot stops naming the condvar. */
 static void abandon(struct cond_impl *c, struct cond_node *w)
 {
-	nemo__slot_share(w->w, NULL);
+	nemo__slot_share(slot_of(w), NULL);
 	if (!leave_queue(c, w)) {
 		wake_kids(w);
 		/* We consumed a signal meant for a waiter: pass it on. */
@@ -538,7 +546,7 @@ static void on_cancel(void *arg)
 	unpoison_dead_frames();
 	if (x->kick)
 		nemo__boost_leave();   /* cleanup handlers run at normal priority */
-	nemo__slot_awake(x->w->w);
+	nemo__slot_awake(slot_of(x->w));
 	abandon(x->c, x->w);
 	pthread_mutex_lock(x->m);
 }
@@ -565,13 +573,10 @@ static int cond_wait(const char *fn, nemo_cond *cv, pthread_mutex_t *m, clockid_
 	if (err)
 		return err;
 	pthread_testcancel();
-	struct cond_node *w = &cond_self;
-	/* The slot is used from this local after the release: the record's
-	 * first line is the releaser's then (THE RECORD). */
 	nemo_waiter *self = nemo_waiter_self();
 	if (!self)
 		return nemo__fail(ENOMEM, fn, "cannot allocate the calling thread's slot");
-	w->w = self;
+	struct cond_node *w = nemo__slot_room(self);
 	nemo_wait_policy pol;
 	policy_of(c, &pol);
 	bool kick = c->flags & CF_KICK;
@@ -657,10 +662,11 @@ int nemo_cond_signal(nemo_cond *cv)
 	struct cond_node *w = dequeue_head(c);
 	cond_unlock(c);
 	if (w) {
-		/* by_broadcast stays the 0 its owner stored before it queued
-		 * itself: no write to the record, which the owner's CPU holds
-		 * (the store cost a second line transfer, +30 ns a signal). */
-		nemo_waiter *slot = w->w;   /* read before R1: the record may go after it */
+		/* Nothing written to the record (by_broadcast stays the 0 its
+		 * owner stored before it queued itself) and nothing loaded
+		 * from it for the release (THE ROOM): each would be a line
+		 * transfer from the owner's CPU before the token's. */
+		nemo_waiter *slot = slot_of(w);
 		nemo_waiter_release(slot);
 	}
 	return 0;
@@ -677,7 +683,7 @@ static void broadcast_flat(struct cond_node *groups)
 		size_t n = 0;
 		/* Collect (reading every link) before releasing any of them. */
 		while (m && n < CHUNK) {
-			ws[n++] = m->w;
+			ws[n++] = slot_of(m);
 			atomic_store_explicit(&m->by_broadcast, 1, memory_order_relaxed);
 			if (m->gnext) {
 				m = m->gnext;
