@@ -146,7 +146,7 @@ static int resolve(struct nemo_domain *d, nemo_place_id dest, uint32_t id, size_
 	return 0;
 }
 
-int nemo__am_check_args(const void *payload, size_t len, unsigned flags, const char *fn)
+int nemo__am_args_fail(const void *payload, size_t len, unsigned flags, const char *fn)
 {
 	int err = nemo__check_flags(flags, fn);
 	if (err)

@@ -406,7 +406,13 @@ static inline int nemo__check_flags(unsigned flags, const char *fn)
 /* An active message's flags, payload and length as every send checks them
  * (am.c; also the MPI layer's remote sends): 0, or the error with the text
  * for fn. */
-int nemo__am_check_args(const void *payload, size_t len, unsigned flags, const char *fn);
+int nemo__am_args_fail(const void *payload, size_t len, unsigned flags, const char *fn);
+static inline int nemo__am_check_args(const void *payload, size_t len, unsigned flags, const char *fn)
+{
+	if (__builtin_expect(!(flags & ~NEMO__SEND_FLAGS) && len <= NEMO_AM_PAYLOAD_MAX && (payload || !len), 1))
+		return 0;
+	return nemo__am_args_fail(payload, len, flags, fn);   /* out of line: the error's text */
+}
 
 
 /* The calling thread's place (NULL if none).  Readable from the
