@@ -167,6 +167,16 @@ def main():
             steps = " -> ".join(f"{a} ({uses[a][b]})" for a, b in zip(c, c[1:]))
             bad.append(f"cycle in {layer}: {steps} -> {c[-1]}")
 
+    # 3. The project describes itself: no source or document points at a
+    # file that is not in it (the design map is docs/architecture.md).
+    outside = re.compile(r"DESIGN\.md|\.\./shared/|shared/seeds")
+    for pat in ("src/**/*.[ch]", "include/**/*.h", "bench/**/*.[ch]", "examples/**/*.c",
+                "docs/**/*.md", "README.md", "models/*.pml", "python/**/*.py", "tests/*.[ch]"):
+        for path in sorted(glob.glob(pat, recursive=True)):
+            for no, line in enumerate(open(path, encoding="utf-8"), 1):
+                if outside.search(line):
+                    bad.append(f"{path}:{no} points outside the project: {line.strip()[:80]}")
+
     for b in bad:
         print("check_layers:", b)
     if bad:

@@ -2,7 +2,7 @@
  * bench.h - shared pieces of nemo-bench: options, result rows, output,
  * the pinned-thread harness, progress.
  *
- * Measurement method (docs/bench-json.md, DESIGN.md): the sender stamps
+ * Measurement method (docs/bench-json.md; docs/architecture.md, "nemo-bench"): the sender stamps
  * the cycle counter just before it signals and publishes the stamp; the
  * receiver stamps right after it wakes; the difference is one sample.  To
  * make blocking real, the sender first waits until the receiver announced
