@@ -21,6 +21,10 @@
 enum { ACT_STAMP = 1, ACT_COUNT = 2 };
 
 static atomic_ulong stamped, counted, early, ctx_not_irq;
+/* The most any stamped message waited beyond T, in ticks: a bound on the
+ * watchdog's own lateness, since it fires after the send and before the
+ * handler starts, and its clock starts after the stamp. */
+static atomic_ulong excess_max;
 static atomic_int mode;              /* 0 compute without polling; 1 compute with checks;
                                       * 8 compute on, last stall counted; 9 leave */
 /* The watched thread's loop count: it stands still while the thread's
@@ -41,6 +45,8 @@ static void on_stamp(const nemo_am_msg *m, void *ctx)
 	uint64_t now = nemo_ticks();
 	if (now - m->arg < t_ticks)
 		atomic_fetch_add(&early, 1);
+	else if (now - m->arg - t_ticks > atomic_load(&excess_max))
+		atomic_store(&excess_max, now - m->arg - t_ticks);
 	if (m->context != NEMO_AM_CTX_INTERRUPT)
 		atomic_fetch_add(&ctx_not_irq, 1);
 	atomic_fetch_add(&stamped, 1);
@@ -143,6 +149,11 @@ int main(void)
 	 * is wall time and its cpu_ns CPU time: a spin the host interrupts
 	 * counts in one and not the other, so they are not compared.) */
 	CHECK(wc.early_ns >= 10000 && wc.early_ns <= 30000);
+	/* Its lateness is counted, and no firing is later than the latest
+	 * handler (+1 us for the tick conversions). */
+	CHECK(wc.late <= wc.fired);
+	CHECK(wc.late_max_ns <= (uint64_t)nemo_ticks_to_ns((int64_t)atomic_load(&excess_max)) + 1000);
+	CHECK(wc.late == 0 || wc.late_max_ns >= NEMO_WATCHDOG_LATE_NS);
 
 	/* 2. A flood to it, still never polling: all handled. */
 	for (unsigned i = 0; i < 20000; i++)

@@ -430,6 +430,11 @@ static bool app_row(const bench_opts *o, const app_mech *m, enum shape shape, in
 				    wd ? json_integer((json_int_t)(w1.cpu_ns - w0.cpu_ns)) : json_null());
 		json_object_set_new(jrow, "watchdog_spin_ns",
 				    wd ? json_integer((json_int_t)(w1.spin_ns - w0.spin_ns)) : json_null());
+		json_object_set_new(jrow, "watchdog_late",
+				    wd ? json_integer((json_int_t)(w1.late - w0.late)) : json_null());
+		/* The watchdog is started per row: its maximum is the row's. */
+		json_object_set_new(jrow, "watchdog_late_max_ns",
+				    wd ? json_integer((json_int_t)w1.late_max_ns) : json_null());
 		json_array_append_new(results, jrow);
 	}
 	free(all);

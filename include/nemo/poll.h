@@ -226,7 +226,14 @@ typedef struct nemo_watchdog_counters {
 	                                   CAP_SYS_NICE or RLIMIT_RTPRIO >= 1: woken while every
 	                                   CPU computes, it fires at once instead of at the
 	                                   scheduler's next preemption point; it never polls */
+	uint64_t late;                /**< firings NEMO_WATCHDOG_LATE_NS or more after their
+	                                   deadline (T after the clock started): the watchdog's
+	                                   own wake-up came later than `early_ns` allowed for */
+	uint64_t late_max_ns;         /**< the latest firing's lateness after its deadline */
 } nemo_watchdog_counters;
+
+/** The lateness from which a firing counts in nemo_watchdog_counters.late. */
+#define NEMO_WATCHDOG_LATE_NS 5000u
 
 /** @return 0; EINVAL for NULL arguments. */
 int nemo_watchdog_get_counters(nemo_watchdog *w, nemo_watchdog_counters *out);

@@ -19,7 +19,8 @@
  *       wd_since := 0 (seq_cst, only if set), then reads its hint words;
  *       a drain that leaves work (its budget) starts the clock itself.
  *   W4  the watchdog's pass: for every watched, active place with
- *       s = wd_since != 0: if now - s >= T: CAS(wd_since, s -> 0) and, if
+ *       s = wd_since != 0, and `now` read after s: if now - s >= T
+ *       (never for s > now): CAS(wd_since, s -> 0) and, if
  *       that succeeded, signal the place (kick.c's K1-K3: only if
  *       interrupt mode is still on); else note s + T as a deadline.
  *   W5  no deadline: exchange(state, SLEEPING, seq_cst), re-read every
@@ -108,19 +109,40 @@ struct nemo_watchdog {
 	_Atomic int started;
 	_Atomic uint64_t fired, wakeups, sleeps, spin_ns;
 	_Atomic uint64_t early_ns;    /* HOW EARLY TO WAKE, now */
+	_Atomic uint64_t late, late_max_ns;  /* firings after their deadline (W4) */
 	bool realtime;                /* running at SCHED_FIFO 1 */
 };
+
+/* How late a firing was after its deadline (the tick at which it decided
+ * to fire, minus s + T): what `early` failed to cover, i.e. a wake-up of the watchdog
+ * slower than it had learned - on a VM typically a timer that had to wake
+ * a halted vCPU (docs/polling.md).  Only the watchdog thread writes. */
+static void note_late(struct nemo_watchdog *g, uint64_t late_ticks)
+{
+	uint64_t ns = (uint64_t)nemo_ticks_to_ns((int64_t)late_ticks);
+	if (ns >= NEMO_WATCHDOG_LATE_NS)
+		atomic_store_explicit(&g->late, atomic_load_explicit(&g->late, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+	if (ns > atomic_load_explicit(&g->late_max_ns, memory_order_relaxed))
+		atomic_store_explicit(&g->late_max_ns, ns, memory_order_relaxed);
+}
 
 /* W4: one pass; returns the earliest deadline, UINT64_MAX for none. */
 static uint64_t pass(struct nemo_watchdog *g)
 {
 	struct nemo_domain *d = g->d;
-	uint64_t now = nemo_ticks(), next = UINT64_MAX;
+	uint64_t next = UINT64_MAX;
 	for (unsigned i = 0; i < d->P; i++) {
 		nemo_place *x = &d->places[i];
 		uint64_t s = atomic_load_explicit(&x->wd_since, memory_order_seq_cst);
 		if (!s)
 			continue;
+		/* The time is read after the clock: one read per pass let a
+		 * clock that a sender started during the pass (after that read,
+		 * while earlier places were signalled) look older than the
+		 * pass - now - s wrapped - and fire at once, before T.  The
+		 * test now >= s stays for CPUs whose counters differ slightly. */
+		uint64_t now = nemo_ticks();
 		/* T 0: the place turned its watchdog off after a sender had
 		 * deferred to it: signal now. */
 		uint64_t t = atomic_load_explicit(&x->wd_ticks, memory_order_relaxed);
@@ -129,11 +151,13 @@ static uint64_t pass(struct nemo_watchdog *g)
 								memory_order_relaxed);
 			continue;
 		}
-		if (now - s >= t) {
+		if (now >= s && now - s >= t) {
 			if (atomic_compare_exchange_strong_explicit(&x->wd_since, &s, 0, memory_order_seq_cst,
 								    memory_order_relaxed) &&
-			    nemo__irq_signal(x))
+			    nemo__irq_signal(x)) {
 				atomic_fetch_add_explicit(&g->fired, 1, memory_order_relaxed);
+				note_late(g, now - (s + t));   /* when it decided: the tgkill is the signal's cost */
+			}
 		} else if (s + t < next) {
 			next = s + t;
 		}
@@ -270,6 +294,8 @@ int nemo_watchdog_get_counters(nemo_watchdog *g, nemo_watchdog_counters *out)
 	out->spin_ns = atomic_load_explicit(&g->spin_ns, memory_order_relaxed);
 	out->early_ns = atomic_load_explicit(&g->early_ns, memory_order_relaxed);
 	out->realtime = g->realtime;
+	out->late = atomic_load_explicit(&g->late, memory_order_relaxed);
+	out->late_max_ns = atomic_load_explicit(&g->late_max_ns, memory_order_relaxed);
 	return 0;
 }
 

@@ -505,6 +505,13 @@ def test_app(tmp_path, schema):
         has_wd = "watchdog" in r["mechanism"]
         assert (r["watchdog_cpu_ns"] is not None) == has_wd
         assert (r["watchdog_spin_ns"] is not None) == has_wd
+        assert (r["watchdog_late"] is not None) == has_wd
+        assert (r["watchdog_late_max_ns"] is not None) == has_wd
+        if has_wd:
+            # A late firing is one 5 us or more after its deadline, and
+            # a firing is a signal (interrupts counts them with the kicks).
+            assert r["watchdog_late"] <= r["interrupts"]
+            assert r["watchdog_late"] == 0 or r["watchdog_late_max_ns"] >= 5000
         # One round: every row is round 0, and its raw delays are the
         # requests the row counts, with the same median and extremes.
         assert r["round"] == 0
