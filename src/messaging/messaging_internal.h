@@ -575,6 +575,20 @@ struct nemo__ring_back {
 bool nemo__ring_back(void *arg);
 
 /*
+ * S2-S3: after writing entries to dst (S1), is dst still the occupant the
+ * send resolved (status == st)?  The fence S2 only where the asymmetric
+ * barrier is not registered (queue.c).  false: it is leaving; the caller
+ * settles its entries (take them back, or find them taken).  The one
+ * place both single and batched sends make this check.
+ */
+static inline __attribute__((always_inline)) bool nemo__dest_still(nemo_place *dst, uint64_t st)
+{
+	if (!nemo__asym)
+		NEMO__FENCE();                                               /* S2 */
+	return atomic_load_explicit(&dst->status, memory_order_seq_cst) == st; /* S3 */
+}
+
+/*
  * S2-S5, the commit every single send ends with, after its entry is
  * written (S1): queue.c's puts and the bound send (bound.c).  If S3 finds
  * the receiver leaving, take_back(arg) decides (true: the entry was taken
@@ -588,9 +602,7 @@ nemo__send_commit(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id de
 		  _Atomic uint64_t *sent, bool (*take_back)(void *), void *arg, const char *fn,
 		  nemo__out *o, _Atomic uint64_t *hint, uint64_t bit)
 {
-	if (!nemo__asym)
-		NEMO__FENCE();                                               /* S2 */
-	if (atomic_load_explicit(&dst->status, memory_order_seq_cst) != st) { /* S3 */
+	if (!nemo__dest_still(dst, st)) {                                   /* S2, S3 */
 		if (take_back(arg)) {
 			NEMO__PCOUNT(me, c_send_failures);
 			return nemo__fail(ESRCH, fn, "place %#llx left during the send: not delivered",

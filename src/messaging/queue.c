@@ -592,9 +592,7 @@ int nemo__batch_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id 
 			atomic_store_explicit(&hs->seq, nemo__slot_seq(p, rb, rtag), memory_order_release);
 		}
 		o->tail = p;
-		if (!nemo__asym)
-			NEMO__FENCE();                                       /* S2 */
-		if (atomic_load_explicit(&dst->status, memory_order_seq_cst) != st) { /* S3 */
+		if (!nemo__dest_still(dst, st)) {                            /* S2, S3 */
 			size_t k;
 			o->tail = batch_settle(me, ring, mask, lk, first, p, rtag, &k);
 			done += k;
