@@ -130,7 +130,7 @@ typedef struct suite {
 	void (*list)(FILE *out);      /* mechanisms for `nemo-bench list` */
 	/** Is name one of this suite's mechanisms? */
 	bool (*has_mechanism)(const char *name);
-	int (*run)(const bench_opts *o, json_t *results, json_t *config);
+	void (*run)(const bench_opts *o, json_t *results, json_t *config);
 	/** The summary table on stdout, if the suite has its own (else summary_print). */
 	void (*print)(json_t *results);
 	double default_seconds;       /* --seconds (OPT_SECONDS); 0: 2 */

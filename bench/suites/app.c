@@ -480,7 +480,7 @@ static void app_help(FILE *out)
 "delay_hist, interrupts, polls.\n", WORK_MS / 1000, REQUEST_US, THRESHOLD_US);
 }
 
-static int app_run_suite(const bench_opts *o, json_t *results, json_t *config)
+static void app_run_suite(const bench_opts *o, json_t *results, json_t *config)
 {
 	calibrate_unit();
 	int cpus[BENCH_MAX_CPUS];
@@ -514,7 +514,6 @@ static int app_run_suite(const bench_opts *o, json_t *results, json_t *config)
 			}
 	progress_end();
 	json_object_set_new(config, "skipped", skipped);
-	return 0;
 }
 
 static void app_print(json_t *results)

@@ -408,7 +408,7 @@ static unsigned row_scenarios(const bench_opts *o, const bench_mech *m)
 	return o->scenarios ? (m->broadcast.scenarios & o->scenarios) : m->broadcast.scenarios;
 }
 
-static int bc_run(const bench_opts *o, json_t *results, json_t *config)
+static void bc_run(const bench_opts *o, json_t *results, json_t *config)
 {
 	const bench_mech *sel[BENCH_MAX_LIST];
 	int n = 0;
@@ -577,7 +577,6 @@ static int bc_run(const bench_opts *o, json_t *results, json_t *config)
 	free(ow.acc);
 	free(ow.p50);
 	free(order);
-	return 0;
 }
 
 const suite suite_broadcast = {

@@ -57,7 +57,7 @@ static int topo_distance(int a, int b, void *ctx)
 	return bench_cpu_distance(a, b);
 }
 
-static int coh_run(const bench_opts *o, json_t *results, json_t *config)
+static void coh_run(const bench_opts *o, json_t *results, json_t *config)
 {
 	int *cpus = xcalloc(BENCH_MAX_CPUS, sizeof *cpus), n = 0;
 	if (o->ncpus) {
@@ -143,7 +143,6 @@ static int coh_run(const bench_opts *o, json_t *results, json_t *config)
 	progress_end();
 	free(pairs);
 	free(cpus);
-	return 0;
 }
 
 const suite suite_coherence = {

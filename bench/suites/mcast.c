@@ -296,7 +296,7 @@ static void mc_help(FILE *out)
 		"changes, and this machine's costs for nemo-report simulate-multicast.\n");
 }
 
-static int mc_run(const bench_opts *o, json_t *results, json_t *config)
+static void mc_run(const bench_opts *o, json_t *results, json_t *config)
 {
 	int cpus[BENCH_MAX_CPUS];
 	int ncpu = o->ncpus ? o->ncpus : bench_usable_cpus(cpus, BENCH_MAX_CPUS);
@@ -419,7 +419,6 @@ static int mc_run(const bench_opts *o, json_t *results, json_t *config)
 	free(th);
 	nemo_place_leave();
 	nemo_domain_destroy(mc.d);
-	return 0;
 }
 
 static void mc_print(json_t *results)

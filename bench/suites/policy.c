@@ -155,7 +155,7 @@ static void compare(const bench_opts *o, json_t *results, json_t *config, int np
 			"see OVER 2x above and config.adaptive_check", over, ngap);
 }
 
-static int pol_run(const bench_opts *o, json_t *results, json_t *config)
+static void pol_run(const bench_opts *o, json_t *results, json_t *config)
 {
 	const char *const *pols = o->npolicies ? o->policies : default_policies;
 	int npol = o->npolicies ? o->npolicies : 4;
@@ -219,7 +219,6 @@ static int pol_run(const bench_opts *o, json_t *results, json_t *config)
 	if (json_array_size(results) == (size_t)REPEATS * (size_t)ngap * (size_t)npol &&
 	    !bench_interrupted())
 		compare(o, results, config, npol, ngap, pols, gaps);
-	return 0;
 }
 
 const suite suite_policy = {
@@ -273,7 +272,7 @@ static void *cal_thread(void *p)
 	return NULL;
 }
 
-static int cal_run(const bench_opts *o, json_t *results, json_t *config)
+static void cal_run(const bench_opts *o, json_t *results, json_t *config)
 {
 	(void)results;
 	/* The measurement is one library call, which cannot be cut short:
@@ -295,7 +294,7 @@ static int cal_run(const bench_opts *o, json_t *results, json_t *config)
 	if (sig) {
 		fprintf(stderr, "nemo-bench: calibrate: interrupted by %s: no profile written (%s is as it was)\n",
 			interrupt_signal_name(sig), where);
-		return 0;
+		return;
 	}
 	int err = cm.err;
 	double ns = cm.ns, cpu = cm.cpu;
@@ -311,7 +310,6 @@ static int cal_run(const bench_opts *o, json_t *results, json_t *config)
 		printf("wake-up of a sleeper: %.0f ns (median of %ld, CPU %d -> %d); its CPU time %.0f ns\n"
 		       "adaptive budget %.0f ns; profile written: %s\n",
 		       ns, o->trials, o->src, o->dst, cpu, ns + cpu, where);
-	return 0;
 }
 
 const suite suite_calibrate = {

@@ -440,7 +440,7 @@ static void remove_cache(void)
 	tmp_cache[0] = 0;
 }
 
-static int pre_run(const bench_opts *o, json_t *results, json_t *config)
+static void pre_run(const bench_opts *o, json_t *results, json_t *config)
 {
 	/* Programs, in --mechanisms order. */
 	int progs[PR_COUNT], np = 0;
@@ -619,7 +619,6 @@ static int pre_run(const bench_opts *o, json_t *results, json_t *config)
 	free(modes);
 	free(secs);
 	remove_cache();
-	return 0;
 }
 
 /* ------------------------------------------------------------- table */

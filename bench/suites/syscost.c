@@ -450,7 +450,7 @@ static bool sc_row(const bench_opts *o, const sc_mech *m, json_t *results, char 
 	return true;
 }
 
-static int sc_run(const bench_opts *o, json_t *results, json_t *config)
+static void sc_run(const bench_opts *o, json_t *results, json_t *config)
 {
 	const sc_mech *sel[SC_N * BENCH_MAX_LIST];
 	size_t n = 0;
@@ -507,7 +507,6 @@ static int sc_run(const bench_opts *o, json_t *results, json_t *config)
 	}
 	json_decref(parts);
 	json_object_set_new(config, "skipped", skipped);
-	return 0;
 }
 
 static void sc_print(json_t *results)

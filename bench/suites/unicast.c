@@ -264,7 +264,7 @@ static unsigned row_scenarios(const bench_opts *o, const bench_mech *m)
  * 240 ns here), all rows see the move alike: ratios between rows of one
  * run stay meaningful.
  */
-static int uc_run(const bench_opts *o, json_t *results, json_t *config)
+static void uc_run(const bench_opts *o, json_t *results, json_t *config)
 {
 	const bench_mech *sel[BENCH_MAX_LIST * 2];
 	const char *xsel[BENCH_MAX_LIST];
@@ -352,7 +352,6 @@ static int uc_run(const bench_opts *o, json_t *results, json_t *config)
 	free(xfailed);
 	json_object_set_new(config, "skipped", skipped);
 	json_object_set_new(config, "rounds", json_integer(o->rounds));
-	return 0;
 }
 
 const suite suite_unicast = {

@@ -619,7 +619,6 @@ int nemo__batch_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id 
 struct nf_room {
 	nemo__out *o;
 	nemo__link *lk;
-	_Atomic uint64_t *e;
 };
 
 /* S3 found the receiver leaving: take the FIFO entry back (CAS it to 0)
@@ -672,7 +671,7 @@ int nemo__notify_put(nemo_place *me, nemo_place_id dest, uint32_t chan, unsigned
 		if (err)
 			return err;
 	}
-	struct nf_room nr = { o, lk, NULL };
+	struct nf_room nr = { o, lk };
 	if (!nf_has_room(&nr)) {
 		int err = nemo__wait_room(me, dst, st, r, flags, nf_has_room, &nr);
 		if (err)
@@ -681,11 +680,11 @@ int nemo__notify_put(nemo_place *me, nemo_place_id dest, uint32_t chan, unsigned
 	/* The tail only now: handlers run while waiting may have notified
 	 * this very receiver and taken the slot we looked at first. */
 	uint32_t p = o->nf_tail;
-	nr.e = &lk->nf[p % NEMO_NOTIFY_FIFO_LEN];
+	_Atomic uint64_t *e = &lk->nf[p % NEMO_NOTIFY_FIFO_LEN];
 	uint64_t v = nemo__nf_entry(chan, nemo__rtag(nemo__id_gen(dest)));
-	atomic_store_explicit(nr.e, v, memory_order_release);                /* S1 */
+	atomic_store_explicit(e, v, memory_order_release);                   /* S1 */
 	o->nf_tail = p + 1;
-	struct nf_back b = { o, nr.e, v, p };
+	struct nf_back b = { o, e, v, p };
 	return send_commit(me, dst, st, dest, flags, &me->c_nf_sent, nf_back, &b, "nemo_notify");
 }
 
