@@ -332,6 +332,7 @@ int nemo_cond_destroy(nemo_cond *cv)
 static void wref_put(struct cond_impl *c)
 {
 	uint32_t old = atomic_fetch_sub_explicit(&c->wrefs, WREF_ONE, memory_order_release);
+	NEMO__INVARIANT(old >= WREF_ONE, "a wait drops a reference it did not take (V1-V2)");
 	if (old == (WREF_ONE | WREF_DESTROY))
 		nemo_futex_wake((uint32_t *)&c->wrefs, INT_MAX, NEMO_FUTEX_PRIVATE, NULL);
 }
@@ -399,6 +400,7 @@ static struct cond_node *dequeue_head(struct cond_impl *c)
 	atomic_store_explicit(&c->head, w->next, memory_order_relaxed);
 	if (!w->next)
 		c->tail = NULL;
+	NEMO__INVARIANT(c->nwaiting > 0, "a queued record is not counted in nwaiting");
 	c->nwaiting--;
 	return w;
 }

@@ -62,6 +62,7 @@
 #include "../waiter/waiter_internal.h"
 
 #include "../platform/fail.h"
+#include "../platform/invariant.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -178,6 +179,7 @@ static bool ev_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *
 	(void)bits;
 	struct event_impl *x = arg;
 	uint32_t v = atomic_fetch_add_explicit(&x->word, EV_SLEEPER, memory_order_seq_cst) + EV_SLEEPER; /* S1 */
+	NEMO__INVARIANT(v >= EV_SLEEPER, "the sleeper count wrapped (more than 2^31 sleepers?)");
 	while (v & EV_SET) {                                                                           /* S2 */
 		uint32_t next = v - EV_SLEEPER;
 		if (!manual(x))
@@ -194,7 +196,9 @@ static bool ev_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *
 static void ev_sleep_end(void *arg)
 {
 	struct event_impl *x = arg;
-	atomic_fetch_sub_explicit(&x->word, EV_SLEEPER, memory_order_relaxed);                        /* S4 */
+	uint32_t old = atomic_fetch_sub_explicit(&x->word, EV_SLEEPER, memory_order_relaxed);         /* S4 */
+	(void)old;
+	NEMO__INVARIANT(old >= EV_SLEEPER, "a sleeper leaves that did not count itself (S1)");
 }
 
 /* The full stamp of the last kick, rebuilt from its low 32 bits: the

@@ -558,6 +558,8 @@ int nemo_place_leave(void)
 	nemo__poll_due = UINT64_MAX;
 	atomic_signal_fence(memory_order_seq_cst);
 	pthread_mutex_lock(&d->lock);
+	NEMO__INVARIANT(atomic_load_explicit(&me->status, memory_order_relaxed) == nemo__status(gen, NEMO__ST_LEAVING),
+			"a place becomes FREE only from LEAVING, by its leaving thread (L1-L3)");
 	atomic_store_explicit(&me->status, nemo__status(gen, NEMO__ST_FREE),
 			      memory_order_seq_cst);                        /* L3 */
 	d->nplaces--;

@@ -113,6 +113,7 @@
 #include "slot.h"
 
 #include "../platform/fail.h"
+#include "../platform/invariant.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -386,7 +387,9 @@ bool nemo__slot_sleep_begin(nemo_waiter *w, _Atomic uint32_t *shared, bool (*pen
 {
 	atomic_store_explicit(&w->bword, shared, memory_order_relaxed);
 	uint32_t seen = shared ? atomic_load_explicit(shared, memory_order_seq_cst) : 0;  /* B1 */
-	atomic_exchange_explicit(&w->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst); /* W2 */
+	uint32_t was = atomic_exchange_explicit(&w->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst); /* W2 */
+	(void)was;
+	NEMO__INVARIANT(was != NEMO_WAITER_SLEEPING, "only its owner puts a slot to sleep, and it was awake");
 	if (pending(arg)) {                                                              /* W3 */
 		atomic_store_explicit(&w->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
 		*word = (uint32_t *)&w->state;      /* not SLEEPING now: a wait returns at once */
