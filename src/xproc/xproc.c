@@ -288,9 +288,33 @@ struct tls_place {
 static _Thread_local struct tls_place tls_places[XP_THREAD_PLACES];
 static _Thread_local uint32_t tls_order;
 
+/* A public id: XID_TAG (bits 61-63, 56-60 zero), the handle's generation
+ * (40-55) and index (32-39), the place's id in the segment (0-31).  The
+ * encoder and its decoders, the only code that knows the layout. */
 static nemo_place_id public_id(const nemo_xproc *x, nemo_xproc_id id)
 {
 	return XID_TAG | (uint64_t)(x->hgen & 0xFFFFu) << 40 | (uint64_t)x->hidx << 32 | id;
+}
+
+static bool public_is_xproc(nemo_place_id id)
+{
+	return (id >> 56) == (XID_TAG >> 56);
+}
+
+static uint32_t public_hidx(nemo_place_id id)
+{
+	return (uint32_t)(id >> 32) & 0xFFu;
+}
+
+static uint32_t public_hgen(nemo_place_id id)
+{
+	return (uint32_t)(id >> 40) & 0xFFFFu;
+}
+
+/* The attached handle an id names: the same for two ids of one handle. */
+static uint32_t public_handle(nemo_place_id id)
+{
+	return (uint32_t)(id >> 32);
 }
 
 /* The handle an entry or a public id names, if still attached. */
@@ -1784,7 +1808,7 @@ nemo_place_id nemo_xproc_place_id(const nemo_xproc *x, nemo_xproc_id id)
 
 nemo_xproc_id nemo_xproc_id_of(nemo_place_id id)
 {
-	return (id >> 61) == 5u ? (nemo_xproc_id)id : 0;
+	return public_is_xproc(id) ? (nemo_xproc_id)id : 0;
 }
 
 static int flags_of(unsigned flags, unsigned *out, const char *fn)
@@ -1806,8 +1830,7 @@ static int begin_send(nemo_place_id dest, unsigned flags, nemo_xproc_place **p, 
 	int rc = flags_of(flags, xf, fn);
 	if (rc)
 		return rc;
-	nemo_xproc *x = (dest >> 56) == (XID_TAG >> 56) ?
-		registry_get((uint32_t)(dest >> 32) & 0xFFu, (uint32_t)(dest >> 40) & 0xFFFFu) : NULL;
+	nemo_xproc *x = public_is_xproc(dest) ? registry_get(public_hidx(dest), public_hgen(dest)) : NULL;
 	if (!x)
 		return nemo__fail(ESRCH, fn, "place %#llx: its shared domain is not attached (detached, or "
 				  "not an id of nemo_xproc_place_id)", (unsigned long long)dest);
@@ -1863,7 +1886,7 @@ static int xp_broadcast(const nemo_place_id *set, size_t n, uint32_t code, uint6
 		return rc;
 	nemo_xproc_id ids[NEMO_XPROC_PLACES_MAX];
 	for (size_t i = 0; i < n; i++) {
-		if ((set[i] >> 32) != (set[0] >> 32))
+		if (public_handle(set[i]) != public_handle(set[0]))
 			return nemo__fail(EINVAL, "nemo_am_broadcast", "set[%zu] = %#llx is of another shared domain "
 					  "than set[0]", i, (unsigned long long)set[i]);
 		ids[i] = (nemo_xproc_id)set[i];
