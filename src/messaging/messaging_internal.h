@@ -76,7 +76,7 @@ static inline uint64_t nemo__status_gen(uint64_t status)
 }
 
 /* The receiver tag of queue entries: the low 30 bits of the receiving
- * occupant's generation (queue.c, WHY A LATE ENTRY NEVER REACHES A LATER
+ * occupant's generation (queue.c, WHY A LATE ENTRY REACHES NO LATER
  * OCCUPANT, for the bound this leaves). */
 #define NEMO__RTAG_MASK 0x3FFFFFFFu
 static inline uint32_t nemo__rtag(uint64_t gen)
