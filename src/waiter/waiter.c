@@ -4,7 +4,7 @@
  * THE SLOT
  *
  * Every thread that waits through nemo owns one slot (struct nemo_waiter,
- * waiter_internal.h).  Its first cache line holds the two words other
+ * slot.h).  Its first cache line holds the two words other
  * threads touch:
  *
  *   state  the futex word, and the published state of the owner:
