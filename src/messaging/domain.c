@@ -525,9 +525,10 @@ int nemo_place_leave(void)
 		pthread_mutex_unlock(&me->plock);
 	}
 	nemo__busy_enter(me);
-	/* Kept sends first (queue.c, OVERFLOW): delivered, waiting for room
-	 * as a blocking send does, or dropped and counted if their receiver
-	 * left.  Then deferred sends: their receivers must hear of them. */
+	/* Kept sends first (overflow.c, OVERFLOW): delivered, waiting for
+	 * room as a blocking send does, or dropped and counted if their
+	 * receiver left.  Then deferred sends: their receivers must hear of
+	 * them. */
 	nemo__ovf_flush_all(me);
 	nemo__ovf_free(me);
 	for (unsigned r = 0; r < d->P; r++)

@@ -119,7 +119,7 @@ static void irq_handler(int sig, siginfo_t *si, void *uc)
 	while (nemo__drain(me, NEMO_AM_CTX_INTERRUPT, false) || nemo__pending(me))
 		;
 	if (me->ovf_n)
-		nemo__ovf_flush(me);    /* what its handlers kept (queue.c, OVERFLOW) */
+		nemo__ovf_flush(me);    /* what its handlers kept (overflow.c, OVERFLOW) */
 	atomic_signal_fence(memory_order_seq_cst);
 	atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
 	errno = saved;

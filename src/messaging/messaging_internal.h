@@ -154,7 +154,7 @@ typedef struct nemo__link {
 	_Alignas(NEMO__CACHELINE) _Atomic uint32_t ack;  /* ring position the receiver has consumed */
 	_Atomic uint64_t ring_sgen;   /* generation of the occupant of s that wrote the ring's entries */
 	_Atomic uint64_t nf_sgen;     /* the same for the FIFO's */
-	/* 1 while s keeps sends for r in its overflow (queue.c, OVERFLOW):
+	/* 1 while s keeps sends for r in its overflow (overflow.c, OVERFLOW):
 	 * then r's own sends to s wait until they are delivered. */
 	_Atomic uint32_t held;
 } nemo__link;
@@ -168,10 +168,10 @@ typedef struct nemo__out {
 	uint32_t deferred;            /* NEMO_MORE sends not yet published */
 	uint64_t ring_gen, nf_gen;    /* what this index last stored to link->ring_sgen, nf_sgen */
 	uint32_t ovf_ring, ovf_nf;    /* entries for this receiver in the sender's overflow
-	                                 (queue.c, OVERFLOW): later sends queue behind them */
+	                                 (overflow.c, OVERFLOW): later sends queue behind them */
 } nemo__out;
 
-/* One send kept in a place's overflow (queue.c, OVERFLOW). */
+/* One send kept in a place's overflow (overflow.c, OVERFLOW). */
 typedef struct nemo__ovf_entry {
 	nemo_place_id dest;           /* the exact receiver */
 	uint64_t arg;                 /* ring: the argument; notification: the channel */
@@ -258,7 +258,7 @@ typedef struct nemo_place {
 	/* Threshold checks (src/poll/poll.c): the threshold, and the tick
 	 * after which the next check polls (in nemo_ticks() units). */
 	uint64_t poll_thresh_ns, poll_thresh_ticks, poll_next;
-	/* The overflow (queue.c, OVERFLOW): an array of ovf_cap entries
+	/* The overflow (overflow.c, OVERFLOW): an array of ovf_cap entries
 	 * (mmap'd: it may grow in a signal handler), live ones in
 	 * [ovf_head, ovf_tail), ovf_n of them not yet delivered. */
 	nemo__ovf_entry *ovf;
@@ -312,7 +312,7 @@ struct nemo_domain {
 	pthread_mutex_t lock;         /* join, leave, destroy, registration */
 	unsigned P, R, HW, A, E;
 	unsigned Rbits;               /* R = 2^Rbits */
-	unsigned ovf_max;             /* overflow entries per place (queue.c, OVERFLOW) */
+	unsigned ovf_max;             /* overflow entries per place (overflow.c, OVERFLOW) */
 	unsigned flags;               /* NEMO_DOMAIN_* */
 	/* NEMO_DOMAIN_DELAYS: the enqueue tick of each ring slot, beside the
 	 * rings ([(r*P+s)*R + pos]); NULL otherwise. */
