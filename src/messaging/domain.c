@@ -1,6 +1,6 @@
 /*
- * domain.c - domains and places: creation, joining, leaving, destruction,
- * counters, and interrupt mode's signal handler.
+ * domain.c - domains and places: creation, joining, leaving, destruction
+ * and counters.  (Interrupt mode's signal handler is in irq.c.)
  *
  * Lifetimes.  Everything a sender may touch while sending (the place
  * records, hint words, queues) is allocated when the domain is created

@@ -667,7 +667,7 @@ extern __thread uint64_t nemo__poll_due __attribute__((tls_model("initial-exec")
 /* Record one notification delay of me (queue.c; owner only). */
 void nemo__delay_record(nemo_place *me, uint64_t enq_ticks);
 
-/* Signal handler install (domain.c). */
+/* Signal handler install (irq.c). */
 int nemo__irq_install(int sig);
 
 /* Test-only (domain.c): give the free index idx of d the generation gen,

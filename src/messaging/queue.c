@@ -1,6 +1,7 @@
 /*
- * queue.c - the queues between places, and how a place finds, handles and
- * waits for what is queued to it.
+ * queue.c - the queues between places: how a send fills them (waiting
+ * for room when one is full), and how a place finds and handles what is
+ * queued to it.  How a place waits for it is in placewait.c.
  *
  * THE QUEUES
  *
