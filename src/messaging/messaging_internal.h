@@ -19,7 +19,9 @@
  *   out[s][r], in[r][s] sender-private and receiver-private positions
  *   adt[A], alt[P][E]  the active-message tables (am.c)
  *
- * The protocol over these is written out at the top of queue.c.
+ * The protocol over these is written out at the top of queue.c (send
+ * and receive) and of placewait.c (wait), and in domain.c beside
+ * nemo_place_leave (leave).
  */
 #ifndef NEMO_MESSAGING_INTERNAL_H
 #define NEMO_MESSAGING_INTERNAL_H
@@ -222,7 +224,7 @@ typedef struct nemo_place {
 	_Alignas(NEMO__CACHELINE) _Atomic uint32_t irq_kickers;
 	_Atomic uint32_t irq_sent;
 	/* The same bracket for kickers that write the eventfd, and the
-	 * writes made (queue.c, THE FILE DESCRIPTOR). */
+	 * writes made (placewait.c, THE FILE DESCRIPTOR). */
 	_Atomic uint32_t fd_kickers;
 	_Atomic uint32_t fd_writes;
 	/* The tick since which a message has waited for the watchdog's T

@@ -95,7 +95,7 @@
  * nemo__waiter_kick_many does R2, R3 and K1 for many slots, then K2 and
  * K3 once per shared word with the OR of the bits: one FUTEX_WAKE for a
  * whole broadcast (each slot's K2 still follows its own CAS).  Places of
- * a domain sleep on the domain's word this way (src/messaging/queue.c).
+ * a domain sleep on the domain's word this way (src/messaging/placewait.c).
  *
  * VISIBILITY
  *
