@@ -3,9 +3,11 @@
  * receiving place notice its queues.
  *
  * A sender gets here only when the decision to kick at all has been made
- * in queue.c (nemo__publish): its hint bit at the receiver was clear, so
- * its queue turned non-empty since the receiver last looked, or the
- * sender asked for NEMO_PUSH.  What remains is how, and that depends on
+ * at S4 (nemo__hint_test_set, messaging_internal.h; called by
+ * nemo__send_commit for a single send, and by queue.c's nemo__publish /
+ * nemo__publish_many for the rest): its hint bit at the receiver was
+ * clear, so its queue turned non-empty since the receiver last looked, or
+ * the sender asked for NEMO_PUSH.  What remains is how, and that depends on
  * the state the receiver published in its waiter slot:
  *
  *   POLLING   nothing: it is watching its hint words and hot queues, and
