@@ -10,11 +10,14 @@
  *       every waiter returns, released or timed out;
  *   C3  a waiter that the broadcast took off the queue is released exactly
  *       by its parent (never returns unreleased);
- *   C4  no access to a waiter's record (struct cond_node: thread-local,
- *       gone when its thread exits) after its wait returned: a releaser
- *       reads a record's links and writes its by_broadcast before the
- *       token store that lets the waiter return, never after (cond.c,
- *       THE RECORD).
+ *   C4  no access to a waiter's record after its wait returned: a
+ *       releaser reads a record's links and writes its by_broadcast
+ *       before the token store that lets the waiter return, never after
+ *       (cond.c, THE RECORD).  The record (struct cond_node) lives in the
+ *       room of its thread's slot (waiter_internal.h, THE ROOM), which is
+ *       pooled and never freed; but once the wait has returned, the
+ *       thread's next wait (or, after the thread exits, the next thread
+ *       given the slot) queues it again.
  *
  * THE MODEL
  *
@@ -50,7 +53,7 @@
  *                        child: a late access (C1);
  *   -DBROKEN_LATE_REC    a releaser writes by_broadcast (or reads the next
  *                        link) after the token store: a record touched
- *                        after its thread may have gone (C4).
+ *                        after its wait may have returned (C4).
  */
 #ifndef N
 #define N 3
@@ -66,7 +69,7 @@ byte entered = 0;
 bit destroying = 0;
 bit freed = 0;
 byte done = 0;
-bit gone[N];              /* waiter i's wait returned: its record may be gone */
+bit gone[N];              /* waiter i's wait returned: its record may be reused */
 
 inline access() { assert(!freed) }
 inline rec(k) { assert(!gone[k]) }   /* touch waiter k's record */
@@ -114,7 +117,7 @@ proctype waiter(byte i) {
 #ifndef BROKEN_EARLY_PUT
 	atomic { access(); wrefs-- };                            /* V2 */
 #endif
-	gone[i] = 1;                         /* the thread may exit: C4 */
+	gone[i] = 1;                         /* the record may be queued again: C4 */
 	done++
 }
 

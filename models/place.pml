@@ -12,9 +12,11 @@
  *   P3  who sent it (-DGEN): the handler of every message names the
  *       occupant of the sender index that wrote it, although the index
  *       changes hands between two messages of one queue.
- * The protocol is written out at the top of src/messaging/queue.c (send
- * S0-S5 and G1-G2, receive D1-D5, wait W1-W6 and B1, leave L1-L3); the
- * labels here are its.
+ * The protocol is written out in src/messaging/: send S0-S5 and G1-G2,
+ * receive D1-D5 at the top of queue.c; wait W1-W6 and B1 at the top of
+ * placewait.c; leave L1-L3 in domain.c, beside nemo_place_leave (WHY A
+ * SEND RACING A LEAVE IS DELIVERED XOR FAILED).  The labels here are
+ * theirs.
  *
  * THE MODEL
  *
@@ -66,9 +68,9 @@
  *
  * MAPPING TO THE C CODE
  *
- * Sender (nemo__ring_put for the ring, nemo__notify_put for the FIFO, both
- * ending in send_commit (S2-S5), in
- * src/messaging/queue.c):
+ * Sender (nemo__ring_put for the ring, nemo__notify_put for the FIFO, in
+ * src/messaging/queue.c, both ending in nemo__send_commit (S2-S5), the
+ * inline commit of src/messaging/messaging_internal.h):
  *   S0  nemo__dest(): load(status) != ACTIVE of the id's generation -> ESRCH
  *   G1  (-DGEN, claim(): the second occupant's first entry) wait until
  *       the first occupant's entry is given back: FIFO load(entry at
@@ -82,9 +84,11 @@
  *   S3  load(status, seq_cst) != st -> retract(): (ring: load(ack) past
  *       the entry -> 0) CAS(seq / FIFO word: entry -> 0), a locked
  *       instruction; success: rewind the tail, ESRCH; failure: return 0
- *   P   nemo__publish(): atomic_thread_fence(seq_cst)
- *   S4  load(hint word, seq_cst) has bit s -> stop (kicks_skipped); else
- *       fetch_or(hint word, bit s, seq_cst)
+ *   P   nemo__send_commit(): atomic_thread_fence(seq_cst) (batches,
+ *       broadcasts, nemo_flush and the overflow publish through
+ *       nemo__publish() or nemo__publish_many() in queue.c)
+ *   S4  nemo__hint_test_set(): load(hint word, seq_cst) has bit s -> stop
+ *       (kicks_skipped); else fetch_or(hint word, bit s, seq_cst)
  *   S5  nemo__kick() (src/messaging/kick.c) -> nemo__waiter_kick_issued():
  *       load(state) == SLEEPING and CAS(SLEEPING -> RUNNING); then bump
  *       bseq and FUTEX_WAKE_BITSET with R's bit (K1-K3 of waiter.c)

@@ -1,6 +1,6 @@
 /*
  * placefd.pml - a place waiting in an event loop on its eventfd
- * (src/messaging/queue.c, THE FILE DESCRIPTOR; kick.c, fd_kick).
+ * (src/messaging/placewait.c, THE FILE DESCRIPTOR; kick.c, fd_kick).
  *
  * Two senders each send M messages: enqueue (S1), set their hint bit
  * unless it is set (S4), and if they set it, kick: a receiver that is

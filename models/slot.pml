@@ -83,7 +83,8 @@ inline kick() {
 proctype releaser(byte r) {
 	/* Release wait r once the waiter armed it.  A releaser that comes late
 	 * (wait r is over) finds nothing to release, but may still kick: the
-	 * stray kick of the LIFETIME paragraph, landing on a later wait. */
+	 * stray kick of waiter.c's LIFETIME paragraph, landing on a later
+	 * wait. */
 	if
 	:: atomic { round == r -> token = 1 }        /* R1 */
 	:: round > r -> skip

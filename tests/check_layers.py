@@ -8,8 +8,10 @@ the build's object files and the sources:
   2. no cycle between the files of one layer (each layer's files form a
      DAG, so each can be read knowing only those below it);
   3. the waiter slot's layout (src/waiter/slot.h) is included by no file
-     outside src/waiter/: everything else reaches a slot through the
-     functions of waiter_internal.h.
+     of src/ outside src/waiter/: everything else reaches a slot through
+     the functions of waiter_internal.h (tests/test_adaptive.c, a
+     white-box test of the wait history, includes it; tests are not
+     scanned).
 
 Usage: check_layers.py BUILD_DIR [SOURCE_DIR]
 Exit 0 when every rule holds, 1 with one line per violation.

@@ -95,7 +95,7 @@ must_pass place.pml -DGEN -DMAXSPUR=2
 must_pass place.pml -DGEN -DRING -DMAXSPUR=2
 must_fail place.pml -DGEN -DBROKEN_NO_GEN_WAIT      # no G1: the old message names the new sender
 must_fail place.pml -DGEN -DRING -DBROKEN_LATE_D4   # word read after the ack: the same
-# A place waiting in an event loop on its eventfd (queue.c, THE FILE
+# A place waiting in an event loop on its eventfd (placewait.c, THE FILE
 # DESCRIPTOR): no message is left queued while the loop blocks, and the
 # descriptor is not left readable once everything has been polled.
 must_pass placefd.pml

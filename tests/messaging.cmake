@@ -18,7 +18,8 @@ endif()
 
 # Request/reply that cannot lose a reply: the worker pool (10^6 tasks,
 # more workers than CPUs, replies from handlers, no flow control), a plain
-# thread's requests, overflow order, bound and drops (queue.c, OVERFLOW).
+# thread's requests, overflow order, bound and drops (overflow.c,
+# OVERFLOW).
 nemo_c_test(test_reply SOURCES test_reply.c LABELS "unit;concurrency")
 set_tests_properties(test_reply PROPERTIES TIMEOUT 600)
 

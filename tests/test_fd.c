@@ -1,6 +1,6 @@
 /*
  * test_fd.c - a place waiting in an epoll loop on nemo_place_fd()
- * (nemo/domain.h, "Event loops"; queue.c, THE FILE DESCRIPTOR).
+ * (nemo/domain.h, "Event loops"; placewait.c, THE FILE DESCRIPTOR).
  *
  * A flood of active messages and notifications from a place, from a plain
  * thread (nemo_domain_am_send, nemo_domain_notify) and in batches reaches

@@ -666,8 +666,9 @@ int nemo_cond_signal(nemo_cond *cv)
 	if (w) {
 		/* Nothing written to the record (by_broadcast stays the 0 its
 		 * owner stored before it queued itself) and nothing loaded
-		 * from it for the release (THE ROOM): each would be a line
-		 * transfer from the owner's CPU before the token's. */
+		 * from it for the release (waiter_internal.h, THE ROOM): each
+		 * would be a line transfer from the owner's CPU before the
+		 * token's. */
 		nemo_waiter *slot = slot_of(w);
 		nemo_waiter_release(slot);
 	}

@@ -150,7 +150,8 @@ struct nemo_mcast_group {
 	size_t nmembers;              /* under lock */
 	_Atomic uint64_t in_flight, multicasts, changes, rebuilds;
 	struct mc_stat *stat;         /* [P]: written by the place of that index */
-	/* Service mode (SERVICE PLACES above): one place per CPU. */
+	/* Service mode (docs/multicast.md, "Service places"): one place per
+	 * CPU. */
 	bool service;
 	int nsvc;                     /* service places */
 	int *svc_cpu;                 /* [nsvc]: its CPU */

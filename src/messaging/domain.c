@@ -1,6 +1,6 @@
 /*
- * domain.c - domains and places: creation, joining, leaving, destruction,
- * counters, and interrupt mode's signal handler.
+ * domain.c - domains and places: creation, joining, leaving, destruction
+ * and counters.  (Interrupt mode's signal handler is in irq.c.)
  *
  * Lifetimes.  Everything a sender may touch while sending (the place
  * records, hint words, queues) is allocated when the domain is created
@@ -525,9 +525,10 @@ int nemo_place_leave(void)
 		pthread_mutex_unlock(&me->plock);
 	}
 	nemo__busy_enter(me);
-	/* Kept sends first (queue.c, OVERFLOW): delivered, waiting for room
-	 * as a blocking send does, or dropped and counted if their receiver
-	 * left.  Then deferred sends: their receivers must hear of them. */
+	/* Kept sends first (overflow.c, OVERFLOW): delivered, waiting for
+	 * room as a blocking send does, or dropped and counted if their
+	 * receiver left.  Then deferred sends: their receivers must hear of
+	 * them. */
 	nemo__ovf_flush_all(me);
 	nemo__ovf_free(me);
 	for (unsigned r = 0; r < d->P; r++)

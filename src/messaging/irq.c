@@ -119,7 +119,7 @@ static void irq_handler(int sig, siginfo_t *si, void *uc)
 	while (nemo__drain(me, NEMO_AM_CTX_INTERRUPT, false) || nemo__pending(me))
 		;
 	if (me->ovf_n)
-		nemo__ovf_flush(me);    /* what its handlers kept (queue.c, OVERFLOW) */
+		nemo__ovf_flush(me);    /* what its handlers kept (overflow.c, OVERFLOW) */
 	atomic_signal_fence(memory_order_seq_cst);
 	atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
 	errno = saved;
@@ -174,7 +174,8 @@ int nemo_place_set_interrupts(bool on)
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 	atomic_store_explicit(&me->irq_on, 1, memory_order_seq_cst);
 	/* What arrived while interrupts were off (a sender that saw them off
-	 * did not signal): the same store/load pattern as W6 of queue.c. */
+	 * did not signal): the same store/load pattern as W6 of
+	 * placewait.c. */
 	nemo__busy_enter(me);
 	if (nemo__pending(me) || atomic_exchange_explicit(&me->irq_pending, 0, memory_order_relaxed))
 		nemo__drain(me, NEMO_AM_CTX_POLL, false);

@@ -3,9 +3,11 @@
  * receiving place notice its queues.
  *
  * A sender gets here only when the decision to kick at all has been made
- * in queue.c (nemo__publish): its hint bit at the receiver was clear, so
- * its queue turned non-empty since the receiver last looked, or the
- * sender asked for NEMO_PUSH.  What remains is how, and that depends on
+ * at S4 (nemo__hint_test_set, messaging_internal.h; called by
+ * nemo__send_commit for a single send, and by queue.c's nemo__publish /
+ * nemo__publish_many for the rest): its hint bit at the receiver was
+ * clear, so its queue turned non-empty since the receiver last looked, or
+ * the sender asked for NEMO_PUSH.  What remains is how, and that depends on
  * the state the receiver published in its waiter slot:
  *
  *   POLLING   nothing: it is watching its hint words and hot queues, and
@@ -15,7 +17,7 @@
  *             sleep on their domain's shared word with their own bit, so
  *             nemo__kick_many (broadcasts) wakes every sleeper with one
  *             FUTEX_WAKE_BITSET instead of one syscall each;
- *   RUNNING   armed on its eventfd (nemo_place_fd; queue.c, THE FILE
+ *   RUNNING   armed on its eventfd (nemo_place_fd; placewait.c, THE FILE
  *             DESCRIPTOR): one write to it, by the kicker whose exchange
  *             takes the arming;
  *             else served by the domain's progress thread (src/poll/
@@ -33,8 +35,8 @@
  * Why the order of the two reads is safe: state is read with seq_cst
  * after the hint RMW (queue.c, S4), and a place moving RUNNING ->
  * POLLING -> RUNNING re-checks its hints after each seq_cst publication
- * (queue.c, W1/W6), so a sender that reads a stale POLLING misses nothing:
- * the place sees the hint on its way out of the wait.
+ * (placewait.c, W1/W6), so a sender that reads a stale POLLING misses
+ * nothing: the place sees the hint on its way out of the wait.
  *
  * STALE SIGNALS
  *
@@ -47,7 +49,7 @@
  *
  *   K0  load(dst.irq_on, seq_cst) == 0: nothing (no RMW for places that
  *       are not in interrupt mode; turning it on re-checks the hints, W6
- *       of queue.c, so this is the old decision)
+ *       of placewait.c, so this is the old decision)
  *   K1  fetch_add(dst.irq_kickers, 1, seq_cst)
  *   K2  if load(dst.irq_on, seq_cst): tid := load(dst.tid, relaxed);
  *       tgkill(tid); fetch_add(dst.irq_sent, 1, relaxed)

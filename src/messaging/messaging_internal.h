@@ -19,7 +19,9 @@
  *   out[s][r], in[r][s] sender-private and receiver-private positions
  *   adt[A], alt[P][E]  the active-message tables (am.c)
  *
- * The protocol over these is written out at the top of queue.c.
+ * The protocol over these is written out at the top of queue.c (send
+ * and receive) and of placewait.c (wait), and in domain.c beside
+ * nemo_place_leave (leave).
  */
 #ifndef NEMO_MESSAGING_INTERNAL_H
 #define NEMO_MESSAGING_INTERNAL_H
@@ -76,7 +78,7 @@ static inline uint64_t nemo__status_gen(uint64_t status)
 }
 
 /* The receiver tag of queue entries: the low 30 bits of the receiving
- * occupant's generation (queue.c, WHY A LATE ENTRY NEVER REACHES A LATER
+ * occupant's generation (queue.c, WHY A LATE ENTRY REACHES NO LATER
  * OCCUPANT, for the bound this leaves). */
 #define NEMO__RTAG_MASK 0x3FFFFFFFu
 static inline uint32_t nemo__rtag(uint64_t gen)
@@ -154,7 +156,7 @@ typedef struct nemo__link {
 	_Alignas(NEMO__CACHELINE) _Atomic uint32_t ack;  /* ring position the receiver has consumed */
 	_Atomic uint64_t ring_sgen;   /* generation of the occupant of s that wrote the ring's entries */
 	_Atomic uint64_t nf_sgen;     /* the same for the FIFO's */
-	/* 1 while s keeps sends for r in its overflow (queue.c, OVERFLOW):
+	/* 1 while s keeps sends for r in its overflow (overflow.c, OVERFLOW):
 	 * then r's own sends to s wait until they are delivered. */
 	_Atomic uint32_t held;
 } nemo__link;
@@ -168,10 +170,10 @@ typedef struct nemo__out {
 	uint32_t deferred;            /* NEMO_MORE sends not yet published */
 	uint64_t ring_gen, nf_gen;    /* what this index last stored to link->ring_sgen, nf_sgen */
 	uint32_t ovf_ring, ovf_nf;    /* entries for this receiver in the sender's overflow
-	                                 (queue.c, OVERFLOW): later sends queue behind them */
+	                                 (overflow.c, OVERFLOW): later sends queue behind them */
 } nemo__out;
 
-/* One send kept in a place's overflow (queue.c, OVERFLOW). */
+/* One send kept in a place's overflow (overflow.c, OVERFLOW). */
 typedef struct nemo__ovf_entry {
 	nemo_place_id dest;           /* the exact receiver */
 	uint64_t arg;                 /* ring: the argument; notification: the channel */
@@ -222,7 +224,7 @@ typedef struct nemo_place {
 	_Alignas(NEMO__CACHELINE) _Atomic uint32_t irq_kickers;
 	_Atomic uint32_t irq_sent;
 	/* The same bracket for kickers that write the eventfd, and the
-	 * writes made (queue.c, THE FILE DESCRIPTOR). */
+	 * writes made (placewait.c, THE FILE DESCRIPTOR). */
 	_Atomic uint32_t fd_kickers;
 	_Atomic uint32_t fd_writes;
 	/* The tick since which a message has waited for the watchdog's T
@@ -258,7 +260,7 @@ typedef struct nemo_place {
 	/* Threshold checks (src/poll/poll.c): the threshold, and the tick
 	 * after which the next check polls (in nemo_ticks() units). */
 	uint64_t poll_thresh_ns, poll_thresh_ticks, poll_next;
-	/* The overflow (queue.c, OVERFLOW): an array of ovf_cap entries
+	/* The overflow (overflow.c, OVERFLOW): an array of ovf_cap entries
 	 * (mmap'd: it may grow in a signal handler), live ones in
 	 * [ovf_head, ovf_tail), ovf_n of them not yet delivered. */
 	nemo__ovf_entry *ovf;
@@ -312,7 +314,7 @@ struct nemo_domain {
 	pthread_mutex_t lock;         /* join, leave, destroy, registration */
 	unsigned P, R, HW, A, E;
 	unsigned Rbits;               /* R = 2^Rbits */
-	unsigned ovf_max;             /* overflow entries per place (queue.c, OVERFLOW) */
+	unsigned ovf_max;             /* overflow entries per place (overflow.c, OVERFLOW) */
 	unsigned flags;               /* NEMO_DOMAIN_* */
 	/* NEMO_DOMAIN_DELAYS: the enqueue tick of each ring slot, beside the
 	 * rings ([(r*P+s)*R + pos]); NULL otherwise. */
@@ -679,7 +681,7 @@ extern __thread uint64_t nemo__poll_due __attribute__((tls_model("initial-exec")
 /* Record one notification delay of me (queue.c; owner only). */
 void nemo__delay_record(nemo_place *me, uint64_t enq_ticks);
 
-/* Signal handler install (domain.c). */
+/* Signal handler install (irq.c). */
 int nemo__irq_install(int sig);
 
 /* Test-only (domain.c): give the free index idx of d the generation gen,

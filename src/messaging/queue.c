@@ -1,6 +1,7 @@
 /*
- * queue.c - the queues between places, and how a place finds, handles and
- * waits for what is queued to it.
+ * queue.c - the queues between places: how a send fills them (waiting
+ * for room when one is full), and how a place finds and handles what is
+ * queued to it.  How a place waits for it is in placewait.c.
  *
  * THE QUEUES
  *
@@ -218,7 +219,8 @@
  * A full ring or FIFO never drops: a blocking send from outside a
  * handler waits for room while draining the sender's own queues (so
  * cycles of full queues make progress); NEMO_NONBLOCK returns EAGAIN.  G1
- * waits the same way.  A send from a handler does not wait (OVERFLOW).
+ * waits the same way.  A send from a handler does not wait (overflow.c,
+ * OVERFLOW).
  * (EDEADLK, for a handler nested more than 8 deep in such waits, is kept
  * as a guard; handlers no longer enter them.)
  */
@@ -950,7 +952,7 @@ bool nemo__pending(nemo_place *me)
 	return false;
 }
 
-/* ------------------------------------ delivering kept sends (OVERFLOW) */
+/* ------------------------ delivering kept sends (overflow.c, OVERFLOW) */
 
 /* The overflow's delivery (overflow.c, OVERFLOW, keeps the sends): here,
  * beside the puts it calls, because every round of a wait for room

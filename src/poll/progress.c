@@ -5,11 +5,12 @@
  * STATES.  Per place: delegated (0/1, set by the place itself under its
  * plock) and plock, a mutex held by whoever consumes the place's queues
  * or sends as it: the place's own thread for the length of each of its
- * nemo calls while delegated (nemo__busy_enter/exit, queue.c), or the
- * progress thread while it drains the place.  Interrupt mode is excluded
- * (a signal handler cannot take the lock), and so is being served while
- * in a handler.  Per domain: prog_w, the progress thread's waiter slot
- * (RUNNING, POLLING, SLEEPING), published while the thread runs.
+ * nemo calls while delegated (nemo__busy_enter/exit: messaging_internal.h
+ * and irq.c), or the progress thread while it drains the place.
+ * Interrupt mode is excluded (a signal handler cannot take the lock), and
+ * so is being served while in a handler.  Per domain: prog_w, the
+ * progress thread's waiter slot (RUNNING, POLLING, SLEEPING), published
+ * while the thread runs.
  *
  * THE LOOP.  try_take: for every index whose place is ACTIVE and
  * delegated, trylock its plock (busy: its own thread is in a nemo call
@@ -41,8 +42,8 @@
  * So a delegated place's message waits at most until the progress
  * thread's current pass ends or, if it sleeps, until its kick.  Places
  * the progress thread cannot lock are in a nemo call of their own, which
- * handles their queues.  (This is the place protocol of queue.c, WAIT,
- * with the progress thread as the waiter of many places: models/
+ * handles their queues.  (This is the place protocol of placewait.c,
+ * WAIT, with the progress thread as the waiter of many places: models/
  * place.pml covers one; the hint re-check at P2 covers each.)
  *
  * COST.  A served place pays an uncontended mutex lock and unlock per

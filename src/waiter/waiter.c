@@ -4,7 +4,7 @@
  * THE SLOT
  *
  * Every thread that waits through nemo owns one slot (struct nemo_waiter,
- * waiter_internal.h).  Its first cache line holds the two words other
+ * slot.h).  Its first cache line holds the two words other
  * threads touch:
  *
  *   state  the futex word, and the published state of the owner:
@@ -95,7 +95,7 @@
  * nemo__waiter_kick_many does R2, R3 and K1 for many slots, then K2 and
  * K3 once per shared word with the OR of the bits: one FUTEX_WAKE for a
  * whole broadcast (each slot's K2 still follows its own CAS).  Places of
- * a domain sleep on the domain's word this way (src/messaging/queue.c).
+ * a domain sleep on the domain's word this way (src/messaging/placewait.c).
  *
  * VISIBILITY
  *
@@ -373,9 +373,9 @@ static bool slot_try_take(void *arg)
  * shared word to sleep on; W3 the waiter's own re-check of its condition
  * (seq_cst loads: the token of a slot, the hint words of a place...),
  * against a kicker's store-then-load of the condition and the state
- * (SLOT PROTOCOL above; queue.c, WHY NO WAKE-UP IS LOST); W4 futex_wait;
- * W5 RUNNING; W6 leaving.  Written once here: a waiter of another layer
- * brings only its condition.
+ * (WHY NO WAKE-UP IS LOST above; queue.c, WHY NO WAKE-UP IS LOST); W4
+ * futex_wait; W5 RUNNING; W6 leaving.  Written once here: a waiter of
+ * another layer brings only its condition.
  */
 void nemo__slot_polling(nemo_waiter *w)
 {
