@@ -13,11 +13,9 @@
  *   C4  no access to a waiter's record after its wait returned: a
  *       releaser reads a record's links and writes its by_broadcast
  *       before the token store that lets the waiter return, never after
- *       (cond.c, THE RECORD).  The record (struct cond_node) lives in the
- *       room of its thread's slot (waiter_internal.h, THE ROOM), which is
- *       pooled and never freed; but once the wait has returned, the
- *       thread's next wait (or, after the thread exits, the next thread
- *       given the slot) queues it again.
+ *       (cond.c, THE RECORD).  The record (struct cond_node) is
+ *       thread-local: once the wait has returned, the thread's next wait
+ *       queues it again, and after the thread exits it is gone.
  *
  * THE MODEL
  *

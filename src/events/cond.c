@@ -31,18 +31,16 @@
  * THE RECORD
  *
  * Each waiting thread is queued through its own struct cond_node, a
- * record this file owns: the queue and tree links, the CPU it queued on,
- * and whether a broadcast released it.  It lives in the room of the
- * thread's slot (waiter_internal.h, THE ROOM), so a releaser finds the
- * slot (the waiter layer's, reached only through waiter_internal.h: arm,
- * wait, release, kick, the shared word) by arithmetic on the record's
- * address, and issues the release without first loading anything from
- * the waiter's lines.  A releaser touches a record only before the
- * release store (R1) that lets its owner return: it reads the record's
- * links, writes `by_broadcast`, then releases the slot; after R1 it
- * touches only the slot.  So a record is never touched after its thread
- * could have left the wait, and the slot and its room are never freed
- * (an exiting thread's slot is pooled for the next thread).
+ * thread-local record this file owns: the queue and tree links, the CPU
+ * it queued on, whether a broadcast released it, and its slot (the
+ * waiter layer's, reached only through waiter_internal.h: arm, wait,
+ * release, kick, the shared word).  A releaser touches a record only
+ * before the release store (R1) that lets its owner return: it reads the
+ * record's links and slot, writes `by_broadcast`, then releases the slot;
+ * after R1 it touches only the slot, which the waiter layer never frees.
+ * So a record is never touched after its thread could have left the
+ * wait, and a thread-local record is safe even for a thread that exits
+ * right after it.
  *
  * LIFETIME (destroy after broadcast)
  *
@@ -169,8 +167,7 @@
 #define WREF_DESTROY 1u
 #define WREF_ONE 2u
 
-/* A waiting thread's record (THE RECORD above), in two lines of its
- * slot's room (nemo__slot_room; the slot is nemo__slot_of_room).  The first
+/* A waiting thread's record (THE RECORD above), in two lines.  The first
  * is the releasers': they read it, and a broadcast writes `gnext` and
  * `by_broadcast` in it; the owner writes it when it queues itself and
  * reads it again only on a wait's slow paths (timeout, cancellation).
@@ -182,6 +179,7 @@
  * `queued` flag that every signal and broadcast cleared was one).  A flat
  * broadcast writes one line per waiter, the one it reads anyway. */
 struct cond_node {
+	nemo_waiter *w;               /* the thread's slot */
 	struct cond_node *next;       /* queue link (under the lock); group list in a broadcast */
 	struct cond_node *gnext;      /* next member of the same CPU group (broadcast) */
 	int cpu;                      /* CPU it was on when it queued itself */
@@ -195,13 +193,7 @@ struct cond_node {
 	struct cond_node *kids[NEMO_COND_MAX_FANOUT];
 };
 
-_Static_assert(sizeof(struct cond_node) <= NEMO__SLOT_ROOM, "the record fits the slot's room");
-_Static_assert(_Alignof(struct cond_node) <= NEMO__CACHELINE, "the room is aligned to a line");
-
-static nemo_waiter *slot_of(struct cond_node *w)
-{
-	return nemo__slot_of_room(w);
-}
+static __thread _Alignas(NEMO__CACHELINE) struct cond_node cond_self;
 
 struct cond_impl {
 	_Atomic uint32_t lock;
@@ -383,7 +375,7 @@ static void enqueue(struct cond_impl *c, struct cond_node *w)
 {
 	w->next = NULL;
 	w->cpu = sched_getcpu();
-	nemo__slot_share(slot_of(w), &c->bseq);
+	nemo__slot_share(w->w, &c->bseq);
 	if (c->tail)
 		c->tail->next = w;
 	else
@@ -430,7 +422,7 @@ static bool leave_queue(struct cond_impl *c, struct cond_node *w)
 	}
 	cond_unlock(c);
 	if (!was)
-		nemo__waiter_await_release(slot_of(w));
+		nemo__waiter_await_release(w->w);
 	return was;
 }
 
@@ -442,7 +434,7 @@ static void release_group(struct cond_node *head)
 {
 	for (struct cond_node *m = head, *next; m; m = next) {
 		next = m->gnext;
-		nemo_waiter *slot = slot_of(m);
+		nemo_waiter *slot = m->w;
 		atomic_store_explicit(&m->by_broadcast, 1, memory_order_relaxed);
 		nemo_waiter_release(slot);
 	}
@@ -512,7 +504,7 @@ struct cancel_ctx {
  * Then drop the reference (V2).  The slot stops naming the condvar. */
 static void abandon(struct cond_impl *c, struct cond_node *w)
 {
-	nemo__slot_share(slot_of(w), NULL);
+	nemo__slot_share(w->w, NULL);
 	if (!leave_queue(c, w)) {
 		wake_kids(w);
 		/* We consumed a signal meant for a waiter: pass it on. */
@@ -548,7 +540,7 @@ static void on_cancel(void *arg)
 	unpoison_dead_frames();
 	if (x->kick)
 		nemo__boost_leave();   /* cleanup handlers run at normal priority */
-	nemo__slot_awake(slot_of(x->w));
+	nemo__slot_awake(x->w->w);
 	abandon(x->c, x->w);
 	pthread_mutex_lock(x->m);
 }
@@ -575,10 +567,13 @@ static int cond_wait(const char *fn, nemo_cond *cv, pthread_mutex_t *m, clockid_
 	if (err)
 		return err;
 	pthread_testcancel();
+	struct cond_node *w = &cond_self;
+	/* The slot is used from this local after the release: the record's
+	 * first line is the releaser's then (THE RECORD). */
 	nemo_waiter *self = nemo_waiter_self();
 	if (!self)
 		return nemo__fail(ENOMEM, fn, "cannot allocate the calling thread's slot");
-	struct cond_node *w = nemo__slot_room(self);
+	w->w = self;
 	nemo_wait_policy pol;
 	policy_of(c, &pol);
 	bool kick = c->flags & CF_KICK;
@@ -664,12 +659,18 @@ int nemo_cond_signal(nemo_cond *cv)
 	struct cond_node *w = dequeue_head(c);
 	cond_unlock(c);
 	if (w) {
-		/* Nothing written to the record (by_broadcast stays the 0 its
-		 * owner stored before it queued itself) and nothing loaded
-		 * from it for the release (waiter_internal.h, THE ROOM): each
-		 * would be a line transfer from the owner's CPU before the
-		 * token's. */
-		nemo_waiter *slot = slot_of(w);
+		/* by_broadcast stays the 0 its owner stored before it queued
+		 * itself: no write to the record, which the owner's CPU holds
+		 * (the store cost a second line transfer, +30 ns a signal).
+		 * The slot's address is loaded from the record, a line transfer
+		 * before the token's.  Releasing sooner (the record inside the
+		 * slot, its address by arithmetic) made the polled one-way
+		 * hand-off 75 ns faster and the condvar ping-pong of
+		 * nemo-handoff 20-25% slower: the waiter, released sooner,
+		 * drops its reference (V2, an RMW on the condvar's line) while
+		 * this thread, back in nemo_cond_wait, queues itself on that
+		 * line (docs/events.md, "Release timing"). */
+		nemo_waiter *slot = w->w;   /* read before R1: the record may go after it */
 		nemo_waiter_release(slot);
 	}
 	return 0;
@@ -686,7 +687,7 @@ static void broadcast_flat(struct cond_node *groups)
 		size_t n = 0;
 		/* Collect (reading every link) before releasing any of them. */
 		while (m && n < CHUNK) {
-			ws[n++] = slot_of(m);
+			ws[n++] = m->w;
 			atomic_store_explicit(&m->by_broadcast, 1, memory_order_relaxed);
 			if (m->gnext) {
 				m = m->gnext;

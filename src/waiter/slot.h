@@ -15,8 +15,6 @@
 
 #include "waiter_internal.h"
 
-#include <stddef.h>
-
 /*
  * A thread's wait history and wait counters.  wait.c owns every field:
  * it reads and writes them for the calling thread only (through
@@ -53,10 +51,6 @@ struct nemo_waiter {
 	 * THE HISTORY). */
 	_Atomic int32_t rel_cpu;
 
-	/* THE ROOM (waiter_internal.h): the queueing layer's, never touched
-	 * here. */
-	_Alignas(NEMO__CACHELINE) unsigned char room[NEMO__SLOT_ROOM];
-
 	/* The owner's line.  A kicker reads it only after its CAS claimed a
 	 * sleeping slot, so the owner's writes here cost a released poller
 	 * nothing: the owner clears bword on its way out of every condvar
@@ -78,9 +72,6 @@ struct nemo_waiter {
 	struct nemo_waiter *all_next, *free_next;
 	bool in_use;
 };
-
-_Static_assert(offsetof(struct nemo_waiter, room) == NEMO__SLOT_ROOM_OFFSET,
-	       "the room's offset is part of the layer's interface (nemo__slot_of_room)");
 
 /* The calling thread's wait history, or NULL before it has a slot (set by
  * waiter.c through nemo__wait_bind; wait.c's variable). */

@@ -18,31 +18,6 @@
 /* struct nemo_waiter, the slot, is private to this folder (slot.h): the
  * layers above reach it only through the functions below. */
 
-/* THE ROOM.  Every slot reserves NEMO__SLOT_ROOM bytes, aligned to a
- * cache line, at the fixed offset NEMO__SLOT_ROOM_OFFSET, for the one
- * layer that queues slots (nemo_cond keeps its waiter's record there,
- * cond.c, THE RECORD).  The waiter layer never reads or writes them.
- * They are in the slot, not beside it, so that a releaser holding a
- * queued record finds the slot by arithmetic (nemo__slot_of_room): had it
- * to load the slot's address from the record, its release store could
- * not even be issued until that load had brought the record's line over
- * from the waiter's CPU - a line transfer in series with the token's,
- * about 75 ns of a 530 ns polled condvar hand-off on the 2-vCPU VM
- * (docs/architecture.md).  The room lives as long as its slot: slots are
- * pooled, never freed. */
-#define NEMO__SLOT_ROOM_OFFSET NEMO__CACHELINE
-#define NEMO__SLOT_ROOM (4 * NEMO__CACHELINE)
-
-static inline void *nemo__slot_room(nemo_waiter *w)
-{
-	return (char *)w + NEMO__SLOT_ROOM_OFFSET;
-}
-
-static inline nemo_waiter *nemo__slot_of_room(void *room)
-{
-	return (nemo_waiter *)(void *)((char *)room - NEMO__SLOT_ROOM_OFFSET);
-}
-
 
 /* A full (seq_cst) fence.  ThreadSanitizer does not model
  * atomic_thread_fence, and GCC rejects it there when optimising
