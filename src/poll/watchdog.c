@@ -121,8 +121,7 @@ static void note_late(struct nemo_watchdog *g, uint64_t late_ticks)
 {
 	uint64_t ns = (uint64_t)nemo_ticks_to_ns((int64_t)late_ticks);
 	if (ns >= NEMO_WATCHDOG_LATE_NS)
-		atomic_store_explicit(&g->late, atomic_load_explicit(&g->late, memory_order_relaxed) + 1,
-				      memory_order_relaxed);
+		NEMO__COUNT(g, late);
 	if (ns > atomic_load_explicit(&g->late_max_ns, memory_order_relaxed))
 		atomic_store_explicit(&g->late_max_ns, ns, memory_order_relaxed);
 }
