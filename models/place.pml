@@ -140,6 +140,19 @@
  *                    S3, after the status load found a change, the sender
  *                    first loads link->ack; if R's published position is
  *                    past its entry, R handled it: return 0, no CAS.
+ *   -DGRANT          stream grants (queue.c, THE STREAM GRANT): each
+ *                    drain may grant any hot queue (G1: grant |= bit);
+ *                    a sender that finds its grant bit after S3 returns
+ *                    0 at once (S4g), with no fence P, no hint and no
+ *                    kick, so its entry may still sit in its store
+ *                    buffer; before W2, R takes every grant back (R1
+ *                    grant := 0), membarrier (R2, which empties every
+ *                    store buffer), and sets the revoked senders' hint
+ *                    bits (R3).  Entry stores are buffered here in every
+ *                    configuration, one per sender, drained in order, and
+ *                    each sender's buffer empties on its own at some
+ *                    point after its last send.  With -DLEAVE as well:
+ *                    P2 with grants.
  *   -DGEN            P3: sender 0's index changes hands: occupant 1
  *                    writes its first message, leaves, and occupant 2
  *                    writes the second (after G1 and G2); sender 1 does
@@ -165,6 +178,11 @@
  * memory before the barrier, and L2 (after the barrier) sees the entry
  * and takes it; a sender whose S3 sees the change races L2 with its CAS
  * on the same word, and exactly one wins.
+ * Grants: a sender that read its grant bit at S4g did so before R1 (it
+ * read 1), so R2's barrier finds its entry store in its store buffer or
+ * in memory and makes it visible before R3; W3 then sees the hint bit
+ * R3 set (or the hot queue) and R drains instead of sleeping.  A sender
+ * that reads the bit after R1 reads 0 and does P-S5 as usual.
  * Who sent it: G2 comes before S1 and D4 after D3, so D4 reads the word
  * of the entry's writer or a later one; the later occupant stores only
  * after G1 saw the entry given back (D5), which follows D4.
@@ -220,6 +238,11 @@
  *                         sender (P3).
  *   -DGEN -DRING -DBROKEN_LATE_D4 D4 after D5 (the word read after the
  *                         ack): G1 passes, G2 overwrites, D4 reads it.
+ *   -DGRANT -DBROKEN_REVOKE_NO_BARRIER  the revocation without its
+ *                         membarrier: a granted sender's S4g read the
+ *                         grant while its entry was still buffered; R
+ *                         revokes, finds nothing (W3), sleeps; the entry
+ *                         lands and nobody kicks (assertion !asleep).
  */
 
 #if defined(RING) && !defined(BROKEN_NO_ACK)
@@ -227,6 +250,9 @@
 #endif
 #if defined(LEAVE) && !defined(FENCED) && !defined(BROKEN_NO_BARRIER)
 #define BARRIER          /* the leaver's membarrier after L1 */
+#endif
+#if (defined(LEAVE) && !defined(FENCED)) || defined(GRANT)
+#define SB               /* senders' entry stores may sit in a store buffer */
 #endif
 
 #ifndef MAXSPUR
@@ -265,8 +291,11 @@ byte rd[2];              /* R's read position in each queue (in->head) */
 #ifdef RING
 byte ack[2];             /* link->ack: the read position R published */
 #endif
-#ifdef LEAVE
+#ifdef SB
 byte pend[2];            /* sender s's store buffer: entry i + 1 pending, or 0 */
+#endif
+#ifdef GRANT
+byte grant = 0;          /* R's grant word: bit s, sender s may skip P-S5 */
 #endif
 #ifdef GEN
 byte sgen;               /* queue 0's sender-generation word */
@@ -286,7 +315,7 @@ inline futex_wake() {
 
 /* ------------------------------------------------------ store buffer */
 
-#ifdef LEAVE
+#ifdef SB
 /* Sender s's pending store reaches memory (inside an atomic step). */
 #define COMMIT(s) if :: pend[s] > 0 -> E(s, pend[s] - 1) = VALID; pend[s] = 0 :: else -> skip fi
 #endif
@@ -302,7 +331,7 @@ inline retract(s, i) {
 	:: else ->
 #endif
 	atomic {
-#ifdef LEAVE
+#ifdef SB
 		COMMIT(s);                               /* the CAS is a locked instruction */
 #endif
 		if
@@ -349,7 +378,8 @@ proctype sender(byte s) {
 			fi;
 			wr[i] = i + 1;
 #endif
-#if defined(LEAVE) && !defined(FENCED)
+#if defined(SB) && !defined(FENCED)
+			atomic { COMMIT(s) };                         /* an earlier buffered entry first (FIFO) */
 			if                                            /* S1 ... */
 			:: atomic { E(s, i) = VALID; res[M(s, i)] = PEND }  /* ... in memory before S3 */
 			:: atomic { pend[s] = i + 1; res[M(s, i)] = PEND }  /* ... still in the store buffer */
@@ -366,8 +396,12 @@ proctype sender(byte s) {
 		fi;
 		if
 		:: stop -> skip
+#ifdef GRANT
+		:: !stop && (grant & BIT(s)) ->               /* S4g: granted: no P, S4, S5 */
+			res[M(s, i)] = OK
+#endif
 		:: else ->
-#ifdef LEAVE
+#ifdef SB
 			atomic { COMMIT(s) };                       /* P: fence */
 #endif
 #ifdef BROKEN_KICK_FIRST
@@ -396,7 +430,12 @@ proctype sender(byte s) {
 		stop = false;
 		i++
 	:: else -> break
-	od
+	od;
+#ifdef GRANT
+	/* A store buffer empties on its own, some time later (nobody may
+	 * count on when: that is what the revocation's membarrier is for). */
+	atomic { COMMIT(s) }
+#endif
 }
 
 /* ---------------------------------------------------------- receiver */
@@ -489,6 +528,12 @@ inline drain() {         /* nemo__drain(final = false) */
 	do
 	:: q < 2 ->
 		if :: (hot & BIT(q)) -> take(q) :: else -> skip fi;
+#ifdef GRANT
+		if                                                /* G1: grant a hot queue, or not */
+		:: (hot & BIT(q)) -> grant = grant | BIT(q)
+		:: true -> skip
+		fi;
+#endif
 		q++
 	:: else -> q = 0; break
 	od;
@@ -516,6 +561,18 @@ inline place_wait() {    /* nemo_place_wait, no deadline */
 		pending();
 		if :: p -> p = false; drain() :: else -> skip fi;
 		if :: handled > 0 -> break :: else -> skip fi;
+#ifdef GRANT
+		/* R1-R3: take the grants back before W2 (nemo__grant_revoke) */
+		if
+		:: grant != 0 ->
+			x = grant; grant = 0;                     /* R1 */
+#ifndef BROKEN_REVOKE_NO_BARRIER
+			atomic { COMMIT(0); COMMIT(1) };          /* R2: membarrier */
+#endif
+			hint = hint | x; x = 0                    /* R3: look again */
+		:: else -> skip
+		fi;
+#endif
 #ifndef BROKEN_B1_LATE
 		bmoved = 0;                                       /* B1: seen := bseq */
 #endif

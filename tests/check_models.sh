@@ -95,6 +95,12 @@ must_pass place.pml -DGEN -DMAXSPUR=2
 must_pass place.pml -DGEN -DRING -DMAXSPUR=2
 must_fail place.pml -DGEN -DBROKEN_NO_GEN_WAIT      # no G1: the old message names the new sender
 must_fail place.pml -DGEN -DRING -DBROKEN_LATE_D4   # word read after the ack: the same
+# Stream grants (queue.c, THE STREAM GRANT): a granted sender skips the
+# fence, the hint and the kick; the receiver's revocation before it sleeps
+# pays with a membarrier.  Entry stores buffered (x86-TSO) in every run.
+must_pass place.pml -DGRANT -DMAXSPUR=1
+must_pass place.pml -DGRANT -DLEAVE -DMAXSPUR=1
+must_fail place.pml -DGRANT -DBROKEN_REVOKE_NO_BARRIER # revoked without membarrier: sleeps on a message
 # A place waiting in an event loop on its eventfd (placewait.c, THE FILE
 # DESCRIPTOR): no message is left queued while the loop blocks, and the
 # descriptor is not left readable once everything has been polled.

@@ -59,6 +59,11 @@ nemo_c_test(test_delays SOURCES test_delays.c LABELS "unit;concurrency")
 # Bound sends (nemo/am.h): behaviour, and their instruction count against
 # the generic send (callgrind: at least 2x fewer).
 nemo_c_test(test_bound SOURCES test_bound.c LABELS "unit;concurrency")
+# Stream grants (queue.c, THE STREAM GRANT): granted, revoked before a
+# sleep or an eventfd, nothing lost; once more without membarrier.
+nemo_c_test(test_grant SOURCES test_grant.c LABELS "unit;concurrency")
+add_test(NAME test_grant.nomembarrier COMMAND test_grant)
+set_tests_properties(test_grant.nomembarrier PROPERTIES ENVIRONMENT NEMO_MEMBARRIER=0 LABELS "unit;concurrency" TIMEOUT 120)
 add_executable(bound_cost bound_cost.c)
 target_compile_options(bound_cost PRIVATE ${NEMO_WARNINGS})
 target_link_libraries(bound_cost PRIVATE nemo_static Threads::Threads)

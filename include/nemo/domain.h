@@ -220,7 +220,9 @@ int nemo_domain_destroy(nemo_domain *d);
 
 /** What a domain has done (sums over every place, past and present). */
 typedef struct nemo_domain_counters {
-	uint64_t am_sent;             /**< active messages enqueued */
+	uint64_t am_sent;             /**< active messages enqueued (nemo_am_send_bound's are
+	                                   added 64 at a time per destination, at the next other
+	                                   send there, and at nemo_place_leave) */
 	uint64_t am_handled;          /**< active-message handlers run */
 	uint64_t notify_sent;         /**< notifications enqueued */
 	uint64_t notify_handled;      /**< notification handlers run */
@@ -237,6 +239,10 @@ typedef struct nemo_domain_counters {
 	uint64_t kicks_fd;            /**< kicks that wrote a place's eventfd (nemo_place_fd) */
 	uint64_t poll_checks;         /**< threshold checks that polled (nemo/poll.h) */
 	uint64_t kicks_deferred;      /**< signals left to the polling watchdog (nemo/poll.h) */
+	uint64_t grants;              /**< streams granted by receivers: their sends then need no
+	                                   fence, hint or kick, and count in no kicks_* counter
+	                                   (docs/messaging.md, "Stream grants") */
+	uint64_t grant_revokes;       /**< grants taken back (each one membarrier on the receiver) */
 } nemo_domain_counters;
 
 /**

@@ -20,7 +20,12 @@
  *     overflow) whenever anything is out of the ordinary: a handler
  *     sending, a full ring, kept sends, a receiver holding kept sends for
  *     us, a served place, nested calls, delay stamps;
- *   - S1-S5 exactly as queue.c writes them (S3 with the same take-back).
+ *   - S1-S5 exactly as queue.c writes them (S3 with the same take-back),
+ *     S4g included: a receiver that granted the stream (queue.c, THE
+ *     STREAM GRANT) spares it P-S5.
+ * What it does differently: it counts its sends in c_am_sent 64 at a
+ * time (nemo__out_settle), and sets the interrupt-deferral flag only in
+ * interrupt mode (a store per message each, which a stream pays for).
  * What it skips: the thread-local place lookup through a call, flag and
  * payload checks, the destination lookup by id, the action lookup, the
  * meta encoding, the busy bookkeeping calls (done inline), and the
@@ -50,6 +55,9 @@ struct nemo_am_bound {
 	uint32_t mask, rbits, rtag;
 	_Atomic uint64_t *hint;       /* our hint word at dst, and our bit in it */
 	uint64_t bit;
+	_Atomic uint64_t *grant;      /* dst's grant word with our bit (queue.c, THE STREAM GRANT) */
+	uint32_t R;                   /* ring slots */
+	bool always_slow;             /* a notification's, or a domain with delay stamps */
 };
 
 static int stale(const char *fn)
@@ -72,12 +80,21 @@ static int bind_common(nemo_place_id dest, unsigned flags, bool notify, uint32_t
 	if (!b)
 		return ENOMEM;
 	unsigned r = nemo_place_index(dest);
+	nemo__out *o = &me->out_row[r];
+	if (!o->bound) {
+		/* From now on the pair's other sends keep mark (nemo__out_settle):
+		 * nothing is uncounted yet. */
+		o->mark = o->tail;
+		o->bound = 1;
+	}
 	*b = (nemo_am_bound){
 		.me = me, .gen = me->gen, .dst = dst, .st = st, .dest = dest, .r = r, .flags = flags,
 		.meta = meta, .notify = notify, .o = &me->out_row[r], .lk = nemo__link_of(d, r, me->idx),
 		.held = &me->link_row[r].held, .ring = nemo__ring_of(d, r, me->idx), .mask = d->R - 1,
 		.rbits = d->Rbits, .rtag = nemo__rtag(nemo__id_gen(dest)),
 		.hint = nemo__hint_row(d, r) + me->idx / 64, .bit = 1ull << (me->idx % 64),
+		.grant = nemo__grant_row(d, r) + me->idx / 64,
+		.R = d->R, .always_slow = notify || d->stamps,
 	};
 	*out = b;
 	return 0;
@@ -126,6 +143,8 @@ int nemo_am_unbind(nemo_am_bound *b)
 /* Everything out of the ordinary: the generic path. */
 static __attribute__((noinline)) int slow(nemo_am_bound *b, nemo_place *me, uint64_t arg, const char *fn)
 {
+	if (me->gen != b->gen)
+		return stale(fn);
 	int err;
 	nemo__busy_enter(me);
 	if (b->notify) {
@@ -141,45 +160,109 @@ static __attribute__((noinline)) int slow(nemo_am_bound *b, nemo_place *me, uint
 	return err;
 }
 
+/* The first checks failed: say which. */
+static __attribute__((noinline, cold)) int refused(nemo_am_bound *b, const char *fn)
+{
+	return b ? stale(fn) : nemo__fail(EINVAL, fn, "the binding is NULL");
+}
+
+/* S0 found the destination gone. */
+static __attribute__((noinline, cold)) int spent(nemo_am_bound *b, const char *fn)
+{
+	return nemo__fail(ESRCH, fn, "place %#llx left: the binding is spent", (unsigned long long)b->dest);
+}
+
+/* S3 found the destination leaving after S1 (queue.c, SEND): take the
+ * entry back unless it was delivered. */
+static __attribute__((noinline, cold)) int raced(nemo_am_bound *b, nemo_place *me, nemo__slot *hs, uint32_t seq,
+						 uint32_t p, const char *fn)
+{
+	struct nemo__ring_back back = { b->o, b->lk, hs, seq, p, p + 1 };
+	if (nemo__ring_back(&back)) {
+		NEMO__PCOUNT(me, c_send_failures);
+		return nemo__fail(ESRCH, fn, "place %#llx left during the send: not delivered",
+				  (unsigned long long)b->dest);
+	}
+	return 0;    /* read before, or taken by, the leave: counted with [mark, tail) */
+}
+
+/* P-S5 when the receiver does not grant the stream. */
+static __attribute__((noinline)) void publish(nemo_am_bound *b, nemo_place *me)
+{
+	NEMO__FENCE();                                                       /* P */
+	if (nemo__hint_test_set(me, b->hint, b->bit, b->flags & NEMO_PUSH))  /* S4 */
+		nemo__kick(me, b->dst);                                      /* S5 */
+}
+
+/*
+ * The fast path: one test for everything out of the ordinary (a new
+ * occupant of the calling thread's index, a queue not yet claimed, a
+ * notification binding or delay stamps, a handler sending, kept sends,
+ * a full ring, a nested call, a served place, a receiver keeping sends
+ * for us), then S0, S1, S3 and - unless the receiver granted the stream
+ * (queue.c, THE STREAM GRANT) - P-S5 out of line.  The rare outcomes
+ * are cold functions, so the common one is a straight line.
+ */
 int nemo_am_send_bound(nemo_am_bound *b, uint64_t arg)
 {
 	nemo_place *me = nemo__tls_place;
-	if (__builtin_expect(!b || !me || me != b->me || me->gen != b->gen, 0))
-		return b ? stale(__func__) : NEMO__FAIL(EINVAL, "the binding is NULL");
+	if (__builtin_expect(!b || !me || me != b->me, 0))
+		return refused(b, __func__);
 	nemo__out *o = b->o;
-	struct nemo_domain *d = me->d;
 	uint32_t p = o->tail;
-	if (__builtin_expect(b->notify | me->hdepth | o->ovf_ring | (p + 1 - o->ack_seen > d->R) |
-			     (o->ring_gen != me->gen) |
-			     atomic_load_explicit(&me->busy, memory_order_relaxed) |
-			     atomic_load_explicit(&me->delegated, memory_order_relaxed) |
-			     atomic_load_explicit(b->held, memory_order_relaxed), 0) ||
-	    d->stamps)
+	if (__builtin_expect(((me->gen ^ b->gen) | (o->ring_gen ^ b->gen)) != 0 ||
+			     (b->always_slow | (me->hdepth != 0) | (o->ovf_ring != 0) | (p - o->ack_seen >= b->R) |
+			      (atomic_load_explicit(&me->busy, memory_order_relaxed) != 0) |
+			      (atomic_load_explicit(&me->delegated, memory_order_relaxed) != 0) |
+			      (atomic_load_explicit(b->held, memory_order_relaxed) != 0)), 0))
 		return slow(b, me, arg, __func__);
 	nemo_place *dst = b->dst;
 	if (__builtin_expect(atomic_load_explicit(&dst->status, memory_order_acquire) != b->st, 0))   /* S0 */
-		return nemo__fail(ESRCH, __func__, "place %#llx left: the binding is spent",
-				  (unsigned long long)b->dest);
-	/* E1 (irq.c) without nemo__busy_enter's tests: busy is 0 and the
-	 * place is not served, checked above. */
-	atomic_store_explicit(&me->busy, 1, memory_order_relaxed);
-	atomic_signal_fence(memory_order_seq_cst);
+		return spent(b, __func__);
+	/* E1 (irq.c) without nemo__busy_enter's tests (busy is 0 and the
+	 * place is not served, checked above), and only in interrupt mode:
+	 * with interrupts off the signal handler touches nothing but
+	 * irq_pending (H1), which the next nemo call handles, and only this
+	 * thread turns them on.  Fewer stores matter here: a stream's sender
+	 * waits on its store buffer (docs/messaging.md, "Stream grants"). */
+	bool irq = atomic_load_explicit(&me->irq_on, memory_order_relaxed);
+	if (irq) {
+		atomic_store_explicit(&me->busy, 1, memory_order_relaxed);
+		atomic_signal_fence(memory_order_seq_cst);
+	}
 	nemo__slot *hs = &b->ring[p & b->mask];                          /* S1 */
 	hs->meta = b->meta;
 	hs->arg = arg;
 	uint32_t seq = nemo__slot_seq(p, b->rbits, b->rtag);
 	atomic_store_explicit(&hs->seq, seq, memory_order_release);
 	o->tail = p + 1;
-	struct nemo__ring_back back = { o, b->lk, hs, seq, p, p + 1 };
-	int err = nemo__send_commit(me, dst, b->st, b->dest, b->flags, &me->c_am_sent, nemo__ring_back, &back,
-				    __func__, o, b->hint, b->bit);             /* S2-S5 */
-	/* E2 (irq.c), for the same reason without nemo__busy_exit's tests. */
-	atomic_signal_fence(memory_order_seq_cst);
-	atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
-	atomic_signal_fence(memory_order_seq_cst);
-	if (__builtin_expect(atomic_load_explicit(&me->irq_pending, memory_order_relaxed), 0)) {
-		nemo__busy_enter(me);    /* what an interrupt deferred meanwhile */
-		nemo__busy_exit(me);
+	int err = 0;
+	if (__builtin_expect(!nemo__dest_still(dst, b->st), 0)) {           /* S2, S3 */
+		err = raced(b, me, hs, seq, p, __func__);
+	} else {
+		/* Counted later, NEMO__BOUND_SETTLE at a time (nemo__out_settle):
+		 * a counter store per message cost a stream a fifth of its rate. */
+		if (p + 1 - o->mark >= NEMO__BOUND_SETTLE)
+			nemo__out_settle(me, o);
+		if (b->flags & NEMO_MORE) {
+			o->deferred = 1;
+		} else {
+			if (o->deferred)
+				o->deferred = 0;
+			atomic_signal_fence(memory_order_seq_cst);
+			if (!(atomic_load_explicit(b->grant, memory_order_relaxed) & b->bit))  /* S4g */
+				publish(b, me);                                      /* P-S5 */
+		}
+	}
+	if (irq) {
+		/* E2 (irq.c), for the same reason without nemo__busy_exit's tests. */
+		atomic_signal_fence(memory_order_seq_cst);
+		atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
+		atomic_signal_fence(memory_order_seq_cst);
+		if (__builtin_expect(atomic_load_explicit(&me->irq_pending, memory_order_relaxed), 0)) {
+			nemo__busy_enter(me);    /* what an interrupt deferred meanwhile */
+			nemo__busy_exit(me);
+		}
 	}
 	return err;
 }
@@ -193,7 +276,7 @@ int nemo_notify_bound(nemo_am_bound *b)
 {
 	nemo_place *me = nemo__tls_place;
 	if (__builtin_expect(!b || !me || me != b->me || me->gen != b->gen, 0))
-		return b ? stale(__func__) : NEMO__FAIL(EINVAL, "the binding is NULL");
+		return refused(b, __func__);
 	if (!b->notify)
 		return NEMO__FAIL(EINVAL, "the binding is an active message's (nemo_am_send_bound)");
 	return slow(b, me, 0, __func__);

@@ -81,7 +81,7 @@ static struct sizes sizes_of(const struct nemo_domain *d)
 	size_t P = d->P, pairs = P * P;
 	return (struct sizes){
 		.places = P * sizeof(nemo_place),
-		.hints = P * d->hw_stride * sizeof(uint64_t),
+		.hints = 2 * P * d->hw_stride * sizeof(uint64_t),   /* hints, then grants */
 		.links = pairs * sizeof(nemo__link),
 		.rings = pairs * d->R * sizeof(nemo__slot),
 		.out = pairs * sizeof(nemo__out),
@@ -177,6 +177,7 @@ int nemo_domain_create(const nemo_domain_attr *attr, nemo_domain **out)
 	d->flags = a.flags;
 	d->HW = (d->P + 63) / 64;
 	d->hw_stride = (d->HW + 7) / 8 * 8;        /* whole cache lines per receiver */
+	d->grant_off = (size_t)d->P * d->hw_stride;
 	struct sizes z = sizes_of(d);
 	d->places = big_alloc(z.places);
 	d->hints = big_alloc(z.hints);
@@ -265,6 +266,8 @@ int nemo_domain_get_counters(nemo_domain *d, nemo_domain_counters *out)
 			SUM(kicks_signal, c_kicks_signal);
 			SUM(kicks_avoided, c_kicks_avoided);
 			SUM(kicks_skipped, c_kicks_skipped);
+			SUM(grants, c_grants);
+			SUM(grant_revokes, c_grant_revokes);
 			SUM(full_waits, c_full_waits);
 			SUM(send_failures, c_send_failures);
 			SUM(interrupts, c_interrupts);
@@ -428,6 +431,8 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 			for (unsigned h = 0; h < NEMO__HOT; h++)
 				p->hot[h] = d->P;
 			p->hot_next = 0;
+			p->grant_n = 0;
+			p->grant_need = NEMO__GRANT_STREAK;
 			p->policy = a.policy;
 			p->handled = 0;
 			p->in_row = nemo__in_of(d, i, 0);
@@ -531,9 +536,12 @@ int nemo_place_leave(void)
 	 * them. */
 	nemo__ovf_flush_all(me);
 	nemo__ovf_free(me);
-	for (unsigned r = 0; r < d->P; r++)
-		if (nemo__out_of(d, me->idx, r)->deferred)
+	for (unsigned r = 0; r < d->P; r++) {
+		nemo__out *o = nemo__out_of(d, me->idx, r);
+		nemo__out_settle(me, o);   /* bound sends not yet counted (bound.c) */
+		if (o->deferred)
 			nemo__publish(me, r, false);
+	}
 	nemo__fd_close(me);         /* no kicker writes it once we are gone */
 	NEMO__INVARIANT(me->ovf_n == 0 && !me->ovf, "the overflow was not emptied before the leave");
 	NEMO__INVARIANT(atomic_load_explicit(&me->status, memory_order_relaxed) == nemo__status(me->gen, NEMO__ST_ACTIVE),
@@ -544,9 +552,14 @@ int nemo_place_leave(void)
 			      memory_order_seq_cst);                        /* L1 */
 	nemo__asym_heavy();       /* every sender's S3 now sees L1, or L2 its entry */
 	nemo__drain(me, NEMO_AM_CTX_POLL, true);                            /* L2 */
-	_Atomic uint64_t *row = nemo__hint_row(d, me->idx);
-	for (unsigned k = 0; k < d->HW; k++)
+	_Atomic uint64_t *row = nemo__hint_row(d, me->idx), *grow = nemo__grant_row(d, me->idx);
+	for (unsigned k = 0; k < d->HW; k++) {
 		atomic_store_explicit(&row[k], 0, memory_order_relaxed);
+		/* Grants need no revocation here: L1's barrier covers every
+		 * send to this occupant, granted or not (THE STREAM GRANT). */
+		atomic_store_explicit(&grow[k], 0, memory_order_relaxed);
+	}
+	me->grant_n = 0;
 	/* From L3 on the record belongs to the next occupant: take what we
 	 * still need now, and stop being its owner first (a late signal then
 	 * finds no place). */

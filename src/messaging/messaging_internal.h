@@ -10,6 +10,10 @@
  *                      receiver-side positions below carry over)
  *   hints[P][HW]       each receiver's hint bitmap, HW = ceil(P/64) words,
  *                      on cache lines of its own
+ *   grants[P][HW]      each receiver's stream grants, bit s: sender s may
+ *                      skip P-S5 (queue.c, THE STREAM GRANT); the same
+ *                      geometry, right after the hints (grant_off words
+ *                      from a hint word to the grant word of the pair)
  *   links[r*P + s]     the queues from sender s to receiver r: the
  *                      notification FIFO (two lines) and the ring's ack
  *                      word with the two sender-generation words (one
@@ -115,6 +119,7 @@ static inline uint32_t nemo__nf_chan(uint64_t v)
 /* Message meta word: action (12 bits), event + 1 (13 bits), length (6),
  * and bit 31: the first 8 payload bytes are a reply's request tag (am.c). */
 #define NEMO__META_TAGGED 0x80000000u
+#define NEMO__META_LEN_MASK (0x3Fu << 25)
 static inline uint32_t nemo__meta(uint32_t action, uint32_t event_plus1, uint32_t len)
 {
 	return action | (event_plus1 << 12) | (len << 25);
@@ -171,6 +176,9 @@ typedef struct nemo__out {
 	uint64_t ring_gen, nf_gen;    /* what this index last stored to link->ring_sgen, nf_sgen */
 	uint32_t ovf_ring, ovf_nf;    /* entries for this receiver in the sender's overflow
 	                                 (overflow.c, OVERFLOW): later sends queue behind them */
+	uint32_t mark;                /* [mark, tail): bound sends not yet in c_am_sent
+	                                 (nemo__out_settle); kept only once bound is set */
+	uint32_t bound;               /* a binding was ever made on this pair (bound.c) */
 } nemo__out;
 
 /* One send kept in a place's overflow (overflow.c, OVERFLOW). */
@@ -189,10 +197,23 @@ typedef struct nemo__in {
 	uint32_t head;                /* next ring position to read */
 	uint32_t acked;               /* last position published to link->ack */
 	uint32_t nf_head;             /* next notification FIFO position */
-	uint32_t pad;
+	uint16_t streak;              /* messages of the current stream (THE STREAM GRANT) */
+	uint16_t idle;                /* empty hot polls since its last message */
 } nemo__in;
 
 #define NEMO__HOT 4               /* senders a polling receiver watches directly */
+/* THE STREAM GRANT (queue.c): at most this many granted senders (a
+ * subset of the hot ones, which keeps a hot slot free to rotate); a
+ * stream is granted after grant_need messages with fewer than
+ * NEMO__GRANT_IDLE empty hot polls between two of them; grant_need
+ * starts at NEMO__GRANT_STREAK and doubles (to NEMO__GRANT_STREAK_MAX)
+ * after each revocation that followed fewer than NEMO__GRANT_PAYBACK
+ * messages. */
+#define NEMO__GRANT_MAX (NEMO__HOT - 1)
+#define NEMO__GRANT_IDLE 64u
+#define NEMO__GRANT_STREAK 1024u
+#define NEMO__GRANT_STREAK_MAX 32768u
+#define NEMO__GRANT_PAYBACK 65536u
 
 struct nemo_domain;
 
@@ -245,6 +266,9 @@ typedef struct nemo_place {
 	int serve_depth;              /* handlers nested in full-queue waits */
 	unsigned hot[NEMO__HOT];      /* senders recently found non-empty (P: none) */
 	unsigned hot_next;
+	unsigned grant_n;             /* senders granted now (queue.c, THE STREAM GRANT) */
+	unsigned grant_need;          /* messages of a stream before it is granted */
+	uint64_t grant_from;          /* handled count when the first grant was made */
 	nemo_wait_policy policy;
 	bool pinned;
 	int cpu;                      /* the CPU it is pinned to, or -1 (read by src/mcast) */
@@ -278,6 +302,7 @@ typedef struct nemo_place {
 	_Atomic uint64_t c_full_waits, c_send_failures, c_interrupts, c_sleeps;
 	_Atomic uint64_t c_overflowed, c_ovf_dropped, c_kicks_fd;
 	_Atomic uint64_t c_poll_checks, c_poll_check_handled, c_kicks_deferred;
+	_Atomic uint64_t c_grants, c_grant_revokes;
 
 	/* Notification delays (NEMO_DOMAIN_DELAYS; src/poll/delay.c): owner
 	 * writes, relaxed; bucket k counts delays in [2^k, 2^(k+1)) ns. */
@@ -323,8 +348,9 @@ struct nemo_domain {
 	unsigned nplaces;
 
 	nemo_place *places;
-	_Atomic uint64_t *hints;      /* [P][HW_LINE] */
+	_Atomic uint64_t *hints;      /* [P][HW_LINE], then the grants [P][HW_LINE] */
 	unsigned hw_stride;           /* words per receiver row (whole lines) */
+	size_t grant_off;             /* P * hw_stride: from a hint word to its grant word */
 	nemo__link *links;
 	nemo__slot *rings;
 	nemo__out *out;
@@ -367,6 +393,12 @@ static inline _Atomic uint64_t *nemo__hint_row(struct nemo_domain *d, unsigned r
 {
 	return &d->hints[(size_t)r * d->hw_stride];
 }
+/* Receiver r's grant words (THE STREAM GRANT, queue.c). */
+static inline _Atomic uint64_t *nemo__grant_row(struct nemo_domain *d, unsigned r)
+{
+	return nemo__hint_row(d, r) + d->grant_off;
+}
+
 static inline _Atomic uint32_t *nemo__alt_row(struct nemo_domain *d, unsigned p)
 {
 	return &d->alt[(size_t)p * d->E];
@@ -381,6 +413,22 @@ static inline _Atomic uint32_t *nemo__alt_row(struct nemo_domain *d, unsigned p)
 #define NEMO__PADD1(ctr) \
 	atomic_store_explicit((ctr), atomic_load_explicit((ctr), memory_order_relaxed) + 1, memory_order_relaxed)
 
+/* Count the bound sends of [o->mark, o->tail) in c_am_sent (bound.c
+ * leaves them uncounted: one store fewer per message, which a stream
+ * sender pays dearly).  On a pair with o->bound set, every other writer
+ * of o->tail settles first and sets mark to its new tail (pairs never
+ * bound skip that store: it is as dear to them); the leave settles every
+ * pair. */
+#define NEMO__BOUND_SETTLE 64u        /* the bound path settles every this many */
+#define NEMO__PREFETCH_SLOTS 16       /* senders prefetch the ring 4 lines ahead */
+static inline void nemo__out_settle(nemo_place *me, nemo__out *o)
+{
+	if (o->bound && o->tail != o->mark) {
+		NEMO__PADD(me, c_am_sent, o->tail - o->mark);
+		o->mark = o->tail;
+	}
+}
+
 /* S4 at our hint word w (bit: ours) of a receiver, after the fence P
  * (queue.c, SEND): set the bit unless it is set already.  Returns whether
  * S5 (the kick) must follow: the bit was clear, or push. */
@@ -393,6 +441,17 @@ static inline bool nemo__hint_test_set(nemo_place *me, _Atomic uint64_t *w, uint
 	}
 	atomic_fetch_or_explicit(w, bit, memory_order_seq_cst);
 	return true;
+}
+
+/* S4g (queue.c, THE STREAM GRANT), in place of P-S5: does the receiver
+ * whose hint word is w grant us (bit) its stream?  Then it watches our
+ * queue until it revokes, and the entry needs no fence, hint or kick.  A
+ * plain load after a compiler barrier: the receiver's revocation pays
+ * for the missing fence with a membarrier. */
+static inline __attribute__((always_inline)) bool nemo__granted(nemo_place *me, _Atomic uint64_t *w, uint64_t bit)
+{
+	atomic_signal_fence(memory_order_seq_cst);
+	return atomic_load_explicit(w + me->d->grant_off, memory_order_relaxed) & bit;
 }
 
 /* The send flags every send accepts: 0, or EINVAL with the text for fn. */
@@ -619,6 +678,8 @@ nemo__send_commit(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id de
 		return 0;
 	}
 	o->deferred = 0;
+	if (nemo__granted(me, hint, bit))                                   /* S4g */
+		return 0;
 	NEMO__FENCE();                                                       /* P */
 	if (nemo__hint_test_set(me, hint, bit, flags & NEMO_PUSH))          /* S4 */
 		nemo__kick(me, dst);                                         /* S5 */
@@ -665,6 +726,18 @@ void nemo__fd_close(nemo_place *me);
 /* Handle what is queued to me (busy held).  final: the leave's last
  * drain (every link, consuming by CAS).  Returns the number handled. */
 unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final);
+
+/* THE STREAM GRANT (queue.c): before the place stops watching its
+ * granted queues - before it sleeps, arms its eventfd, turns interrupts
+ * on or is served by the progress thread - take every grant back (one
+ * membarrier) and set their hint bits, so that it looks at them again
+ * first.  Its own thread only. */
+void nemo__grant_revoke_all(nemo_place *me);
+static inline void nemo__grant_revoke(nemo_place *me)
+{
+	if (__builtin_expect(me->grant_n != 0, 0))
+		nemo__grant_revoke_all(me);
+}
 
 /* Is anything queued to me?  (hint words, hot links) */
 bool nemo__pending(nemo_place *me);

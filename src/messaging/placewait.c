@@ -117,6 +117,7 @@ static void fd_self_write(nemo_place *me)
 void nemo__fd_arm(nemo_place *me)
 {
 	NEMO__INVARIANT(atomic_load_explicit(&me->efd, memory_order_relaxed) >= 0, "armed without a descriptor");
+	nemo__grant_revoke(me);   /* the descriptor, not the queues, is watched now (queue.c) */
 	atomic_store_explicit(&me->fd_armed, 1, memory_order_seq_cst);                    /* F1 */
 	if (me->ovf_n || nemo__pending(me)) {                                               /* F2 */
 		/* Undo, and make the descriptor readable: the loop comes back. */
@@ -189,6 +190,11 @@ static bool place_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_
 {
 	nemo_place *me = arg;
 	nemo_waiter *w = atomic_load_explicit(&me->waiter, memory_order_relaxed);
+	/* Stop watching granted queues first (queue.c, THE STREAM GRANT):
+	 * their senders send without hint or kick.  The revocation sets
+	 * their hint bits, so W3 below finds them and the loop drains them
+	 * once more before it sleeps. */
+	nemo__grant_revoke(me);
 	/* Sleep on the domain's word with our bit (waiter.c, SHARED WORD), so
 	 * that a broadcast wakes every sleeping place with one call. */
 	if (nemo__slot_sleep_begin(w, &me->d->bseq, place_pending, me, word, val, bits)) {  /* B1-W3 */

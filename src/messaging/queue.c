@@ -214,6 +214,64 @@
  * models/place.pml -DLEAVE models the sender's entry store as buffered
  * (x86-TSO) until a fence, a locked instruction or the leaver's barrier.
  *
+ * THE STREAM GRANT
+ *
+ * P-S5 make a stream of unbatched sends pay a full fence per message (it
+ * waits for the entry's line, which the polling receiver has just read)
+ * plus the hint RMW on a line the receiver keeps clearing: 45 M msg/s
+ * against 100+ without (docs/messaging.md, "Stream grants").  But a
+ * receiver that is polling a sender's queue on every poll anyway does
+ * not need the hint or the kick.  So a receiver may grant a sender its
+ * stream, and the sender then skips P, S4 and S5; the price moves to the
+ * receiver, once per grant instead of once per message, the asymmetric
+ * barrier's trade again:
+ *
+ *   grant word  grants[r][s / 64], bit s: written by r's thread only (and
+ *               cleared by its leave); read by s at S4g.
+ *   G0  r grants only while nothing but its own polls would notice a
+ *       message: membarrier registered, interrupts off, no eventfd, not
+ *       served by the progress thread, no delay stamps, fewer than
+ *       NEMO__GRANT_MAX grants.
+ *   G1  D1 counts each hot queue's stream (messages, reset after
+ *       NEMO__GRANT_IDLE empty polls in a row); at grant_need messages:
+ *       store(grant word | bit s, relaxed).  Granted queues stay hot
+ *       (hot_add skips them), so every poll's D1 looks at them.
+ *   S4g the sender, after S3 and a compiler barrier: load(grant word,
+ *       relaxed) has bit s -> return 0 (no P, no S4, no S5).
+ *   R1  before r stops looking at its queues - W2 (it sleeps), F1 (it
+ *       arms its eventfd), turning interrupts on, being served - it
+ *       stores 0 to its grant words (relaxed);
+ *   R2  membarrier (nemo__asym_heavy);
+ *   R3  fetch_or(its own hint words, the revoked bits): its next look
+ *       (W3's pending check, F2's, the next drain) drains those queues.
+ *
+ * Why no wake-up is lost.  A send that skipped S5 read its bit before R1
+ * (it read 1).  R2 makes every running thread of the process pass a full
+ * barrier (a descheduled one passed one at its context switch): s passes
+ * it after its entry store, since that store precedes the load that read
+ * the bit, which precedes R1, which precedes R2.  So the entry is visible
+ * to r after R2, and R3's bit makes W3 (or F2) find it before r sleeps
+ * (or leaves its queues to its eventfd): r drains it instead.  A send
+ * whose S4g comes after R1 reads 0 (the grant word's coherence order)
+ * and does P-S5 as before.  A grant made while r runs costs no kick: a
+ * running place in none of the modes G0 excludes is never kicked
+ * anyway.  A leave needs no R1-R3: L1's membarrier already puts every
+ * send's entry, granted or not, in front of L2 (THE ASYMMETRIC BARRIER).
+ * models/place.pml -DGRANT checks this with buffered entry stores, and
+ * -DGRANT -DBROKEN_REVOKE_NO_BARRIER that without R2 r sleeps on a
+ * message.
+ *
+ * The cost, and the backoff.  A revocation is one membarrier: 0.1 us when
+ * no other thread of the process runs, about 13 us on this VM when one
+ * does (docs/fastpaths.md), and an interruption of every running thread.
+ * So only long streams are granted (NEMO__GRANT_STREAK = 1024 messages),
+ * and each revocation that followed fewer than NEMO__GRANT_PAYBACK
+ * messages doubles the length the next grant waits for (up to
+ * NEMO__GRANT_STREAK_MAX); one that paid resets it.  Request/response
+ * traffic, where the receiver's polls find a message and then nothing
+ * for a while, never builds a streak.  Counted in grants and
+ * grant_revokes (nemo/domain.h).
+ *
  * BACKPRESSURE
  *
  * A full ring or FIFO never drops: a blocking send from outside a
@@ -273,7 +331,6 @@ void nemo__asym_setup(void)
 
 
 #define NEMO__SERVE_DEPTH_MAX 8
-#define NEMO__PREFETCH_SLOTS 16     /* 4 lines ahead */
 
 static inline uint32_t slots_for(size_t len)
 {
@@ -306,8 +363,19 @@ static inline __attribute__((always_inline)) bool hint_set(nemo_place *me, unsig
 	return nemo__hint_test_set(me, nemo__hint_row(me->d, r) + me->idx / 64, 1ull << (me->idx % 64), push);
 }
 
+/* S4g for one destination: it grants us its stream (THE STREAM GRANT). */
+static inline __attribute__((always_inline)) bool granted(nemo_place *me, unsigned r)
+{
+	if (!nemo__granted(me, nemo__hint_row(me->d, r) + me->idx / 64, 1ull << (me->idx % 64)))
+		return false;
+	me->out_row[r].deferred = 0;
+	return true;
+}
+
 static inline __attribute__((always_inline)) void publish(nemo_place *me, unsigned r, bool push)
 {
+	if (granted(me, r))                                                  /* S4g */
+		return;
 	NEMO__FENCE();                                                       /* P */
 	if (hint_set(me, r, push))                                           /* S4 */
 		nemo__kick(me, &me->d->places[r]);                           /* S5 */
@@ -322,8 +390,14 @@ void nemo__publish_many(nemo_place *me, const unsigned *rs, size_t n, bool push)
 {
 	nemo_place *need[64];
 	size_t nn = 0;
-	NEMO__FENCE();                                                       /* P */
+	bool fenced = false;
 	for (size_t i = 0; i < n; i++) {
+		if (granted(me, rs[i]))                                      /* S4g */
+			continue;
+		if (!fenced) {
+			NEMO__FENCE();                                       /* P */
+			fenced = true;
+		}
 		if (!hint_set(me, rs[i], push))                              /* S4 */
 			continue;
 		if (nn == sizeof need / sizeof need[0]) {
@@ -475,6 +549,8 @@ bool nemo__ring_back(void *arg)
 	if (!nemo__ring_take_back(b->lk, b->hs, b->seq, b->end))
 		return false;
 	b->o->tail = b->p;
+	if ((int32_t)(b->o->mark - b->p) > 0)
+		b->o->mark = b->p;      /* a generic send's entry: it was not in [mark, tail) */
 	return true;
 }
 
@@ -523,6 +599,10 @@ int nemo__ring_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id d
 	uint32_t seq = nemo__slot_seq(p, d->Rbits, nemo__rtag(nemo__id_gen(dest)));
 	atomic_store_explicit(&hs->seq, seq, memory_order_release);
 	o->tail = p + need;
+	if (__builtin_expect(o->bound, 0)) {
+		NEMO__PADD(me, c_am_sent, p - o->mark);   /* the bound sends before this one */
+		o->mark = p + need;
+	}
 	NEMO__INVARIANT(o->tail - o->ack_seen <= d->R, "the ring holds more than R slots");
 	struct nemo__ring_back b = { o, lk, hs, seq, p, p + need };
 	return send_commit(me, dst, st, dest, flags, &me->c_am_sent, nemo__ring_back, &b, "send");
@@ -582,7 +662,9 @@ int nemo__batch_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id 
 			continue;
 		}
 		size_t chunk = n - done < room ? n - done : room;
+		nemo__out_settle(me, o);   /* the bound sends before these */
 		uint32_t first = o->tail, p = first;
+		bool mark = o->bound;
 		for (size_t i = 0; i < chunk; i++, p++) {                    /* S1 */
 			nemo__slot *hs = &ring[p & mask];
 			if (!(p % (NEMO__CACHELINE / sizeof *hs)))   /* once per line */
@@ -594,9 +676,13 @@ int nemo__batch_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id 
 			atomic_store_explicit(&hs->seq, nemo__slot_seq(p, rb, rtag), memory_order_release);
 		}
 		o->tail = p;
+		if (mark)
+			o->mark = p;
 		if (!nemo__dest_still(dst, st)) {                            /* S2, S3 */
 			size_t k;
 			o->tail = batch_settle(me, ring, mask, lk, first, p, rtag, &k);
+			if (mark)
+				o->mark = o->tail;
 			done += k;
 			NEMO__PADD(me, c_am_sent, k);
 			if (k < chunk)
@@ -712,8 +798,9 @@ void nemo__delay_record(nemo_place *me, uint64_t enq)
 
 /* Run one drained message's action (the action table of am.c's
  * nemo_action_register) in the receiving place. */
-void nemo__am_deliver(nemo_place *me, nemo_place_id src, uint32_t meta, uint64_t arg,
-		      const void *payload, size_t len, nemo_am_context ctx)
+static inline __attribute__((always_inline)) void deliver(nemo_place *me, nemo_am_msg *m, nemo_place_id src,
+							  uint32_t meta, uint64_t arg, const void *payload,
+							  size_t len)
 {
 	struct nemo_domain *d = me->d;
 	uint32_t action = nemo__meta_action(meta), ev1 = nemo__meta_event1(meta);
@@ -721,36 +808,123 @@ void nemo__am_deliver(nemo_place *me, nemo_place_id src, uint32_t meta, uint64_t
 	nemo_am_handler fn = atomic_load_explicit(&a->fn, memory_order_acquire);
 	uint64_t tag = 0;
 	bool reply = meta & NEMO__META_TAGGED;
-	if (reply) {
+	if (__builtin_expect(reply, 0)) {
 		/* A reply: its first 8 payload bytes are the request's tag. */
 		memcpy(&tag, payload, sizeof tag);
 		payload = len > sizeof tag ? (const unsigned char *)payload + sizeof tag : NULL;
 		len -= sizeof tag;
 	}
-	nemo_am_msg m = {
-		.src = src,
-		.dest = me->id,
-		.action = action,
-		.event = ev1 ? ev1 - 1 : NEMO_AM_NO_EVENT,
-		.arg = arg,
-		.payload = payload,
-		.len = len,
-		.context = ctx,
-		.tag = tag,
-		.is_reply = reply,
-		.place_ctx = me->user_ctx,
-	};
+	/* Every field, each time: a handler may have written the record
+	 * (through a cast) or changed the place's context. */
+	m->src = src;
+	m->dest = me->id;
+	m->action = action;
+	m->event = ev1 ? ev1 - 1 : NEMO_AM_NO_EVENT;
+	m->arg = arg;
+	m->payload = payload;
+	m->len = len;
+	m->tag = tag;
+	m->is_reply = reply;
+	m->place_ctx = me->user_ctx;
 	if (fn)   /* always set: a send checks it, and it is never cleared */
-		fn(&m, a->ctx);
+		fn(m, a->ctx);
 }
 
+void nemo__am_deliver(nemo_place *me, nemo_place_id src, uint32_t meta, uint64_t arg,
+		      const void *payload, size_t len, nemo_am_context ctx)
+{
+	nemo_am_msg m = { .context = ctx };
+	deliver(me, &m, src, meta, arg, payload, len);
+}
+
+
+static bool is_granted(nemo_place *me, unsigned s)
+{
+	return atomic_load_explicit(&nemo__grant_row(me->d, me->idx)[s / 64], memory_order_relaxed) &
+	       (1ull << (s % 64));
+}
 
 static void hot_add(nemo_place *me, unsigned s)
 {
 	for (unsigned i = 0; i < NEMO__HOT; i++)
 		if (me->hot[i] == s)
 			return;
-	me->hot[me->hot_next++ % NEMO__HOT] = s;
+	/* The next slot round the ring that holds no granted sender (G1:
+	 * granted ones stay hot; at most NEMO__HOT - 1 are). */
+	unsigned k = me->hot_next++ % NEMO__HOT;
+	while (me->hot[k] < me->d->P && is_granted(me, me->hot[k]))
+		k = me->hot_next++ % NEMO__HOT;
+	me->hot[k] = s;
+	me->in_row[s].streak = 0;
+	me->in_row[s].idle = 0;
+}
+
+/* ------------------------------------------------- the stream grant */
+
+/* May this place grant streams now (THE STREAM GRANT, G0)? */
+static bool grant_allowed(nemo_place *me)
+{
+	return nemo__asym && me->grant_n < NEMO__GRANT_MAX &&
+	       !atomic_load_explicit(&me->irq_on, memory_order_relaxed) &&
+	       atomic_load_explicit(&me->efd, memory_order_relaxed) < 0 &&
+	       !atomic_load_explicit(&me->delegated, memory_order_relaxed) && !me->d->stamps;
+}
+
+static uint64_t handled_count(nemo_place *me)
+{
+	return atomic_load_explicit(&me->c_am_handled, memory_order_relaxed) +
+	       atomic_load_explicit(&me->c_nf_handled, memory_order_relaxed);
+}
+
+/* D1 found got entries on hot queue s: count the stream; grant it (G1)
+ * once it is long enough. */
+static void grant_note(nemo_place *me, unsigned s, unsigned got)
+{
+	nemo__in *in = &me->in_row[s];
+	if (!got) {
+		if (in->idle < NEMO__GRANT_IDLE && ++in->idle == NEMO__GRANT_IDLE)
+			in->streak = 0;           /* a pause: the stream ended */
+		return;
+	}
+	in->idle = 0;
+	uint32_t k = in->streak + got;
+	in->streak = (uint16_t)(k > UINT16_MAX ? UINT16_MAX : k);
+	if (k < me->grant_need || is_granted(me, s) || !grant_allowed(me))
+		return;
+	_Atomic uint64_t *g = &nemo__grant_row(me->d, me->idx)[s / 64];
+	atomic_store_explicit(g, atomic_load_explicit(g, memory_order_relaxed) | (1ull << (s % 64)),
+			      memory_order_relaxed);                        /* G1 */
+	if (!me->grant_n++)
+		me->grant_from = handled_count(me);
+	NEMO__PCOUNT(me, c_grants);
+}
+
+void nemo__grant_revoke_all(nemo_place *me)
+{
+	struct nemo_domain *d = me->d;
+	_Atomic uint64_t *g = nemo__grant_row(d, me->idx), *h = nemo__hint_row(d, me->idx);
+	uint64_t was[NEMO_PLACES_MAX / 64];
+	for (unsigned w = 0; w < d->HW; w++) {
+		was[w] = atomic_load_explicit(&g[w], memory_order_relaxed);
+		if (was[w])
+			atomic_store_explicit(&g[w], 0, memory_order_relaxed);   /* R1 */
+	}
+	nemo__asym_heavy();                                                  /* R2 */
+	for (unsigned w = 0; w < d->HW; w++)
+		if (was[w])
+			atomic_fetch_or_explicit(&h[w], was[w], memory_order_relaxed);  /* R3 */
+	/* Backoff: a grant that did not carry enough messages to pay for
+	 * its barrier makes the next one wait for a longer stream. */
+	uint64_t carried = handled_count(me) - me->grant_from;
+	if (carried >= NEMO__GRANT_PAYBACK)
+		me->grant_need = NEMO__GRANT_STREAK;
+	else if (me->grant_need < NEMO__GRANT_STREAK_MAX)
+		me->grant_need *= 2;
+	me->grant_n = 0;
+	for (unsigned i = 0; i < NEMO__HOT; i++)
+		if (me->hot[i] < d->P)
+			me->in_row[me->hot[i]].streak = 0;
+	NEMO__PCOUNT(me, c_grant_revokes);
 }
 
 static void publish_ack(nemo__link *lk, nemo__in *in)
@@ -811,12 +985,21 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 		}
 	}
 
-	/* Active messages. */
+	/* Active messages.  The common one - no payload, no reply tag, no
+	 * delay stamp, an ordinary drain - takes the short path: the same
+	 * steps, fewer of them (a stream's receiver is bound by instructions
+	 * per message: docs/messaging.md, "Stream grants"). */
+	nemo_am_msg m = { .context = ctx };
+	const uint64_t *stamps = d->stamps;
+	const nemo__action *adt = d->adt;
+	uint32_t want = (g << 2) | 1u, quarter = d->R / 4;
+	uint64_t am = 0;             /* c_am_handled, added once at the end */
+	bool plain_only = !final && !stamps;
 	while (final || n < budget) {
 		uint32_t p = in->head;
 		nemo__slot *hs = &ring[p & mask];
 		uint32_t v = atomic_load_explicit(&hs->seq, memory_order_acquire);  /* D3 */
-		if (v != nemo__slot_seq(p, rb, g))
+		if (v != (want | (((p >> rb) & 1u) << 1)))                         /* nemo__slot_seq */
 			break;
 		uint64_t sg = atomic_load_explicit(&lk->ring_sgen, memory_order_relaxed); /* D4 */
 		if (final) {
@@ -827,29 +1010,56 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 		}
 		uint32_t meta = hs->meta;
 		uint64_t arg = hs->arg;
-		uint64_t stamp = d->stamps ? d->stamps[((size_t)me->idx * d->P + s) * d->R + (p & mask)] : 0;
+		if (__builtin_expect(plain_only && !(meta & (NEMO__META_TAGGED | NEMO__META_LEN_MASK)), 1)) {
+			in->head = p + 1;
+			if (p + 1 - in->acked >= quarter)
+				publish_ack(lk, in);                                 /* D5 */
+			n++;
+			am++;
+			const nemo__action *a = &adt[nemo__meta_action(meta)];
+			nemo_am_handler fn = atomic_load_explicit(&a->fn, memory_order_acquire);
+			uint32_t ev1 = nemo__meta_event1(meta);
+			m.src = nemo__make_id(s, sg);
+			m.dest = me->id;
+			m.action = nemo__meta_action(meta);
+			m.event = ev1 ? ev1 - 1 : NEMO_AM_NO_EVENT;
+			m.arg = arg;
+			m.payload = NULL;
+			m.len = 0;
+			m.tag = 0;
+			m.is_reply = false;
+			m.place_ctx = me->user_ctx;
+			me->hdepth++;
+			if (fn)   /* always set: a send checks it, and it is never cleared */
+				fn(&m, a->ctx);
+			me->hdepth--;
+			continue;
+		}
+		uint64_t stamp = stamps ? stamps[((size_t)me->idx * d->P + s) * d->R + (p & mask)] : 0;
 		uint32_t len = nemo__meta_len(meta);
 		uint32_t need = slots_for(len);
 		unsigned char buf[NEMO__WIRE_PAYLOAD_MAX];
 		for (uint32_t k = 1; k < need; k++) {
-			size_t off = (size_t)(k - 1) * 12, m = len - off < 12 ? len - off : 12;
-			memcpy(buf + off, (unsigned char *)&ring[(p + k) & mask] + 4, m);
+			size_t off = (size_t)(k - 1) * 12, l = len - off < 12 ? len - off : 12;
+			memcpy(buf + off, (unsigned char *)&ring[(p + k) & mask] + 4, l);
 		}
 		in->head = p + need;
 		NEMO__INVARIANT(in->head - in->acked <= d->R, "the receiver read past what a ring can hold");
 		/* Give the sender its room back before the handler runs: the
 		 * handler may wait on a full queue to this very sender. */
-		if (in->head - in->acked >= d->R / 4)
+		if (in->head - in->acked >= quarter)
 			publish_ack(lk, in);
 		n++;
-		NEMO__PCOUNT(me, c_am_handled);
+		am++;
 		if (stamp)
 			nemo__delay_record(me, stamp);
 		me->hdepth++;
-		nemo__am_deliver(me, nemo__make_id(s, sg), meta, arg, len ? buf : NULL, len, ctx);
+		deliver(me, &m, nemo__make_id(s, sg), meta, arg, len ? buf : NULL, len);
 		me->hdepth--;
 		NEMO__INVARIANT(me->hdepth >= 0, "handler depth below zero");
 	}
+	if (am)
+		NEMO__PADD(me, c_am_handled, am);
 	publish_ack(lk, in);
 	if (!final && n >= budget)
 		*more = true;
@@ -883,8 +1093,11 @@ unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final)
 	 * entry there before the sender's hint bit arrives. */
 	for (unsigned i = 0; i < NEMO__HOT; i++) {
 		unsigned s = me->hot[i];
-		if (s < d->P)
-			total += drain_link(me, s, ctx, false, budget, &more);
+		if (s < d->P) {
+			unsigned got = drain_link(me, s, ctx, false, budget, &more);
+			grant_note(me, s, got);
+			total += got;
+		}
 	}
 	/* D2: the hint words. */
 	_Atomic uint64_t *row = nemo__hint_row(d, me->idx);

@@ -278,6 +278,8 @@ int nemo_place_set_progress(bool on)
 		return NEMO__FAIL(EBUSY, "called from inside a handler or another nemo call of this place");
 	if (on && atomic_load_explicit(&me->irq_on, memory_order_relaxed))
 		return NEMO__FAIL(EBUSY, "interrupt mode is on: turn it off first (the two are exclusive)");
+	if (on)
+		nemo__grant_revoke(me);   /* granted senders would not wake the progress thread */
 	pthread_mutex_lock(&me->plock);
 	atomic_store_explicit(&me->delegated, on ? 1 : 0, memory_order_seq_cst);
 	pthread_mutex_unlock(&me->plock);

@@ -1,0 +1,211 @@
+/*
+ * test_grant.c - stream grants (src/messaging/queue.c, THE STREAM GRANT):
+ * a receiver that keeps finding a sender's stream grants it, so that the
+ * sender's sends need no fence, hint or kick; before the receiver stops
+ * watching - it sleeps in nemo_place_wait, or turns to its eventfd - it
+ * takes the grant back, and nothing sent meanwhile is lost or late:
+ *
+ *   - a stream of bound sends is granted (counters.grants), every message
+ *     arrives in order;
+ *   - the receiver then sleeps (the grant is revoked: grant_revokes), and
+ *     one more message wakes it (a kick, which a granted send would not
+ *     have made);
+ *   - the same with generic sends, and with the receiver turning to its
+ *     eventfd instead of sleeping: the next message makes it readable.
+ *
+ * A stream is granted only where membarrier works (NEMO_MEMBARRIER=0
+ * turns it off: then the test checks that nothing was granted).  Timing is
+ * never asserted; a stream is sent again, up to ROUNDS times, until it is
+ * granted, so that a loaded machine that starves one side only takes
+ * longer.
+ */
+#define _GNU_SOURCE
+#include "check.h"
+
+#include <nemo/nemo.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { ACT = 1, STREAM = 100000, ROUNDS = 20 };
+
+static atomic_ulong got, bad;
+static uint64_t expect;            /* receiver-private: the next arg */
+
+static void on_msg(const nemo_am_msg *m, void *ctx)
+{
+	(void)ctx;
+	if (m->arg != expect)
+		atomic_fetch_add(&bad, 1);
+	expect = m->arg + 1;
+	atomic_fetch_add(&got, 1);
+}
+
+struct shared {
+	nemo_domain *d;
+	_Atomic nemo_place_id rx;
+	atomic_ulong target;           /* messages the receiver polls for */
+	atomic_int phase;              /* 1: poll to target; 2: wait (sleep); 3: eventfd; 9: leave */
+	atomic_int parked;             /* the receiver is in its phase-2 wait, or armed its eventfd */
+	int mode;                      /* 0: bound sends, 1: generic sends */
+};
+
+static bool granted_off(void)
+{
+	const char *e = getenv("NEMO_MEMBARRIER");
+	return e && !strcmp(e, "0");
+}
+
+static void *receiver(void *p)
+{
+	struct shared *s = p;
+	nemo_place_id id;
+	CHECK_EQ_INT(nemo_place_join(s->d, NULL, &id), 0);
+	atomic_store(&s->rx, id);
+	for (;;) {
+		int ph = atomic_load(&s->phase);
+		if (ph == 9)
+			break;
+		if (ph == 1 || atomic_load(&got) >= atomic_load(&s->target)) {
+			unsigned n;
+			CHECK_EQ_INT(nemo_poll(&n), 0);     /* a polling receiver: streams get granted */
+			continue;
+		}
+		if (ph == 2) {
+			/* Sleep until the last message: the revocation comes first. */
+			atomic_store(&s->parked, 1);
+			struct timespec dl = in_ms(CLOCK_MONOTONIC, 10000);
+			while (atomic_load(&got) < atomic_load(&s->target))
+				if (nemo_place_wait(&dl, NULL) == ETIMEDOUT)
+					break;
+			CHECK(atomic_load(&got) >= atomic_load(&s->target));   /* woken: not lost */
+			atomic_store(&s->parked, 0);
+		} else if (ph == 3) {
+			int fd;
+			CHECK_EQ_INT(nemo_place_fd(&fd), 0);   /* armed: the revocation comes first */
+			atomic_store(&s->parked, 1);
+			struct pollfd pf = { .fd = fd, .events = POLLIN };
+			while (atomic_load(&got) < atomic_load(&s->target)) {
+				int r = poll(&pf, 1, 10000);
+				CHECK(r == 1);                  /* readable: not lost */
+				if (r != 1)
+					break;
+				CHECK_EQ_INT(nemo_poll(NULL), 0);
+			}
+			atomic_store(&s->parked, 0);
+		}
+	}
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	return NULL;
+}
+
+static uint64_t next_arg;
+
+static void send_one(struct shared *s, nemo_am_bound *b)
+{
+	int err = s->mode == 0 ? nemo_am_send_bound(b, next_arg) : nemo_am_send(atomic_load(&s->rx), ACT, next_arg, 0);
+	CHECK_EQ_INT(err, 0);
+	next_arg++;
+}
+
+static void counters(nemo_domain *d, nemo_domain_counters *c)
+{
+	CHECK_EQ_INT(nemo_domain_get_counters(d, c), 0);
+}
+
+/* Stream until granted (or ROUNDS streams); the receiver polls. */
+static void stream(struct shared *s, nemo_am_bound *b)
+{
+	nemo_domain_counters c0, c;
+	counters(s->d, &c0);
+	for (int round = 0; round < ROUNDS; round++) {
+		atomic_store(&s->target, next_arg + STREAM);
+		for (int i = 0; i < STREAM; i++)
+			send_one(s, b);
+		while (atomic_load(&got) < next_arg)
+			;
+		counters(s->d, &c);
+		if (c.grants > c0.grants)
+			break;
+	}
+	CHECK_EQ_INT(atomic_load(&bad), 0);
+	if (granted_off())
+		CHECK_EQ_INT(c.grants, c0.grants);
+	else
+		CHECK(c.grants > c0.grants);
+}
+
+/* The receiver stops watching (phase 2 or 3), then one more message. */
+static void park_then_send(struct shared *s, nemo_am_bound *b, int phase)
+{
+	nemo_domain_counters c0, c;
+	counters(s->d, &c0);
+	atomic_store(&s->target, next_arg + 1);
+	atomic_store(&s->phase, phase);
+	while (!atomic_load(&s->parked))
+		;
+	if (phase == 2)                   /* until it sleeps: then it has revoked */
+		for (;;) {
+			counters(s->d, &c);
+			if (c.sleeps > c0.sleeps)
+				break;
+			struct timespec ms = { 0, 1000000 };
+			nanosleep(&ms, NULL);
+		}
+	send_one(s, b);
+	while (atomic_load(&s->parked))
+		;
+	CHECK_EQ_INT(atomic_load(&got), next_arg);
+	counters(s->d, &c);
+	if (!granted_off() && phase == 2)
+		CHECK(c.grant_revokes > c0.grant_revokes);   /* the grant of stream() */
+	atomic_store(&s->phase, 1);
+}
+
+static void run(int mode)
+{
+	struct shared s = { .phase = 1, .mode = mode };
+	CHECK_EQ_INT(nemo_domain_create(NULL, &s.d), 0);
+	CHECK_EQ_INT(nemo_action_register(s.d, ACT, on_msg, NULL), 0);
+	atomic_store(&got, 0);
+	atomic_store(&bad, 0);
+	expect = next_arg = 0;
+	pthread_t t;
+	pthread_create(&t, NULL, receiver, &s);
+	while (!atomic_load(&s.rx))
+		;
+	CHECK_EQ_INT(nemo_place_join(s.d, NULL, NULL), 0);
+	nemo_am_bound *b = NULL;
+	if (mode == 0)
+		CHECK_EQ_INT(nemo_am_bind(atomic_load(&s.rx), ACT, 0, &b), 0);
+	stream(&s, b);
+	park_then_send(&s, b, 2);        /* sleeps: revoked, then kicked */
+	stream(&s, b);                   /* granted again */
+	park_then_send(&s, b, 3);        /* its eventfd: revoked, then written */
+	for (int i = 0; i < 1000; i++)   /* event-loop mode grants nothing: kicks */
+		send_one(&s, b);
+	atomic_store(&s.target, next_arg);
+	while (atomic_load(&got) < next_arg)
+		;
+	CHECK_EQ_INT(atomic_load(&bad), 0);
+	atomic_store(&s.phase, 9);
+	pthread_join(t, NULL);
+	if (b)
+		CHECK_EQ_INT(nemo_am_unbind(b), 0);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	nemo_domain_counters c;
+	counters(s.d, &c);
+	CHECK_EQ_INT(c.am_sent, next_arg);   /* bound sends settled at the leave */
+	CHECK_EQ_INT(c.am_handled, next_arg);
+	CHECK_EQ_INT(nemo_domain_destroy(s.d), 0);
+}
+
+int main(void)
+{
+	run(0);
+	run(1);
+	return check_exit("test_grant");
+}
