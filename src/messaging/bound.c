@@ -53,11 +53,13 @@ struct nemo_am_bound {
 	_Atomic uint32_t *held;       /* dst keeps sends for us (overflow.c) */
 	nemo__slot *ring;
 	uint32_t mask, rbits, rtag;
+	uint32_t seq[2];              /* the head seq for an even and an odd lap (nemo__slot_seq) */
 	_Atomic uint64_t *hint;       /* our hint word at dst, and our bit in it */
 	uint64_t bit;
 	_Atomic uint64_t *grant;      /* dst's grant word with our bit (queue.c, THE STREAM GRANT) */
 	uint32_t R;                   /* ring slots */
-	bool always_slow;             /* a notification's, or a domain with delay stamps */
+	bool always_slow;             /* a notification's, NEMO_MORE, delay stamps, or no
+	                                 membarrier (S2 would fence): the generic path */
 };
 
 static int stale(const char *fn)
@@ -94,7 +96,9 @@ static int bind_common(nemo_place_id dest, unsigned flags, bool notify, uint32_t
 		.rbits = d->Rbits, .rtag = nemo__rtag(nemo__id_gen(dest)),
 		.hint = nemo__hint_row(d, r) + me->idx / 64, .bit = 1ull << (me->idx % 64),
 		.grant = nemo__grant_row(d, r) + me->idx / 64,
-		.R = d->R, .always_slow = notify || d->stamps,
+		.seq = { nemo__slot_seq(0, d->Rbits, nemo__rtag(nemo__id_gen(dest))),
+			 nemo__slot_seq(d->R, d->Rbits, nemo__rtag(nemo__id_gen(dest))) },
+		.R = d->R, .always_slow = notify || d->stamps || (flags & NEMO_MORE) || !nemo__asym,
 	};
 	*out = b;
 	return 0;
@@ -206,7 +210,7 @@ static __attribute__((noinline)) void publish(nemo_am_bound *b, nemo_place *me)
 int nemo_am_send_bound(nemo_am_bound *b, uint64_t arg)
 {
 	nemo_place *me = nemo__tls_place;
-	if (__builtin_expect(!b || !me || me != b->me, 0))
+	if (__builtin_expect(!b || me != b->me, 0))     /* b->me is never NULL */
 		return refused(b, __func__);
 	nemo__out *o = b->o;
 	uint32_t p = o->tail;
@@ -233,26 +237,25 @@ int nemo_am_send_bound(nemo_am_bound *b, uint64_t arg)
 	nemo__slot *hs = &b->ring[p & b->mask];                          /* S1 */
 	hs->meta = b->meta;
 	hs->arg = arg;
-	uint32_t seq = nemo__slot_seq(p, b->rbits, b->rtag);
+	uint32_t seq = b->seq[(p >> b->rbits) & 1u];
 	atomic_store_explicit(&hs->seq, seq, memory_order_release);
 	o->tail = p + 1;
 	int err = 0;
-	if (__builtin_expect(!nemo__dest_still(dst, b->st), 0)) {           /* S2, S3 */
+	/* S2 is no fence: always_slow sends everything through the generic
+	 * path where membarrier is missing. */
+	if (__builtin_expect(atomic_load_explicit(&dst->status, memory_order_seq_cst) != b->st, 0)) { /* S3 */
 		err = raced(b, me, hs, seq, p, __func__);
 	} else {
 		/* Counted later, NEMO__BOUND_SETTLE at a time (nemo__out_settle):
 		 * a counter store per message cost a stream a fifth of its rate. */
 		if (p + 1 - o->mark >= NEMO__BOUND_SETTLE)
 			nemo__out_settle(me, o);
-		if (b->flags & NEMO_MORE) {
-			o->deferred = 1;
-		} else {
-			if (o->deferred)
-				o->deferred = 0;
-			atomic_signal_fence(memory_order_seq_cst);
-			if (!(atomic_load_explicit(b->grant, memory_order_relaxed) & b->bit))  /* S4g */
-				publish(b, me);                                      /* P-S5 */
-		}
+		/* Not NEMO_MORE (always_slow): publish. */
+		if (o->deferred)
+			o->deferred = 0;
+		atomic_signal_fence(memory_order_seq_cst);
+		if (!(atomic_load_explicit(b->grant, memory_order_relaxed) & b->bit))  /* S4g */
+			publish(b, me);                                      /* P-S5 */
 	}
 	if (irq) {
 		/* E2 (irq.c), for the same reason without nemo__busy_exit's tests. */
