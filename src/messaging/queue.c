@@ -80,6 +80,9 @@
  *       drain writes 0 back, so the CAS fails.)
  *   -- with NEMO_MORE the send stops here; S4-S5 run at the next
  *      publishing send or nemo_flush.
+ *   S4g load(r's grant word, relaxed) has bit s: r granted us its stream
+ *       and watches our queue on every poll: stop, no P, S4 or S5 (THE
+ *       STREAM GRANT, below).
  *   P   atomic_thread_fence(seq_cst): orders every entry written so far
  *       before the hint load (one fence per publication, not per entry).
  *       It halves a stream of unbatched sends; why it stays here and
