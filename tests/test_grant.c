@@ -11,7 +11,11 @@
  *     one more message wakes it (a kick, which a granted send would not
  *     have made);
  *   - the same with generic sends, and with the receiver turning to its
- *     eventfd instead of sleeping: the next message makes it readable.
+ *     eventfd instead of sleeping: the next message makes it readable;
+ *   - bursts of random length with random pauses for a second, the
+ *     receiver in nemo_place_wait (spinning, then sleeping, revoking what
+ *     it granted): every message arrives, in order, and no wait runs into
+ *     its deadline while a message is queued (a lost wake-up).
  *
  * A stream is granted only where membarrier works (NEMO_MEMBARRIER=0
  * turns it off: then the test checks that nothing was granted).  Timing is
@@ -206,9 +210,85 @@ static void run(int mode)
 	CHECK_EQ_INT(nemo_domain_destroy(s.d), 0);
 }
 
+/* ------------------------------------------------------------- bursts */
+
+struct burst {
+	nemo_domain *d;
+	_Atomic nemo_place_id rx;
+	atomic_ulong sent;
+	atomic_int done;
+};
+
+static void *burst_rx(void *p)
+{
+	struct burst *s = p;
+	nemo_place_id id;
+	CHECK_EQ_INT(nemo_place_join(s->d, NULL, &id), 0);
+	atomic_store(&s->rx, id);
+	while (!atomic_load(&s->done) || atomic_load(&got) < atomic_load(&s->sent)) {
+		struct timespec dl = in_ms(CLOCK_MONOTONIC, 10000);
+		unsigned long before = atomic_load(&s->sent);
+		if (nemo_place_wait(&dl, NULL) == ETIMEDOUT)
+			CHECK(atomic_load(&got) >= before);    /* sent before the wait, never woken */
+	}
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	return NULL;
+}
+
+static void bursts(int mode)
+{
+	struct burst s = { 0 };
+	CHECK_EQ_INT(nemo_domain_create(NULL, &s.d), 0);
+	CHECK_EQ_INT(nemo_action_register(s.d, ACT, on_msg, NULL), 0);
+	atomic_store(&got, 0);
+	atomic_store(&bad, 0);
+	expect = 0;
+	pthread_t t;
+	pthread_create(&t, NULL, burst_rx, &s);
+	while (!atomic_load(&s.rx))
+		;
+	CHECK_EQ_INT(nemo_place_join(s.d, NULL, NULL), 0);
+	nemo_am_bound *b = NULL;
+	if (mode == 0)
+		CHECK_EQ_INT(nemo_am_bind(atomic_load(&s.rx), ACT, 0, &b), 0);
+	unsigned seed = 12345u + (unsigned)mode;
+	uint64_t v = 0;
+	struct timespec end = in_ms(CLOCK_MONOTONIC, 1000), now;
+	do {
+		int n = 200 + rand_r(&seed) % 6000;
+		for (int i = 0; i < n; i++, v++) {
+			int err = mode == 0 ? nemo_am_send_bound(b, v) : nemo_am_send(atomic_load(&s.rx), ACT, v, 0);
+			CHECK_EQ_INT(err, 0);
+			atomic_store(&s.sent, v + 1);
+		}
+		if (rand_r(&seed) % 4) {          /* a pause: long enough, at times, for a sleep */
+			struct timespec ps = { 0, (long)(rand_r(&seed) % 300) * 1000 };
+			nanosleep(&ps, NULL);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while (now.tv_sec < end.tv_sec || (now.tv_sec == end.tv_sec && now.tv_nsec < end.tv_nsec));
+	atomic_store(&s.done, 1);
+	nemo_domain_counters c;
+	if (b)
+		CHECK_EQ_INT(nemo_am_unbind(b), 0);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	pthread_join(t, NULL);
+	CHECK_EQ_INT(atomic_load(&got), v);
+	CHECK_EQ_INT(atomic_load(&bad), 0);
+	CHECK_EQ_INT(nemo_domain_get_counters(s.d, &c), 0);
+	CHECK_EQ_INT(c.am_sent, v);
+	CHECK(c.grant_revokes <= c.grants);
+	printf("bursts (%s sends): %llu messages, %llu grants, %llu revocations, %llu sleeps\n",
+	       mode == 0 ? "bound" : "generic", (unsigned long long)v, (unsigned long long)c.grants,
+	       (unsigned long long)c.grant_revokes, (unsigned long long)c.sleeps);
+	CHECK_EQ_INT(nemo_domain_destroy(s.d), 0);
+}
+
 int main(void)
 {
 	run(0);
 	run(1);
+	bursts(0);
+	bursts(1);
 	return check_exit("test_grant");
 }
