@@ -172,22 +172,32 @@ static void park_then_send(struct shared *s, nemo_am_bound *b, int phase)
 	atomic_store(&s->phase, 1);
 }
 
-static void run(int mode)
+/* Both parts: a domain with on_msg, a receiver thread rx_main(arg) that
+ * publishes its id in *rx, and the calling thread joined as the sender;
+ * mode 0 returns its binding to the receiver (bound sends), 1 NULL. */
+static nemo_am_bound *start(nemo_domain **d, void *(*rx_main)(void *), void *arg, _Atomic nemo_place_id *rx,
+			    int mode, pthread_t *t)
 {
-	struct shared s = { .phase = 1, .mode = mode, .flush = 1 };
-	CHECK_EQ_INT(nemo_domain_create(NULL, &s.d), 0);
-	CHECK_EQ_INT(nemo_action_register(s.d, ACT, on_msg, NULL), 0);
+	CHECK_EQ_INT(nemo_domain_create(NULL, d), 0);
+	CHECK_EQ_INT(nemo_action_register(*d, ACT, on_msg, NULL), 0);
 	atomic_store(&got, 0);
 	atomic_store(&bad, 0);
 	expect = next_arg = 0;
-	pthread_t t;
-	pthread_create(&t, NULL, receiver, &s);
-	while (!atomic_load(&s.rx))
+	pthread_create(t, NULL, rx_main, arg);
+	while (!atomic_load(rx))
 		;
-	CHECK_EQ_INT(nemo_place_join(s.d, NULL, NULL), 0);
+	CHECK_EQ_INT(nemo_place_join(*d, NULL, NULL), 0);
 	nemo_am_bound *b = NULL;
 	if (mode == 0)
-		CHECK_EQ_INT(nemo_am_bind(atomic_load(&s.rx), ACT, 0, &b), 0);
+		CHECK_EQ_INT(nemo_am_bind(atomic_load(rx), ACT, 0, &b), 0);
+	return b;
+}
+
+static void run(int mode)
+{
+	struct shared s = { .phase = 1, .mode = mode, .flush = 1 };
+	pthread_t t;
+	nemo_am_bound *b = start(&s.d, receiver, &s, &s.rx, mode, &t);
 	stream(&s, b);
 	park_then_send(&s, b, 2);        /* sleeps: revoked, then kicked */
 	stream(&s, b);                   /* granted again */
@@ -238,19 +248,8 @@ static void *burst_rx(void *p)
 static void bursts(int mode)
 {
 	struct burst s = { 0 };
-	CHECK_EQ_INT(nemo_domain_create(NULL, &s.d), 0);
-	CHECK_EQ_INT(nemo_action_register(s.d, ACT, on_msg, NULL), 0);
-	atomic_store(&got, 0);
-	atomic_store(&bad, 0);
-	expect = 0;
 	pthread_t t;
-	pthread_create(&t, NULL, burst_rx, &s);
-	while (!atomic_load(&s.rx))
-		;
-	CHECK_EQ_INT(nemo_place_join(s.d, NULL, NULL), 0);
-	nemo_am_bound *b = NULL;
-	if (mode == 0)
-		CHECK_EQ_INT(nemo_am_bind(atomic_load(&s.rx), ACT, 0, &b), 0);
+	nemo_am_bound *b = start(&s.d, burst_rx, &s, &s.rx, mode, &t);
 	unsigned seed = 12345u + (unsigned)mode;
 	uint64_t v = 0;
 	struct timespec end = in_ms(CLOCK_MONOTONIC, 1000), now;

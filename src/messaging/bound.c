@@ -52,12 +52,11 @@ struct nemo_am_bound {
 	nemo__link *lk;               /* the pair's link (ours -> dst) */
 	_Atomic uint32_t *held;       /* dst keeps sends for us (overflow.c) */
 	nemo__slot *ring;
-	uint32_t mask, rbits, rtag;
+	uint32_t mask, rbits;
 	uint32_t seq[2];              /* the head seq for an even and an odd lap (nemo__slot_seq) */
 	_Atomic uint64_t *hint;       /* our hint word at dst, and our bit in it */
 	uint64_t bit;
 	_Atomic uint64_t *grant;      /* dst's grant word with our bit (queue.c, THE STREAM GRANT) */
-	uint32_t R;                   /* ring slots */
 	bool always_slow;             /* a notification's, NEMO_MORE, delay stamps, or no
 	                                 membarrier (S2 would fence): the generic path */
 };
@@ -93,12 +92,12 @@ static int bind_common(nemo_place_id dest, unsigned flags, bool notify, uint32_t
 		.me = me, .gen = me->gen, .dst = dst, .st = st, .dest = dest, .r = r, .flags = flags,
 		.meta = meta, .notify = notify, .o = &me->out_row[r], .lk = nemo__link_of(d, r, me->idx),
 		.held = &me->link_row[r].held, .ring = nemo__ring_of(d, r, me->idx), .mask = d->R - 1,
-		.rbits = d->Rbits, .rtag = nemo__rtag(nemo__id_gen(dest)),
+		.rbits = d->Rbits,
 		.hint = nemo__hint_row(d, r) + me->idx / 64, .bit = 1ull << (me->idx % 64),
 		.grant = nemo__grant_row(d, r) + me->idx / 64,
 		.seq = { nemo__slot_seq(0, d->Rbits, nemo__rtag(nemo__id_gen(dest))),
 			 nemo__slot_seq(d->R, d->Rbits, nemo__rtag(nemo__id_gen(dest))) },
-		.R = d->R, .always_slow = notify || d->stamps || (flags & NEMO_MORE) || !nemo__asym,
+		.always_slow = notify || d->stamps || (flags & NEMO_MORE) || !nemo__asym,
 	};
 	*out = b;
 	return 0;
@@ -215,7 +214,7 @@ int nemo_am_send_bound(nemo_am_bound *b, uint64_t arg)
 	nemo__out *o = b->o;
 	uint32_t p = o->tail;
 	if (__builtin_expect(((me->gen ^ b->gen) | (o->ring_gen ^ b->gen)) != 0 ||
-			     (b->always_slow | (me->hdepth != 0) | (o->ovf_ring != 0) | (p - o->ack_seen >= b->R) |
+			     (b->always_slow | (me->hdepth != 0) | (o->ovf_ring != 0) | (p - o->ack_seen > b->mask) |
 			      (atomic_load_explicit(&me->busy, memory_order_relaxed) != 0) |
 			      (atomic_load_explicit(&me->delegated, memory_order_relaxed) != 0) |
 			      (atomic_load_explicit(b->held, memory_order_relaxed) != 0)), 0))
@@ -254,7 +253,7 @@ int nemo_am_send_bound(nemo_am_bound *b, uint64_t arg)
 		if (o->deferred)
 			o->deferred = 0;
 		atomic_signal_fence(memory_order_seq_cst);
-		if (!(atomic_load_explicit(b->grant, memory_order_relaxed) & b->bit))  /* S4g */
+		if (!nemo__granted(b->grant, b->bit))                          /* S4g */
 			publish(b, me);                                      /* P-S5 */
 	}
 	if (irq) {

@@ -420,13 +420,31 @@ static inline _Atomic uint32_t *nemo__alt_row(struct nemo_domain *d, unsigned p)
  * bound skip that store: it is as dear to them); the leave settles every
  * pair. */
 #define NEMO__BOUND_SETTLE 64u        /* the bound path settles every this many */
-#define NEMO__PREFETCH_SLOTS 16       /* senders prefetch the ring 4 lines ahead */
 static inline void nemo__out_settle(nemo_place *me, nemo__out *o)
 {
 	if (o->bound && o->tail != o->mark) {
 		NEMO__PADD(me, c_am_sent, o->tail - o->mark);
 		o->mark = o->tail;
 	}
+}
+
+/* A generic put moves the tail to end past its own entries (counted by
+ * their send): settle the bound sends before them, and keep mark there. */
+static inline void nemo__out_advance(nemo_place *me, nemo__out *o, uint32_t end)
+{
+	if (__builtin_expect(o->bound, 0)) {
+		NEMO__PADD(me, c_am_sent, o->tail - o->mark);
+		o->mark = end;
+	}
+	o->tail = end;
+}
+
+/* A take-back rewinds the tail to to: mark never stays past it. */
+static inline void nemo__out_rewind(nemo__out *o, uint32_t to)
+{
+	o->tail = to;
+	if ((int32_t)(o->mark - to) > 0)
+		o->mark = to;
 }
 
 /* S4 at our hint word w (bit: ours) of a receiver, after the fence P
@@ -444,14 +462,15 @@ static inline bool nemo__hint_test_set(nemo_place *me, _Atomic uint64_t *w, uint
 }
 
 /* S4g (queue.c, THE STREAM GRANT), in place of P-S5: does the receiver
- * whose hint word is w grant us (bit) its stream?  Then it watches our
+ * whose grant word is g grant us (bit) its stream?  Then it watches our
  * queue until it revokes, and the entry needs no fence, hint or kick.  A
  * plain load after a compiler barrier: the receiver's revocation pays
- * for the missing fence with a membarrier. */
-static inline __attribute__((always_inline)) bool nemo__granted(nemo_place *me, _Atomic uint64_t *w, uint64_t bit)
+ * for the missing fence with a membarrier.  (A grant word is grant_off
+ * words past the hint word of the same pair.) */
+static inline __attribute__((always_inline)) bool nemo__granted(_Atomic uint64_t *g, uint64_t bit)
 {
 	atomic_signal_fence(memory_order_seq_cst);
-	return atomic_load_explicit(w + me->d->grant_off, memory_order_relaxed) & bit;
+	return atomic_load_explicit(g, memory_order_relaxed) & bit;
 }
 
 /* The send flags every send accepts: 0, or EINVAL with the text for fn. */
@@ -678,7 +697,7 @@ nemo__send_commit(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id de
 		return 0;
 	}
 	o->deferred = 0;
-	if (nemo__granted(me, hint, bit))                                   /* S4g */
+	if (nemo__granted(hint + me->d->grant_off, bit))                    /* S4g */
 		return 0;
 	NEMO__FENCE();                                                       /* P */
 	if (nemo__hint_test_set(me, hint, bit, flags & NEMO_PUSH))          /* S4 */

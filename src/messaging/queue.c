@@ -334,6 +334,7 @@ void nemo__asym_setup(void)
 
 
 #define NEMO__SERVE_DEPTH_MAX 8
+#define NEMO__PREFETCH_SLOTS 16     /* 4 lines ahead */
 
 static inline uint32_t slots_for(size_t len)
 {
@@ -369,7 +370,7 @@ static inline __attribute__((always_inline)) bool hint_set(nemo_place *me, unsig
 /* S4g for one destination: it grants us its stream (THE STREAM GRANT). */
 static inline __attribute__((always_inline)) bool granted(nemo_place *me, unsigned r)
 {
-	if (!nemo__granted(me, nemo__hint_row(me->d, r) + me->idx / 64, 1ull << (me->idx % 64)))
+	if (!nemo__granted(nemo__grant_row(me->d, r) + me->idx / 64, 1ull << (me->idx % 64)))
 		return false;
 	me->out_row[r].deferred = 0;
 	return true;
@@ -551,9 +552,7 @@ bool nemo__ring_back(void *arg)
 	struct nemo__ring_back *b = arg;
 	if (!nemo__ring_take_back(b->lk, b->hs, b->seq, b->end))
 		return false;
-	b->o->tail = b->p;
-	if ((int32_t)(b->o->mark - b->p) > 0)
-		b->o->mark = b->p;      /* a generic send's entry: it was not in [mark, tail) */
+	nemo__out_rewind(b->o, b->p);
 	return true;
 }
 
@@ -601,11 +600,7 @@ int nemo__ring_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id d
 		d->stamps[((size_t)r * d->P + me->idx) * d->R + (p & mask)] = nemo_ticks();
 	uint32_t seq = nemo__slot_seq(p, d->Rbits, nemo__rtag(nemo__id_gen(dest)));
 	atomic_store_explicit(&hs->seq, seq, memory_order_release);
-	o->tail = p + need;
-	if (__builtin_expect(o->bound, 0)) {
-		NEMO__PADD(me, c_am_sent, p - o->mark);   /* the bound sends before this one */
-		o->mark = p + need;
-	}
+	nemo__out_advance(me, o, p + need);
 	NEMO__INVARIANT(o->tail - o->ack_seen <= d->R, "the ring holds more than R slots");
 	struct nemo__ring_back b = { o, lk, hs, seq, p, p + need };
 	return send_commit(me, dst, st, dest, flags, &me->c_am_sent, nemo__ring_back, &b, "send");
@@ -665,9 +660,7 @@ int nemo__batch_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id 
 			continue;
 		}
 		size_t chunk = n - done < room ? n - done : room;
-		nemo__out_settle(me, o);   /* the bound sends before these */
 		uint32_t first = o->tail, p = first;
-		bool mark = o->bound;
 		for (size_t i = 0; i < chunk; i++, p++) {                    /* S1 */
 			nemo__slot *hs = &ring[p & mask];
 			if (!(p % (NEMO__CACHELINE / sizeof *hs)))   /* once per line */
@@ -678,14 +671,10 @@ int nemo__batch_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id 
 				d->stamps[((size_t)r * d->P + me->idx) * d->R + (p & mask)] = nemo_ticks();
 			atomic_store_explicit(&hs->seq, nemo__slot_seq(p, rb, rtag), memory_order_release);
 		}
-		o->tail = p;
-		if (mark)
-			o->mark = p;
+		nemo__out_advance(me, o, p);
 		if (!nemo__dest_still(dst, st)) {                            /* S2, S3 */
 			size_t k;
-			o->tail = batch_settle(me, ring, mask, lk, first, p, rtag, &k);
-			if (mark)
-				o->mark = o->tail;
+			nemo__out_rewind(o, batch_settle(me, ring, mask, lk, first, p, rtag, &k));
 			done += k;
 			NEMO__PADD(me, c_am_sent, k);
 			if (k < chunk)
@@ -998,7 +987,7 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 	nemo_am_msg m = { .context = ctx };
 	const uint64_t *stamps = d->stamps;
 	const nemo__action *adt = d->adt;
-	uint32_t want = (g << 2) | 1u, quarter = d->R / 4;
+	uint32_t quarter = d->R / 4;
 	uint64_t am = 0;             /* c_am_handled, added once at the end */
 	if (!final && !stamps) {
 		m.dest = me->id;
@@ -1007,7 +996,7 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 			uint32_t p = in->head;
 			nemo__slot *hs = &ring[p & mask];
 			uint32_t v = atomic_load_explicit(&hs->seq, memory_order_acquire);  /* D3 */
-			if (v != (want | (((p >> rb) & 1u) << 1)))                         /* nemo__slot_seq */
+			if (v != nemo__slot_seq(p, rb, g))
 				break;
 			uint32_t meta = hs->meta;
 			if (meta & (NEMO__META_TAGGED | NEMO__META_LEN_MASK))
@@ -1036,7 +1025,7 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 		uint32_t p = in->head;
 		nemo__slot *hs = &ring[p & mask];
 		uint32_t v = atomic_load_explicit(&hs->seq, memory_order_acquire);  /* D3 */
-		if (v != (want | (((p >> rb) & 1u) << 1)))                         /* nemo__slot_seq */
+		if (v != nemo__slot_seq(p, rb, g))
 			break;
 		uint64_t sg = atomic_load_explicit(&lk->ring_sgen, memory_order_relaxed); /* D4 */
 		if (final) {
