@@ -231,6 +231,29 @@ def app_rows(runs):
     return [r for r in newest.rows if "runtime_s" in r]
 
 
+def app_pooled(runs):
+    """The newest app document's `config.pooled` (each strategy's delays over
+    the run's rounds, and the watchdog's bound judged on them), or []."""
+    docs = [run for run in runs if run.suite == "app" and run.rows]
+    if not docs:
+        return []
+    pooled = max(docs, key=lambda run: run.started_at).config.get("pooled")
+    return pooled if isinstance(pooled, list) else []
+
+
+def app_bound_rounds(rows, mech, t_ns):
+    """(held, rounds): the rounds and shapes in which `mech`'s p99 was at most
+    t_ns plus interrupt mode's p99 in the same round and shape."""
+    irq = {(r["shape"], r.get("round", 0)): r["delay_ns"]["p99"] for r in rows if r["mechanism"] == "interrupt"}
+    held = n = 0
+    for r in rows:
+        k = (r["shape"], r.get("round", 0))
+        if r["mechanism"] == mech and k in irq:
+            n += 1
+            held += r["delay_ns"]["p99"] <= t_ns + irq[k]
+    return held, n
+
+
 def app_runtime_ratios(rows):
     """{shape: {strategy: median runtime / median runtime of `interrupt`}}, over rounds."""
     out = {}

@@ -16,6 +16,7 @@ import subprocess
 import time
 
 import jsonschema
+import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -512,9 +513,9 @@ def test_app(tmp_path, schema):
             # a firing is a signal (interrupts counts them with the kicks).
             assert r["watchdog_late"] <= r["interrupts"]
             assert r["watchdog_late"] == 0 or r["watchdog_late_max_ns"] >= 5000
-        # One round: every row is round 0, and its raw delays are the
-        # requests the row counts, with the same median and extremes.
-        assert r["round"] == 0
+        # Three rounds by default; a row's raw delays are the requests
+        # it counts, with the same extremes.
+        assert r["round"] in (0, 1, 2)
         with open(path.parent / r["samples_file"]) as f:
             lines = list(csv.DictReader(f))
         assert len(lines) == r["requests"]
@@ -522,6 +523,33 @@ def test_app(tmp_path, schema):
         assert delays[0] == pytest.approx(r["delay_ns"]["min"])
         assert delays[-1] == pytest.approx(r["delay_ns"]["max"])
         assert {int(x["place"]) for x in lines} <= set(range(r["places"]))
+    # config.pooled: per strategy and shape, the rounds' delays pooled
+    # (the rows' files together), and the watchdog's bound judged on them.
+    assert doc["config"]["rounds"] == 3
+    pooled = {(p["mechanism"], p["shape"]): p for p in doc["config"]["pooled"]}
+    assert set(pooled) == {(r["mechanism"], r["shape"]) for r in rows}
+    T = {"watchdog-50us": 50_000, "watchdog-1ms": 1_000_000, "check-watchdog-50us": 50_000,
+         "check-watchdog-10us": 10_000}
+    for (m, shape), p in pooled.items():
+        mine = [r for r in rows if r["mechanism"] == m and r["shape"] == shape]
+        assert p["rounds"] == len(mine) == 3
+        assert p["requests"] == sum(r["requests"] for r in mine)
+        check_stats(p["delay_ns"])
+        assert p["delay_ns"]["min"] == pytest.approx(min(r["delay_ns"]["min"] for r in mine))
+        assert p["delay_ns"]["max"] == pytest.approx(max(r["delay_ns"]["max"] for r in mine))
+        raw = []
+        for r in mine:
+            with open(path.parent / r["samples_file"]) as f:
+                raw += [float(x["delay_ns"]) for x in csv.DictReader(f)]
+        # numpy's default percentile is the one nemo-bench uses
+        assert p["delay_ns"]["p99"] == pytest.approx(float(np.percentile(raw, 99)), rel=1e-9)
+        assert p["watchdog_t_ns"] == T.get(m)
+        if m in T:
+            limit = T[m] + pooled[("interrupt", shape)]["delay_ns"]["p99"]
+            assert p["bound_ns"] == pytest.approx(limit)
+            assert p["within_bound"] == (p["delay_ns"]["p99"] <= p["bound_ns"])
+        else:
+            assert p["bound_ns"] is None and p["within_bound"] is None
     # Rounds: one row per strategy, shape and round, each with its own file.
     two = tmp_path / "two"
     two.mkdir()
