@@ -321,7 +321,7 @@ def _bound_sentences(arows, pooled):
     order = {"short": 0, "nested": 1, "long": 2}
     for m, t in WATCHDOG_T_NS.items():
         held, n = analysis.app_bound_rounds(arows, m, t)
-        per_round = f"; per round, within in {held} of {n}" if n else ""
+        per_round = f"; per round and shape, within in {held} of {n}" if n else ""
         if m in by:
             ps = sorted(by[m], key=lambda p: order.get(p["shape"], 9))
             shapes = " / ".join(p["shape"] for p in ps)
@@ -329,8 +329,10 @@ def _bound_sentences(arows, pooled):
             verdict = ("within in every shape" if not above else
                        "above in " + ", ".join(f"{p['shape']} ({ns(p['delay_ns']['p99'])} against "
                                                f"{ns(p['bound_ns'])})" for p in above))
+            k = ps[0]["rounds"]
+            span = f"the run's {k} rounds pooled" if k > 1 else "one round"
             out.append(f"{m}: p99 delay {' / '.join(ns(p['delay_ns']['p99']) for p in ps)} in {shapes} loops "
-                       f"(the run's {ps[0]['rounds']} rounds pooled), against T + interrupt mode's p99 of "
+                       f"({span}), against T + interrupt mode's p99 of "
                        f"{' / '.join(ns(p['bound_ns']) for p in ps)}: {verdict}{per_round}.")
             continue
         p99 = [r["delay_ns"]["p99"] for r in arows if r["mechanism"] == m]

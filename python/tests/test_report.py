@@ -433,11 +433,11 @@ def test_app_watchdog_bound_pooled_and_per_round(tmp_path):
     page = (tmp_path / "out" / "index.html").read_text()
     assert ("watchdog-50us: p99 delay 80.0 us / 81.0 us / 95.0 us in short / nested / long loops (the run&#x27;s "
             "2 rounds pooled), against T + interrupt mode&#x27;s p99 of 90.0 us / 90.0 us / 90.0 us: above in "
-            "long (95.0 us against 90.0 us); per round, within in 5 of 6.") in page
+            "long (95.0 us against 90.0 us); per round and shape, within in 5 of 6.") in page
     # An older file without config.pooled: the rows' worst p99s, and the rounds.
     doc["config"] = {}
     f.write_text(json.dumps(doc))
     assert cli.build([f], tmp_path / "out2") == 0
     page = (tmp_path / "out2" / "index.html").read_text()
-    assert "watchdog-50us: p99 delay 120.0 us, above T + interrupt&#x27;s p99 (90.0 us); per round, within in 5 of 6." \
+    assert "watchdog-50us: p99 delay 120.0 us, above T + interrupt&#x27;s p99 (90.0 us); per round and shape, within in 5 of 6." \
         in page
