@@ -189,6 +189,8 @@ void row_emit(const bench_opts *o, row *r, json_t *results);
 
 /** STATS of v (n > 0 values, sorted in place) as its JSON object. */
 json_t *stats_object(double *v, size_t n);
+/** The STATS object of already computed stats. */
+json_t *stats_json(const stats *s);
 
 /**
  * Create the raw-samples file `name` in o->samples_dir (fatal if it cannot

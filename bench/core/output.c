@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/utsname.h>
 
-static json_t *stats_json(const stats *s)
+json_t *stats_json(const stats *s)
 {
 	return json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f}",
 			 "min", s->min, "p50", s->p50, "p90", s->p90, "p99", s->p99,

@@ -338,7 +338,7 @@ static json_t *pooled_json(void)
 			stats_compute(p->v, p->n, &st, NULL);
 			json_t *e = json_pack("{s:s,s:s,s:i,s:I,s:o}", "mechanism", app_mechs[i].name, "shape",
 					      shape_names[sh], "rounds", p->rounds, "requests", (json_int_t)p->n,
-					      "delay_ns", stats_object(p->v, p->n));
+					      "delay_ns", stats_json(&st));
 			uint64_t t = watchdog_t_us(app_mechs[i].st) * 1000;
 			json_object_set_new(e, "watchdog_t_ns", t ? json_integer((json_int_t)t) : json_null());
 			bool judged = t && ip;
@@ -474,9 +474,8 @@ static bool app_row(const bench_opts *o, const app_mech *m, enum shape shape, in
 		k += r.pl[i].ndelays;
 	}
 	json_t *jrow = NULL;
-	if (n)
-		pool_add(m, shape, all, n);
 	if (n) {
+		pool_add(m, shape, all, n);
 		jrow = json_pack("{s:s,s:s,s:i,s:i,s:i,s:f,s:I}", "mechanism", m->name, "shape", shape_names[shape],
 				 "round", round, "places", r.nplaces, "cpus", ncpus, "runtime_s", end - r.t0,
 				 "requests", (json_int_t)n);
