@@ -78,17 +78,18 @@
  * against 3 us (7 us) on the same one, and the watchdog fired across in
  * 45% of its firings (wherever the scheduler woke it).  A version that
  * moved the watchdog (sched_setaffinity) to the CPU the place last ran on
- * before each timed sleep, when the deadline left time for the move, fired 99%
- * of its signals locally (handler start p99 13 us instead of 28 us), and
- * watchdog-50us's p99 fell from 81-91 us to 69-84 us at --request-us 200.
- * But a move is itself an IPI and two context switches (24 us median,
- * 52 us p99 there), made for most deadlines: at the study's default rate
- * (a request every 50 us) watchdog-50us took 1.63-1.81x interrupt mode's
- * runtime instead of 1.40-1.56x, and check-watchdog-50us in long loops
- * 1.60-1.71x instead of 1.42x, while the rounds that missed the bound
- * missed it as often (a host stall, below the watchdog's reach).  A
- * tail this machine's host decides was not worth 15-20% of the places'
- * throughput. */
+ * before each timed sleep, when the deadline left time for the move,
+ * fired 99% of its signals locally (handler start p99 13 us instead of
+ * 28 us), and watchdog-50us's pooled p99 went from 81-88 us (median 85)
+ * to 69-95 us (median 76) at --request-us 200.  But a move is itself an
+ * IPI and two context switches (24 us median, 52 us p99 there), made for
+ * most deadlines: at the study's default rate (a request every 50 us)
+ * watchdog-50us took 1.63-1.81x interrupt mode's runtime instead of
+ * 1.40-1.56x, and check-watchdog-50us in long loops 1.60-1.71x instead
+ * of 1.42x, while the rounds that missed the bound missed it as often:
+ * their tails are requests to places asleep in their own reply waits,
+ * which no firing touches (docs/polling.md).  Nine microseconds of p99
+ * were not worth 15-20% of the places' throughput. */
 
 /* HOW EARLY TO WAKE.  The watchdog sleeps until `early` before a
  * deadline and spins the rest, so that the signal leaves at T and not at
