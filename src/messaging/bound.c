@@ -82,6 +82,7 @@ static int bind_common(nemo_place_id dest, unsigned flags, bool notify, uint32_t
 		return ENOMEM;
 	unsigned r = nemo_place_index(dest);
 	nemo__out *o = &me->out_row[r];
+	uint32_t rtag = nemo__rtag(nemo__id_gen(dest));
 	if (!o->bound) {
 		/* From now on the pair's other sends keep mark (nemo__out_settle):
 		 * nothing is uncounted yet. */
@@ -90,13 +91,12 @@ static int bind_common(nemo_place_id dest, unsigned flags, bool notify, uint32_t
 	}
 	*b = (nemo_am_bound){
 		.me = me, .gen = me->gen, .dst = dst, .st = st, .dest = dest, .r = r, .flags = flags,
-		.meta = meta, .notify = notify, .o = &me->out_row[r], .lk = nemo__link_of(d, r, me->idx),
+		.meta = meta, .notify = notify, .o = o, .lk = nemo__link_of(d, r, me->idx),
 		.held = &me->link_row[r].held, .ring = nemo__ring_of(d, r, me->idx), .mask = d->R - 1,
 		.rbits = d->Rbits,
 		.hint = nemo__hint_row(d, r) + me->idx / 64, .bit = 1ull << (me->idx % 64),
 		.grant = nemo__grant_row(d, r) + me->idx / 64,
-		.seq = { nemo__slot_seq(0, d->Rbits, nemo__rtag(nemo__id_gen(dest))),
-			 nemo__slot_seq(d->R, d->Rbits, nemo__rtag(nemo__id_gen(dest))) },
+		.seq = { nemo__slot_seq(0, d->Rbits, rtag), nemo__slot_seq(d->R, d->Rbits, rtag) },
 		.always_slow = notify || d->stamps || (flags & NEMO_MORE) || !nemo__asym,
 	};
 	*out = b;

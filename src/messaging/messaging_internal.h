@@ -432,10 +432,9 @@ static inline void nemo__out_settle(nemo_place *me, nemo__out *o)
  * their send): settle the bound sends before them, and keep mark there. */
 static inline void nemo__out_advance(nemo_place *me, nemo__out *o, uint32_t end)
 {
-	if (__builtin_expect(o->bound, 0)) {
-		NEMO__PADD(me, c_am_sent, o->tail - o->mark);
+	nemo__out_settle(me, o);
+	if (__builtin_expect(o->bound, 0))
 		o->mark = end;
-	}
 	o->tail = end;
 }
 

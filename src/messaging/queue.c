@@ -788,16 +788,32 @@ void nemo__delay_record(nemo_place *me, uint64_t enq)
 }
 
 
-/* Run one drained message's action (the action table of am.c's
- * nemo_action_register) in the receiving place. */
-static inline __attribute__((always_inline)) void deliver(nemo_place *me, nemo_am_msg *m, nemo_place_id src,
-							  uint32_t meta, uint64_t arg, const void *payload,
-							  size_t len)
+/* Run a drained message's action (the action table of am.c's
+ * nemo_action_register): the fields of m that every message sets anew.
+ * The caller has set the rest - deliver for each message, drain_link's
+ * short loop once, since there they do not vary. */
+static inline __attribute__((always_inline)) void run_action(nemo_place *me, const nemo__action *adt,
+							      nemo_am_msg *m, nemo_place_id src, uint32_t meta,
+							      uint64_t arg)
 {
-	struct nemo_domain *d = me->d;
 	uint32_t action = nemo__meta_action(meta), ev1 = nemo__meta_event1(meta);
-	nemo__action *a = &d->adt[action];
+	const nemo__action *a = &adt[action];
 	nemo_am_handler fn = atomic_load_explicit(&a->fn, memory_order_acquire);
+	m->src = src;
+	m->action = action;
+	m->event = ev1 ? ev1 - 1 : NEMO_AM_NO_EVENT;
+	m->arg = arg;
+	m->place_ctx = me->user_ctx;      /* a handler may change it */
+	if (fn)   /* always set: a send checks it, and it is never cleared */
+		fn(m, a->ctx);
+}
+
+/* A message of any kind: its payload, length and reply tag too, which
+ * vary from one message to the next. */
+static inline __attribute__((always_inline)) void deliver(nemo_place *me, const nemo__action *adt, nemo_am_msg *m,
+							  nemo_place_id src, uint32_t meta, uint64_t arg,
+							  const void *payload, size_t len)
+{
 	uint64_t tag = 0;
 	bool reply = meta & NEMO__META_TAGGED;
 	if (__builtin_expect(reply, 0)) {
@@ -806,27 +822,19 @@ static inline __attribute__((always_inline)) void deliver(nemo_place *me, nemo_a
 		payload = len > sizeof tag ? (const unsigned char *)payload + sizeof tag : NULL;
 		len -= sizeof tag;
 	}
-	/* Every field, each time: a handler may have written the record
-	 * (through a cast) or changed the place's context. */
-	m->src = src;
 	m->dest = me->id;
-	m->action = action;
-	m->event = ev1 ? ev1 - 1 : NEMO_AM_NO_EVENT;
-	m->arg = arg;
 	m->payload = payload;
 	m->len = len;
 	m->tag = tag;
 	m->is_reply = reply;
-	m->place_ctx = me->user_ctx;
-	if (fn)   /* always set: a send checks it, and it is never cleared */
-		fn(m, a->ctx);
+	run_action(me, adt, m, src, meta, arg);
 }
 
 void nemo__am_deliver(nemo_place *me, nemo_place_id src, uint32_t meta, uint64_t arg,
 		      const void *payload, size_t len, nemo_am_context ctx)
 {
 	nemo_am_msg m = { .context = ctx };
-	deliver(me, &m, src, meta, arg, payload, len);
+	deliver(me, me->d->adt, &m, src, meta, arg, payload, len);
 }
 
 
@@ -1008,16 +1016,7 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 				publish_ack(lk, in);                                 /* D5 */
 			n++;
 			am++;
-			const nemo__action *a = &adt[nemo__meta_action(meta)];
-			nemo_am_handler fn = atomic_load_explicit(&a->fn, memory_order_acquire);
-			uint32_t ev1 = nemo__meta_event1(meta);
-			m.src = nemo__make_id(s, sg);
-			m.action = nemo__meta_action(meta);
-			m.event = ev1 ? ev1 - 1 : NEMO_AM_NO_EVENT;
-			m.arg = arg;
-			m.place_ctx = me->user_ctx;
-			if (fn)   /* always set: a send checks it, and it is never cleared */
-				fn(&m, a->ctx);
+			run_action(me, adt, &m, nemo__make_id(s, sg), meta, arg);
 		}
 		me->hdepth--;
 	}
@@ -1055,7 +1054,7 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 		if (stamp)
 			nemo__delay_record(me, stamp);
 		me->hdepth++;
-		deliver(me, &m, nemo__make_id(s, sg), meta, arg, len ? buf : NULL, len);
+		deliver(me, adt, &m, nemo__make_id(s, sg), meta, arg, len ? buf : NULL, len);
 		me->hdepth--;
 		NEMO__INVARIANT(me->hdepth >= 0, "handler depth below zero");
 	}
