@@ -31,7 +31,14 @@ static const nemo_wait_policy adaptive = { NEMO_WAIT_ADAPTIVE, 0 };
 static nemo__spin_plan plan(struct nemo__wait_hist *self)
 {
 	(void)self;
-	return nemo__spin_plan_for(&adaptive);
+	return nemo__spin_plan_for(&adaptive, 0);
+}
+
+/* The same for a waiter with a CPU of its own (wait.c, A CPU OF ITS OWN). */
+static nemo__spin_plan plan_owned(struct nemo__wait_hist *self)
+{
+	(void)self;
+	return nemo__spin_plan_for(&adaptive, NEMO__WAIT_OWNED);
 }
 
 static int pin_to(int cpu)
@@ -144,13 +151,47 @@ static void test_plans(struct nemo__wait_hist *w)
 	w->one_cpu = -1;
 	w->same_cpu = 0;
 
+	/* A CPU of its own: 4C, shortened by the same history to an eighth
+	 * of that (and probes at the ceiling); the same_cpu rule still
+	 * stops a pinned waiter whose releasers run on its CPU. */
+	uint64_t owned = nemo_ns_to_ticks(4 * nemo__block_cost_ns());
+	w->long_waits = 0;
+	w->same_cpu = 0;
+	w->one_cpu = -1;
+	p = plan_owned(w);
+	CHECK(p.total == owned && p.pure == owned && p.window == owned);
+	CHECK(p.total > full);
+	w->long_waits = 4;
+	CHECK(plan_owned(w).total == nemo_ns_to_ticks(4 * nemo__block_cost_ns() / 8));
+	w->long_waits = 8;
+	probes = 0;
+	for (uint64_t n = 0; n < 64; n++) {
+		atomic_store(&w->waits, n);
+		uint64_t t = plan_owned(w).total;
+		probes += t != 0;
+		CHECK(t == 0 || t == nemo_ns_to_ticks(4 * nemo__block_cost_ns() / 8));
+	}
+	CHECK(probes == 4);
+	atomic_store(&w->waits, waits0);
+	w->long_waits = 0;
+	CHECK(cpu >= 0 && pin_to(cpu) == 0);
+	w->one_cpu = -1;
+	w->same_cpu = 4;
+	CHECK(plan_owned(w).total == 0);
+	w->same_cpu = 0;
+	CHECK(plan_owned(w).total == owned);
+	unpin(&all);
+	w->one_cpu = -1;
+
 	/* Fixed policies ignore the histories. */
 	w->long_waits = 8;
 	w->same_cpu = 8;
 	nemo_wait_policy h = { NEMO_WAIT_HYBRID, 5000 };
-	CHECK(nemo__spin_plan_for(&h).total == nemo_ns_to_ticks(5000));
+	CHECK(nemo__spin_plan_for(&h, 0).total == nemo_ns_to_ticks(5000));
+	CHECK(nemo__spin_plan_for(&h, NEMO__WAIT_OWNED).total == nemo_ns_to_ticks(5000));
 	nemo_wait_policy b = { NEMO_WAIT_BLOCK, 0 };
-	CHECK(nemo__spin_plan_for(&b).total == 0);
+	CHECK(nemo__spin_plan_for(&b, 0).total == 0);
+	CHECK(nemo__spin_plan_for(&b, NEMO__WAIT_OWNED).total == 0);
 	w->long_waits = 0;
 	w->same_cpu = 0;
 }

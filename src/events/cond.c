@@ -465,7 +465,7 @@ static void policy_of(const struct cond_impl *c, nemo_wait_policy *out)
  * which has initialised the clock that the plan's ticks need. */
 static int relock(pthread_mutex_t *m, const nemo_wait_policy *p)
 {
-	nemo__spin_plan plan = nemo__spin_plan_for(p);
+	nemo__spin_plan plan = nemo__spin_plan_for(p, 0);
 	uint64_t cap = nemo_ns_to_ticks(50000);
 	if (plan.total) {
 		uint64_t start = nemo_ticks();

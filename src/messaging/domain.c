@@ -441,6 +441,9 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 			p->out_row = nemo__out_of(d, i, 0);
 			p->pinned = pinned;
 			p->cpu = pinned ? a.cpu : -1;
+			atomic_store_explicit(&p->own_cpu, -1, memory_order_relaxed);
+			p->owns_cpu = false;
+			p->own_reread = 0;      /* read at its first wait */
 			if (pinned) {
 				memcpy(p->old_mask, &old, sizeof old < sizeof p->old_mask ? sizeof old : sizeof p->old_mask);
 				p->old_mask_len = sizeof old < sizeof p->old_mask ? sizeof old : sizeof p->old_mask;

@@ -272,6 +272,13 @@ typedef struct nemo_place {
 	nemo_wait_policy policy;
 	bool pinned;
 	int cpu;                      /* the CPU it is pinned to, or -1 (read by src/mcast) */
+	/* A CPU of its own (placewait.c, place_owns_cpu): the one CPU its
+	 * thread's affinity allows, or -1 (read by the domain's other places,
+	 * relaxed); whether no other place is pinned there; waits until the
+	 * affinity is read again. */
+	_Atomic int own_cpu;
+	bool owns_cpu;
+	unsigned own_reread;
 	unsigned char old_mask[128];  /* affinity before pinning (cpu_set_t) */
 	size_t old_mask_len;
 	unsigned handled;             /* handlers run in the current poll/wait */

@@ -65,6 +65,7 @@
 #include "remote.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -215,12 +216,66 @@ static void place_sleep_end(void *arg)
 	nemo__slot_awake(atomic_load_explicit(&me->waiter, memory_order_relaxed));           /* W5 */
 }
 
+/* When the kick that woke us was issued (waiter.c stamps the slot before
+ * its FUTEX_WAKE): the wait loop learns the wake-up latency from it
+ * (policy.c, THE COST OF BLOCKING), so a program of places learns what
+ * its own sleeps cost instead of keeping the start value. */
+static uint64_t place_kicked_at(void *arg)
+{
+	nemo_place *me = arg;
+	return nemo__slot_kicked_at(atomic_load_explicit(&me->waiter, memory_order_relaxed));
+}
+
 static const nemo__wait_ops place_ops = {
 	.try_take = place_try_take,
 	.sleep_begin = place_sleep_begin,
 	.sleep_end = place_sleep_end,
+	.kicked_at = place_kicked_at,
 	.futex_flags = NEMO_FUTEX_PRIVATE,
 };
+
+/* WHO HAS A CPU OF ITS OWN (the waiter layer's NEMO__WAIT_OWNED: it
+ * polls 4C instead of C, wait.c, A CPU OF ITS OWN): a place whose thread
+ * may run on one CPU only, when no other active place of its domain may
+ * run on that CPU only.  Pinning is the program's own statement that the
+ * CPU is the place's; a count (no more places than CPUs) would not do:
+ * the scheduler may stack two unpinned places on one CPU, where a long
+ * poll only delays the other.  Each place publishes its one CPU (own_cpu,
+ * relaxed: a stale value costs one wait's budget, never a wake-up) and
+ * reads its affinity and the others' CPUs again every OWN_REREAD waits,
+ * since a program may re-pin a thread.  Not seen: threads that are not
+ * places of this domain pinned to the same CPU - those are the program's
+ * to place; a poll they preempt shortens the budget (wait.c). */
+#define OWN_REREAD 4096
+
+static bool place_owns_cpu(nemo_place *me)
+{
+	if (me->own_reread) {
+		me->own_reread--;
+		return me->owns_cpu;
+	}
+	me->own_reread = OWN_REREAD;
+	int one = -1;
+	cpu_set_t set;
+	if (pthread_getaffinity_np(pthread_self(), sizeof set, &set) == 0 && CPU_COUNT(&set) == 1) {
+		for (int c = 0; c < CPU_SETSIZE; c++)
+			if (CPU_ISSET(c, &set)) {
+				one = c;
+				break;
+			}
+	}
+	atomic_store_explicit(&me->own_cpu, one, memory_order_relaxed);
+	bool alone = one >= 0;
+	nemo_domain *d = me->d;
+	for (unsigned i = 0; alone && i < d->P; i++) {
+		nemo_place *x = &d->places[i];
+		if (x != me && atomic_load_explicit(&x->own_cpu, memory_order_relaxed) == one &&
+		    nemo__status_state(atomic_load_explicit(&x->status, memory_order_acquire)) == NEMO__ST_ACTIVE)
+			alone = false;
+	}
+	me->owns_cpu = alone;
+	return alone;
+}
 
 static int place_wait(nemo_place *me, const struct timespec *abstime, unsigned *handled,
 		      const uint64_t *word, uint64_t old)
@@ -237,7 +292,8 @@ static int place_wait(nemo_place *me, const struct timespec *abstime, unsigned *
 	me->handled = 0;
 	nemo_waiter *w = atomic_load_explicit(&me->waiter, memory_order_relaxed);
 	nemo__slot_polling(w);                                                             /* W1 */
-	rc = nemo__wait_loop(&place_ops, me, &me->policy, CLOCK_MONOTONIC, abstime, 0);
+	rc = nemo__wait_loop(&place_ops, me, &me->policy, CLOCK_MONOTONIC, abstime,
+			     place_owns_cpu(me) ? NEMO__WAIT_OWNED : 0);
 	nemo__slot_running(w);                                                             /* W6 */
 	if (atomic_load_explicit(&me->irq_on, memory_order_relaxed) && nemo__pending(me))
 		me->handled += nemo__drain(me, NEMO_AM_CTX_WAIT, false);

@@ -22,17 +22,51 @@
  *   HYBRID    tight for spin_ns (the user's explicit budget).
  *   ADAPTIVE  (the default) tight for the cost of blocking, C, learned
  *             from this process's own sleeps (policy.c, THE COST OF
- *             BLOCKING); C / 8 while this thread's recent waits outlasted
- *             C or its polls were preempted, and only in one wait of 16
- *             once no poll has paid for a while; nothing at all while its
- *             recent releasers ran on its own CPU (THE HISTORY below).
+ *             BLOCKING), or 4C for a waiter with a CPU of its own (A CPU
+ *             OF ITS OWN below); an eighth of that while this thread's
+ *             recent waits outlasted it or its polls were preempted, and
+ *             only in one wait of 16 once no poll has paid for a while;
+ *             nothing at all while its recent releasers ran on its own
+ *             CPU (THE HISTORY below).
  *
  * Why a budget in time, not in iterations: an iteration's cost varies
  * tenfold between machines (pause is ~10 cycles on some cores and ~140 on
  * others); the cost of blocking is a time.  Polling for at most as long
  * as a block+wake costs bounds the waste at twice the better choice made
  * in hindsight (the classic ski-rental argument), whatever the gap; the
- * adaptive total never exceeds C.
+ * adaptive total never exceeds C (4C for a waiter with a CPU of
+ * its own, which counts its polls as cheaper: A CPU OF ITS OWN).
+ *
+ * A CPU OF ITS OWN (NEMO__WAIT_OWNED; who has one is decided by the
+ * caller: for places, placewait.c, place_owns_cpu - a place whose thread
+ * is pinned to one CPU that no other place of its domain is pinned to)
+ *
+ * What a poll costs is what its CPU could have done meanwhile: for a
+ * waiter that shares its CPU, the time of the threads it keeps off it,
+ * which is why the budget is C.  A place that its program pinned to a
+ * CPU of its own is that CPU's one client: while it waits, the CPU has
+ * nothing else to run and would halt, and on a VM a halted vCPU is slow
+ * to wake (20-30 us here, 150-300 us in some stretches; docs/polling.md).
+ * So such a waiter polls for OWNED_FACTOR times C, and its history
+ * judges its waits against that budget: the waste stays bounded (an
+ * idle place polls 4C once per wait, then sleeps; waits that keep
+ * outlasting 4C shorten it to C / 2 and then to probes, as below), and
+ * a CPU that turns out to be wanted after all shows as preempted polls,
+ * which shorten it too.  Measured with nemo-bench app on the 2-vCPU VM
+ * (2 places pinned to the 2 vCPUs, each waiting 10-100 us for its
+ * replies while serving the other's requests; C was 33-40 us there), in
+ * three runs alternated with three of the budget C: the best polling
+ * strategy in long loops took 0.83x interrupt mode's runtime instead of
+ * 1.04-1.05x, watchdog-50us 1.26-1.30x instead of 1.45-1.50x, and its
+ * p99 stayed within T plus interrupt mode's p99 in 27 of 27 rounds
+ * instead of 25; interrupt mode's own runtime did not move (its replies
+ * come within C).  docs/polling.md, "A place with a CPU of its own".
+ * Rejected: polling without bound while the CPU is owned (NEMO_WAIT=spin
+ * gave the same runtimes in that study, and an idle place would burn its
+ * CPU forever); and owning by count (no more places than CPUs, unpinned):
+ * the scheduler may put two of them on one CPU, where a long poll only
+ * delays the other, and nothing in a place's wait learns where its
+ * releasers ran (same_cpu below is learned by slot waits only).
  *
  * THE HISTORY (per thread: struct nemo__wait_hist, slot.h; this file owns it)
  *
@@ -176,6 +210,15 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
 #define SAME_CPU_AT 4             /* same_cpu from which the thread does not poll */
 #define LONG_MAX_SCORE 8          /* long_waits' ceiling: from here only probes poll */
 #define PROBE_EVERY 16            /* at the ceiling, one wait in this many polls */
+#define OWNED_FACTOR 4.0          /* A CPU OF ITS OWN: the budget in units of C */
+
+/* The adaptive budget before the history shortens it (A CPU OF ITS OWN):
+ * C, or OWNED_FACTOR C for a waiter with a CPU of its own. */
+static double full_budget_ns(unsigned flags)
+{
+	double c = nemo__block_cost_ns();
+	return (flags & NEMO__WAIT_OWNED) ? OWNED_FACTOR * c : c;
+}
 
 /* Whether the calling thread may run on one CPU only: read from its
  * affinity mask, again after every ONE_CPU_REREAD waits (a program may
@@ -193,7 +236,7 @@ static bool on_one_cpu(struct nemo__wait_hist *self)
 	return self->one_cpu == 1;
 }
 
-nemo__spin_plan nemo__spin_plan_for(const nemo_wait_policy *p)
+nemo__spin_plan nemo__spin_plan_for(const nemo_wait_policy *p, unsigned flags)
 {
 	struct nemo__wait_hist *self = nemo__wait_me;
 	switch (p->kind) {
@@ -209,7 +252,7 @@ nemo__spin_plan nemo__spin_plan_for(const nemo_wait_policy *p)
 	default: {
 		if (self && self->same_cpu >= SAME_CPU_AT && on_one_cpu(self))
 			return (nemo__spin_plan){ 0, 0, 0 };
-		double c = nemo__block_cost_ns();
+		double c = full_budget_ns(flags);
 		if (self && self->long_waits >= LONG_MAX_SCORE &&
 		    atomic_load_explicit(&self->waits, memory_order_relaxed) % PROBE_EVERY != 0)
 			return (nemo__spin_plan){ 0, 0, 0 };   /* no poll paid lately: only probes poll */
@@ -269,11 +312,12 @@ void nemo__learn_releaser(int rel, int cpu, bool slept)
 	w->same_cpu = h;
 }
 
-/* The history (see THE HISTORY above).  `foreign`: the wait slept in
- * someone else's blocking call (nemo_wait_foreign), judged against 2C
- * since its length includes its own wake-up. */
+/* The history (see THE HISTORY above), judging the wait against the
+ * budget in force, full_ns (C, or 4C: A CPU OF ITS OWN).  `foreign`: the
+ * wait slept in someone else's blocking call (nemo_wait_foreign), judged
+ * against 2C since its length includes its own wake-up. */
 static void adapt_update(struct nemo__wait_hist *self, uint64_t waited_ticks, bool polled, bool preempted,
-			 bool foreign)
+			 bool foreign, double full_ns)
 {
 	if (!self)
 		return;
@@ -282,7 +326,7 @@ static void adapt_update(struct nemo__wait_hist *self, uint64_t waited_ticks, bo
 		h += 2;
 	else if (polled)
 		h = h >= 2 ? h - 2 : 0;
-	else if (nemo_ticks_to_ns((int64_t)waited_ticks) > (foreign ? 2 : 1) * nemo__block_cost_ns())
+	else if (nemo_ticks_to_ns((int64_t)waited_ticks) > (foreign ? 2 : 1) * full_ns)
 		h += 1;
 	else if (foreign)
 		h = h ? h - 1 : 0;
@@ -507,7 +551,7 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 
 	/* Poll. */
 	bool preempted = false;
-	nemo__spin_plan plan = nemo__spin_plan_for(&pol);
+	nemo__spin_plan plan = nemo__spin_plan_for(&pol, flags);
 	if (plan.total) {
 		int rc = (flags & NEMO__WAIT_EINTR)
 			 ? poll_phase_masked(ops, arg, plan, start, deadline, flags, abstime != NULL, &preempted)
@@ -516,7 +560,7 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 			if (rc == 0 && self)
 				NEMO__COUNT(self, waits_polled);
 			if (adaptive)
-				adapt_update(self, nemo_ticks() - start, rc == 0, preempted, false);
+				adapt_update(self, nemo_ticks() - start, rc == 0, preempted, false, full_budget_ns(flags));
 			return rc;
 		}
 	}
@@ -533,7 +577,7 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 			NEMO__COUNT(self, sleeps);
 		int rc = ops->block(arg, clock, abstime);
 		if (adaptive)
-			adapt_update(self, nemo_ticks() - start, false, preempted, true);
+			adapt_update(self, nemo_ticks() - start, false, preempted, true, full_budget_ns(flags));
 		return rc;
 	}
 	int result;
@@ -565,6 +609,6 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 		}
 	}
 	if (adaptive)
-		adapt_update(self, nemo_ticks() - start, false, preempted, false);
+		adapt_update(self, nemo_ticks() - start, false, preempted, false, full_budget_ns(flags));
 	return result;
 }

@@ -442,10 +442,14 @@ static void slot_sleep_end(void *arg)
 	nemo__slot_awake(arg);
 }
 
+uint64_t nemo__slot_kicked_at(nemo_waiter *w)
+{
+	return atomic_load_explicit(&w->kicked_at, memory_order_relaxed);
+}
+
 static uint64_t slot_kicked_at(void *arg)
 {
-	nemo_waiter *w = arg;
-	return atomic_load_explicit(&w->kicked_at, memory_order_relaxed);
+	return nemo__slot_kicked_at(arg);
 }
 
 static const nemo__wait_ops slot_ops = {

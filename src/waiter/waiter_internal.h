@@ -70,6 +70,7 @@ enum {
 	NEMO__WAIT_CANCELLABLE = 1u << 0,  /* a pthread cancellation point */
 	NEMO__WAIT_BOOST = 1u << 1,        /* kick mode: real-time priority while asleep */
 	NEMO__WAIT_EINTR = 1u << 2,        /* nemo_wait_foreign's NEMO_WAIT_FOREIGN_EINTR */
+	NEMO__WAIT_OWNED = 1u << 3,        /* the waiter has a CPU of its own (wait.c, A CPU OF ITS OWN) */
 };
 
 /*
@@ -98,8 +99,9 @@ typedef struct nemo__spin_plan {
 } nemo__spin_plan;
 
 /* The poll phase of a resolved policy for the calling thread (its
- * history, wait.c, shapes the adaptive plan). */
-nemo__spin_plan nemo__spin_plan_for(const nemo_wait_policy *resolved);
+ * history, wait.c, shapes the adaptive plan); flags: the loop's
+ * NEMO__WAIT_* (NEMO__WAIT_OWNED lengthens the adaptive budget). */
+nemo__spin_plan nemo__spin_plan_for(const nemo_wait_policy *resolved, unsigned flags);
 
 /*
  * The slot handshake (waiter.c, THE HANDSHAKE): the only way the layers
@@ -122,6 +124,9 @@ bool nemo__slot_sleep_begin(nemo_waiter *w, _Atomic uint32_t *shared, bool (*pen
 			    uint32_t **word, uint32_t *val, uint32_t *bits);
 /* W5: back from futex_wait (or a cancelled sleep): RUNNING, relaxed. */
 void nemo__slot_awake(nemo_waiter *w);
+/* When a kicker last issued a FUTEX_WAKE for w (ticks; 0: never), for
+ * the wait loop's kicked_at op of a layer that sleeps on w's handshake. */
+uint64_t nemo__slot_kicked_at(nemo_waiter *w);
 /* W6: leaving a wait: no shared word, RUNNING with seq_cst (the caller's
  * re-check after it, if any, is ordered after the store). */
 void nemo__slot_running(nemo_waiter *w);
