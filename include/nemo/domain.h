@@ -258,7 +258,12 @@ int nemo_domain_get_counters(nemo_domain *d, nemo_domain_counters *out);
 
 /** nemo_place_attr.flags */
 enum {
-	NEMO_PLACE_PIN = 1u << 0,        /**< pin the thread to attr.cpu while it is a place */
+	NEMO_PLACE_PIN = 1u << 0,        /**< pin the thread to attr.cpu while it is a place.
+	                                      A place pinned to a CPU no other place of its
+	                                      domain is pinned to (by this flag or by the
+	                                      program) has that CPU to itself: under the
+	                                      adaptive policy its waits poll 4x as long
+	                                      (nemo/waiter.h) */
 	NEMO_PLACE_INTERRUPTS = 1u << 1, /**< start in interrupt mode */
 };
 

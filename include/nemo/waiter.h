@@ -24,12 +24,14 @@
  *                           so oversubscribed threads still make progress)
  *   NEMO_WAIT=block         sleep at once
  *   NEMO_WAIT=hybrid[:NS]   spin NS nanoseconds (default 20000), then sleep
- *   NEMO_WAIT=adaptive      the default: poll for at most what blocking costs
- *                           (learned from this process's own sleeps), for the
- *                           first few microseconds in a tight loop, then
- *                           yielding the CPU between checks; an eighth of
- *                           the cost while recent waits outlasted it or the
- *                           spinner was preempted
+ *   NEMO_WAIT=adaptive      the default: poll in a tight loop for at most
+ *                           what blocking costs, C (learned from this
+ *                           process's own sleeps), then sleep; an eighth of
+ *                           that while recent waits outlasted it or the
+ *                           spinner was preempted.  A place pinned to a CPU
+ *                           that no other place of its domain is pinned to
+ *                           polls its waits (nemo_place_wait) for 4C: that
+ *                           CPU has nothing else to run meanwhile
  *
  * The adaptive policy needs no set-up: it learns the cost of blocking
  * from the wake-ups that really happen (the kicker stamps, the woken

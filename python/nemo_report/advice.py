@@ -762,9 +762,11 @@ def polling_strategy(run):
     worst = {m: max(v) for m, v in agg.items()}
     best = min(worst, key=worst.get)
     why = ", ".join(f"{m} {worst[m]:.2f}x" for m in sorted(worst, key=worst.get))
-    caveat = ""
+    caveat = ("The study pins each place to a CPU of its own, so its waits poll 4x the cost of blocking "
+              "before sleeping (`NEMO_PLACE_PIN`, docs/events.md); unpinned places sleep sooner, and "
+              "requests sent to a sleeping place wait for its wake-up.")
     if best == "interrupt":
-        caveat = "On this machine no polling strategy beat interrupts for this work."
+        caveat = "On this machine no polling strategy beat interrupts for this work. " + caveat
     return _item("app", title, use=f"{best}: {APP_API.get(best, best)}.",
                  why=(f"runtime of the same work relative to interrupt mode, the worst over the loop shapes "
                       f"measured ({', '.join(sorted(ratios))}): {why} ({APP_RUN})."),

@@ -372,6 +372,12 @@ def test_polling_strategy_names_the_best_with_its_ratio(tmp_path):
     assert item["use"].startswith("poll-check")
     assert "NEMO_POLL_CHECK" in item["use"]
     assert "poll-check 0.97x" in item["why"] and "poll-send 1.50x" in item["why"]
+    assert "NEMO_PLACE_PIN" in item["not"] and "no polling strategy" not in item["not"]
+    doc["results"] = _app_doc({"interrupt": 1.0, "poll-send": 1.5, "poll-check": 1.2})
+    f.write_text(json.dumps(doc))
+    runs, problems = load.load_all([f])
+    item = advice.polling_strategy(runs[0])
+    assert item["not"].startswith("On this machine no polling strategy beat interrupts")
 
 
 def test_polling_strategy_not_measured():

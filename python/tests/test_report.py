@@ -396,6 +396,21 @@ def test_app_figures_and_section(tmp_path):
     assert "Polling strategies" in page
     assert "the best strategy is poll-check, 0.97x the runtime of interrupt" in page
     assert "poll-send, the base, takes 1.50x" in page
+    assert "within 5% of" not in page
+
+
+def test_app_poll_send_near_the_best_says_why():
+    """Where poll-send comes within 5% of the best, the sentence says so
+    and why, instead of leaving "the base" to look clearly worse."""
+    sys.path.insert(0, str(pathlib.Path(__file__).parent))
+    from test_advice import _app_doc
+    from nemo_report import html
+    rows = _app_doc({"interrupt": 1.0, "poll-send": 0.86, "poll-check": 0.83})
+    text = " ".join(html.app_sentences(rows))
+    assert "poll-send, the base, takes 0.86x, within 5% of poll-check" in text
+    rows = _app_doc({"interrupt": 1.0, "poll-send": 0.90, "poll-check": 0.83})
+    text = " ".join(html.app_sentences(rows))
+    assert "takes 0.90x" in text and "within 5%" not in text
 
 
 def test_app_watchdog_bound_pooled_and_per_round(tmp_path):
