@@ -361,9 +361,9 @@ def app_sentences(arows, pooled=()):
         if "poll-send" in r and best != "poll-send":
             line += f"; poll-send, the base, takes {r['poll-send']:.2f}x"
             if r["poll-send"] <= 1.05 * others[best]:
-                line += (f", within 5% of {best}: in this shape its checks come no more often than a "
-                         f"place's own requests, whose waits serve the others' requests already "
-                         f"(docs/polling.md)")
+                line += (f", within 5% of {best}: in this shape the checks come no more often than a "
+                         f"place's own requests, and the waits for their replies serve the others' "
+                         f"requests already (docs/polling.md)")
         out.append(line + ".")
     for m in ("poll-send", "poll-check", "interrupt"):
         a = analysis.app_share_above(arows, m, 10_000)
