@@ -241,9 +241,12 @@ static const nemo__wait_ops place_ops = {
  * CPU is the place's; a count (no more places than CPUs) would not do:
  * the scheduler may stack two unpinned places on one CPU, where a long
  * poll only delays the other.  Each place publishes its one CPU (own_cpu,
- * relaxed: a stale value costs one wait's budget, never a wake-up) and
- * reads its affinity and the others' CPUs again every OWN_REREAD waits,
- * since a program may re-pin a thread.  Not seen: threads that are not
+ * relaxed) and reads its affinity and the others' CPUs again every
+ * OWN_REREAD waits, since a program may re-pin a thread.  A stale answer
+ * (a place pinned beside it since) costs at most OWN_REREAD waits of the
+ * longer budget, shortened meanwhile by any preempted poll, and never a
+ * lost wake-up: the budget decides how long to poll, not whether the
+ * sleep is announced.  Not seen: threads that are not
  * places of this domain pinned to the same CPU - those are the program's
  * to place; a poll they preempt shortens the budget (wait.c). */
 #define OWN_REREAD 4096

@@ -54,7 +54,7 @@
  * a CPU that turns out to be wanted after all shows as preempted polls,
  * which shorten it too.  Measured with nemo-bench app on the 2-vCPU VM
  * (2 places pinned to the 2 vCPUs, each waiting 10-100 us for its
- * replies while serving the other's requests; C was 33-40 us there), in
+ * replies while serving the other's requests; C was 30-90 us there), in
  * three runs alternated with three of the budget C: the best polling
  * strategy in long loops took 0.83x interrupt mode's runtime instead of
  * 1.04-1.05x, watchdog-50us 1.26-1.30x instead of 1.45-1.50x, and its
