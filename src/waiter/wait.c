@@ -67,6 +67,11 @@
  * the scheduler may put two of them on one CPU, where a long poll only
  * delays the other, and nothing in a place's wait learns where its
  * releasers ran (same_cpu below is learned by slot waits only).
+ * Failure case: a CPU that is one hyperthread of a core shares that
+ * core with its sibling, so a place polling there slows a place that
+ * computes on the sibling (the poll's pause hints soften it; the budget
+ * still bounds it at 4C per wait).  Not measured: this VM does not
+ * expose its vCPUs' siblings.
  *
  * THE HISTORY (per thread: struct nemo__wait_hist, slot.h; this file owns it)
  *
