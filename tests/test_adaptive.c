@@ -41,6 +41,22 @@ static nemo__spin_plan plan_owned(struct nemo__wait_hist *self)
 	return nemo__spin_plan_for(&adaptive, NEMO__WAIT_OWNED);
 }
 
+/* How many of 64 consecutive waits poll, each either not at all or for
+ * `budget` ticks (checked), under the wait flags given. */
+static unsigned polls_in_64(struct nemo__wait_hist *w, unsigned flags, uint64_t budget)
+{
+	uint64_t waits0 = atomic_load(&w->waits);
+	unsigned polled = 0;
+	for (uint64_t n = 0; n < 64; n++) {
+		atomic_store(&w->waits, n);
+		uint64_t t = nemo__spin_plan_for(&adaptive, flags).total;
+		polled += t != 0;
+		CHECK(t == 0 || t == budget);
+	}
+	atomic_store(&w->waits, waits0);
+	return polled;
+}
+
 static int pin_to(int cpu)
 {
 	cpu_set_t set;
@@ -105,23 +121,11 @@ static void test_plans(struct nemo__wait_hist *w)
 	CHECK(plan(w).total == full);
 	/* At the ceiling (no poll paid lately) only one wait in 16 polls its
 	 * C / 8 (a probe); just below it every wait does. */
-	uint64_t waits0 = atomic_load(&w->waits);
-	unsigned probes = 0, shortened = 0;
+	uint64_t eighth = nemo_ns_to_ticks(nemo__block_cost_ns() / 8);
 	w->long_waits = 8;
-	for (uint64_t n = 0; n < 64; n++) {
-		atomic_store(&w->waits, n);
-		uint64_t t = plan(w).total;
-		probes += t == nemo_ns_to_ticks(nemo__block_cost_ns() / 8);
-		CHECK(t == 0 || t == nemo_ns_to_ticks(nemo__block_cost_ns() / 8));
-	}
-	CHECK(probes == 4);
+	CHECK(polls_in_64(w, 0, eighth) == 4);
 	w->long_waits = 7;
-	for (uint64_t n = 0; n < 64; n++) {
-		atomic_store(&w->waits, n);
-		shortened += plan(w).total == nemo_ns_to_ticks(nemo__block_cost_ns() / 8);
-	}
-	CHECK(shortened == 64);
-	atomic_store(&w->waits, waits0);
+	CHECK(polls_in_64(w, 0, eighth) == 64);
 	w->long_waits = 0;
 
 	/* Releasers on our CPU stop polling only in a thread confined to one
@@ -164,15 +168,7 @@ static void test_plans(struct nemo__wait_hist *w)
 	w->long_waits = 4;
 	CHECK(plan_owned(w).total == nemo_ns_to_ticks(4 * nemo__block_cost_ns() / 8));
 	w->long_waits = 8;
-	probes = 0;
-	for (uint64_t n = 0; n < 64; n++) {
-		atomic_store(&w->waits, n);
-		uint64_t t = plan_owned(w).total;
-		probes += t != 0;
-		CHECK(t == 0 || t == nemo_ns_to_ticks(4 * nemo__block_cost_ns() / 8));
-	}
-	CHECK(probes == 4);
-	atomic_store(&w->waits, waits0);
+	CHECK(polls_in_64(w, NEMO__WAIT_OWNED, nemo_ns_to_ticks(4 * nemo__block_cost_ns() / 8)) == 4);
 	w->long_waits = 0;
 	CHECK(cpu >= 0 && pin_to(cpu) == 0);
 	w->one_cpu = -1;

@@ -65,7 +65,6 @@
 #include "remote.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -258,15 +257,7 @@ static bool place_owns_cpu(nemo_place *me)
 		return me->owns_cpu;
 	}
 	me->own_reread = OWN_REREAD;
-	int one = -1;
-	cpu_set_t set;
-	if (pthread_getaffinity_np(pthread_self(), sizeof set, &set) == 0 && CPU_COUNT(&set) == 1) {
-		for (int c = 0; c < CPU_SETSIZE; c++)
-			if (CPU_ISSET(c, &set)) {
-				one = c;
-				break;
-			}
-	}
+	int one = nemo__only_cpu();
 	atomic_store_explicit(&me->own_cpu, one, memory_order_relaxed);
 	bool alone = one >= 0;
 	nemo_domain *d = me->d;

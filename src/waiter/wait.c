@@ -225,6 +225,17 @@ static double full_budget_ns(unsigned flags)
 	return (flags & NEMO__WAIT_OWNED) ? OWNED_FACTOR * c : c;
 }
 
+int nemo__only_cpu(void)
+{
+	cpu_set_t set;
+	if (pthread_getaffinity_np(pthread_self(), sizeof set, &set) != 0 || CPU_COUNT(&set) != 1)
+		return -1;
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &set))
+			return c;
+	return -1;
+}
+
 /* Whether the calling thread may run on one CPU only: read from its
  * affinity mask, again after every ONE_CPU_REREAD waits (a program may
  * re-pin a thread). */
@@ -233,9 +244,7 @@ static bool on_one_cpu(struct nemo__wait_hist *self)
 {
 	uint32_t n = (uint32_t)atomic_load_explicit(&self->waits, memory_order_relaxed);
 	if (self->one_cpu < 0 || n - self->one_cpu_at >= ONE_CPU_REREAD) {
-		cpu_set_t set;
-		self->one_cpu = pthread_getaffinity_np(pthread_self(), sizeof set, &set) == 0 &&
-				CPU_COUNT(&set) == 1;
+		self->one_cpu = nemo__only_cpu() >= 0;
 		self->one_cpu_at = n;
 	}
 	return self->one_cpu == 1;

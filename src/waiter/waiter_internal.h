@@ -103,6 +103,11 @@ typedef struct nemo__spin_plan {
  * NEMO__WAIT_* (NEMO__WAIT_OWNED lengthens the adaptive budget). */
 nemo__spin_plan nemo__spin_plan_for(const nemo_wait_policy *resolved, unsigned flags);
 
+/* The one CPU the calling thread's affinity allows, or -1 (several, or
+ * unreadable): one pthread_getaffinity_np; callers cache it (wait.c's
+ * history, placewait.c's place_owns_cpu). */
+int nemo__only_cpu(void);
+
 /*
  * The slot handshake (waiter.c, THE HANDSHAKE): the only way the layers
  * above change or read a slot's published state.  A waiter of any kind
