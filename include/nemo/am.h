@@ -141,6 +141,25 @@ int nemo_am_sendv(nemo_place_id dest, uint32_t id, uint64_t arg, const void *pay
 		  size_t len, unsigned flags);
 
 /**
+ * nemo_am_send with a deadline: a send that finds its queue full waits for
+ * room as nemo_am_send does (it polls for its place's policy budget, then
+ * sleeps until the receiver frees room, serving its own queues), but no
+ * later than abstime (CLOCK_MONOTONIC; NULL: no deadline, as
+ * nemo_am_send).  The same for every transport: a place of this process,
+ * of a shared domain (nemo/xproc.h) or of another rank (nemo/mpi.h).
+ * A send from a handler never waits (nemo/domain.h, "Sends from
+ * handlers"), so its deadline does not matter there.
+ * @return as nemo_am_send; ETIMEDOUT once abstime passed with no room
+ *         (nothing queued); EINVAL for a malformed abstime.
+ */
+int nemo_am_send_timed(nemo_place_id dest, uint32_t id, uint64_t arg, unsigned flags,
+		       const struct timespec *abstime);
+
+/** nemo_am_sendv with a deadline, as nemo_am_send_timed. */
+int nemo_am_sendv_timed(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload, size_t len,
+			unsigned flags, const struct timespec *abstime);
+
+/**
  * Reply to the message req (from its handler, or later from the same
  * place with a copy of it): nemo_am_sendv to req->src, running action
  * `id` (or event) there with `arg` and the payload; the handler there

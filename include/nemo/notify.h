@@ -73,6 +73,15 @@ int nemo_notify_set_handler(nemo_notify_handler fn, void *ctx);
 int nemo_notify(nemo_place_id dest, uint32_t chan, unsigned flags);
 
 /**
+ * nemo_notify with a deadline for its wait for room in a full FIFO, as
+ * nemo_am_send_timed (nemo/am.h): no later than abstime (CLOCK_MONOTONIC;
+ * NULL: none).
+ * @return as nemo_notify; ETIMEDOUT once abstime passed with the FIFO
+ *         still full (nothing queued); EINVAL for a malformed abstime.
+ */
+int nemo_notify_timed(nemo_place_id dest, uint32_t chan, unsigned flags, const struct timespec *abstime);
+
+/**
  * nemo_notify from any thread: a thread that is not a place joins d as a
  * place first, once (nemo/domain.h, "Sends from any thread"); a place of
  * d just notifies.

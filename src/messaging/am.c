@@ -184,7 +184,7 @@ send_one(nemo_place *me, nemo_place_id dest, uint32_t id, uint64_t arg, const vo
 int nemo_am_sendv(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload,
 		  size_t len, unsigned flags)
 {
-	if (nemo__id_is_remote(dest)) return nemo__remote_am(dest, id, arg, payload, len, flags, NULL);  /* remote.h */
+	if (nemo__id_is_remote(dest)) return nemo__remote_am(dest, id, arg, payload, len, flags, NULL, NULL);  /* remote.h */
 	nemo_place *me = nemo__place_self();
 	if (!me)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
@@ -197,10 +197,37 @@ int nemo_am_send(nemo_place_id dest, uint32_t id, uint64_t arg, unsigned flags)
 	return nemo_am_sendv(dest, id, arg, NULL, 0, flags);
 }
 
+int nemo_am_sendv_timed(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload, size_t len,
+			unsigned flags, const struct timespec *abstime)
+{
+	int err = nemo__check_deadline(__func__, CLOCK_MONOTONIC, abstime);
+	if (err)
+		return err;
+	if (nemo__id_is_remote(dest)) return nemo__remote_am(dest, id, arg, payload, len, flags, NULL, abstime);  /* remote.h */
+	nemo_place *me = nemo__place_self();
+	if (!me)
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
+	if ((err = nemo__am_check_args(payload, len, flags, __func__)))
+		return err;
+	/* The deadline reaches the wait for room through the place (queue.c,
+	 * nemo__wait_room), not through every put's arguments. */
+	const struct timespec *outer = me->send_by;
+	me->send_by = abstime;
+	err = send_one(me, dest, id, arg, payload, len, flags, 0, __func__);
+	me->send_by = outer;
+	return err;
+}
+
+int nemo_am_send_timed(nemo_place_id dest, uint32_t id, uint64_t arg, unsigned flags,
+		       const struct timespec *abstime)
+{
+	return nemo_am_sendv_timed(dest, id, arg, NULL, 0, flags, abstime);
+}
+
 int nemo_am_reply(const nemo_am_msg *req, uint32_t id, uint64_t arg, const void *payload, size_t len,
 		  unsigned flags)
 {
-	if (req && nemo__id_is_remote(req->src)) return nemo__remote_am(req->src, id, arg, payload, len, flags, &req->arg);  /* remote.h */
+	if (req && nemo__id_is_remote(req->src)) return nemo__remote_am(req->src, id, arg, payload, len, flags, &req->arg, NULL);  /* remote.h */
 	nemo_place *me = nemo__place_self();
 	if (!me)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");

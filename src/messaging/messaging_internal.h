@@ -286,6 +286,8 @@ typedef struct nemo_place {
 	uint64_t wf_old;              /* ... and the value it waits to see change */
 	int hdepth;                   /* handlers running on this thread now (nested) */
 	void *user_ctx;               /* nemo_place_set_context: passed to handlers */
+	const struct timespec *send_by; /* the deadline of the send in progress (nemo_am_send_timed,
+	                                   nemo_notify_timed; NULL: none), read by nemo__wait_room */
 	bool guest;                   /* joined by a send from a plain thread */
 	uint32_t fd_read;             /* eventfd writes read back */
 	/* Threshold checks (src/poll/poll.c): the threshold, and the tick

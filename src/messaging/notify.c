@@ -11,7 +11,7 @@
 
 int nemo_notify(nemo_place_id dest, uint32_t chan, unsigned flags)
 {
-	if (nemo__id_is_remote(dest)) return nemo__remote_notify(dest, chan, flags);  /* remote.h */
+	if (nemo__id_is_remote(dest)) return nemo__remote_notify(dest, chan, flags, NULL);  /* remote.h */
 	nemo_place *me = nemo__place_self();
 	if (!me)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
@@ -22,6 +22,28 @@ int nemo_notify(nemo_place_id dest, uint32_t chan, unsigned flags)
 		return NEMO__FAIL(ERANGE, "channel %u is above %u", chan, NEMO_NOTIFY_CHAN_MAX);
 	nemo__busy_enter(me);
 	int err = nemo__notify_send(me, dest, chan, flags);
+	nemo__busy_exit(me);
+	return err;
+}
+
+int nemo_notify_timed(nemo_place_id dest, uint32_t chan, unsigned flags, const struct timespec *abstime)
+{
+	int err = nemo__check_deadline(__func__, CLOCK_MONOTONIC, abstime);
+	if (err)
+		return err;
+	if (nemo__id_is_remote(dest)) return nemo__remote_notify(dest, chan, flags, abstime);  /* remote.h */
+	nemo_place *me = nemo__place_self();
+	if (!me)
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
+	if ((err = nemo__check_flags(flags, __func__)))
+		return err;
+	if (chan > NEMO_NOTIFY_CHAN_MAX)
+		return NEMO__FAIL(ERANGE, "channel %u is above %u", chan, NEMO_NOTIFY_CHAN_MAX);
+	nemo__busy_enter(me);
+	const struct timespec *outer = me->send_by;
+	me->send_by = abstime;
+	err = nemo__notify_send(me, dest, chan, flags);
+	me->send_by = outer;
 	nemo__busy_exit(me);
 	return err;
 }

@@ -42,16 +42,16 @@ static int no_transport(nemo_place_id dest)
 }
 
 int nemo__remote_am(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload, size_t len,
-		    unsigned flags, const uint64_t *tag)
+		    unsigned flags, const uint64_t *tag, const struct timespec *abstime)
 {
 	const nemo__remote_ops *o = ops_of(dest);
-	return o ? o->am(dest, id, arg, payload, len, flags, tag) : no_transport(dest);
+	return o ? o->am(dest, id, arg, payload, len, flags, tag, abstime) : no_transport(dest);
 }
 
-int nemo__remote_notify(nemo_place_id dest, uint32_t chan, unsigned flags)
+int nemo__remote_notify(nemo_place_id dest, uint32_t chan, unsigned flags, const struct timespec *abstime)
 {
 	const nemo__remote_ops *o = ops_of(dest);
-	return o ? o->notify(dest, chan, flags) : no_transport(dest);
+	return o ? o->notify(dest, chan, flags, abstime) : no_transport(dest);
 }
 
 int nemo__remote_broadcast(const nemo_place_id *set, size_t n, uint32_t id, uint64_t arg,
@@ -73,7 +73,7 @@ int nemo__remote_broadcast(const nemo_place_id *set, size_t n, uint32_t id, uint
 	int first = 0;
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
-		int e = o->am(set[i], id, arg, payload, len, flags, NULL);
+		int e = o->am(set[i], id, arg, payload, len, flags, NULL, NULL);
 		if (e && !first)
 			first = e;
 		k += !e;

@@ -72,11 +72,14 @@ typedef struct nemo__remote_self_args {
 /** What a transport does for the public calls. */
 typedef struct nemo__remote_ops {
 	/** nemo_am_sendv to a remote dest (tag non-NULL: nemo_am_reply with
-	 *  that tag).  Returns as nemo_am_sendv. */
+	 *  that tag).  abstime (CLOCK_MONOTONIC, validated by the caller;
+	 *  NULL: none) bounds a wait for room: ETIMEDOUT once it passed.
+	 *  Returns as nemo_am_sendv / nemo_am_send_timed. */
 	int (*am)(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload, size_t len,
-		  unsigned flags, const uint64_t *tag);
-	/** nemo_notify to a remote dest.  Returns as nemo_notify. */
-	int (*notify)(nemo_place_id dest, uint32_t chan, unsigned flags);
+		  unsigned flags, const uint64_t *tag, const struct timespec *abstime);
+	/** nemo_notify to a remote dest, with the same deadline.  Returns as
+	 *  nemo_notify / nemo_notify_timed. */
+	int (*notify)(nemo_place_id dest, uint32_t chan, unsigned flags, const struct timespec *abstime);
 	/** nemo_am_broadcast to a set of this transport's ids (NULL: not
 	 *  offered; the set is then sent to one by one). */
 	int (*broadcast)(const nemo_place_id *set, size_t n, uint32_t id, uint64_t arg, const void *payload,
@@ -93,8 +96,8 @@ const nemo__remote_ops *nemo__remote_register(unsigned t, const nemo__remote_ops
 
 /** The hooks: forward to dest's transport, or ESRCH when none is registered. */
 int nemo__remote_am(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload, size_t len,
-		    unsigned flags, const uint64_t *tag);
-int nemo__remote_notify(nemo_place_id dest, uint32_t chan, unsigned flags);
+		    unsigned flags, const uint64_t *tag, const struct timespec *abstime);
+int nemo__remote_notify(nemo_place_id dest, uint32_t chan, unsigned flags, const struct timespec *abstime);
 /** nemo_am_broadcast whose set starts with a remote id: every id must be
  *  of that transport (else EINVAL). */
 int nemo__remote_broadcast(const nemo_place_id *set, size_t n, uint32_t id, uint64_t arg,

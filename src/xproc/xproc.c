@@ -1842,8 +1842,9 @@ static int begin_send(nemo_place_id dest, unsigned flags, nemo_xproc_place **p, 
 }
 
 static int xp_am(nemo_place_id dest, uint32_t code, uint64_t arg, const void *payload, size_t len,
-		 unsigned flags, const uint64_t *tag)
+		 unsigned flags, const uint64_t *tag, const struct timespec *abstime)
 {
+	(void)abstime;   /* TODO(issue 30): the wait for room honours it */
 	const char *fn = tag ? "nemo_am_reply" : "nemo_am_sendv";
 	nemo_xproc_place *p = NULL;
 	unsigned xf = 0;
@@ -1861,8 +1862,9 @@ static int xp_am(nemo_place_id dest, uint32_t code, uint64_t arg, const void *pa
 	return send_slot(p, (nemo_xproc_id)dest, K_REPLY, code, arg, buf, len + TAG_LEN, xf, true);
 }
 
-static int xp_notify(nemo_place_id dest, uint32_t chan, unsigned flags)
+static int xp_notify(nemo_place_id dest, uint32_t chan, unsigned flags, const struct timespec *abstime)
 {
+	(void)abstime;   /* TODO(issue 30): the wait for room honours it */
 	nemo_xproc_place *p = NULL;
 	unsigned xf = 0;
 	int rc = begin_send(dest, flags, &p, &xf, "nemo_notify");
