@@ -155,7 +155,10 @@ static void flood(bool edge)
 	nemo_domain_counters c;
 	CHECK_EQ_INT(nemo_domain_get_counters(s.d, &c), 0);
 	CHECK(c.kicks_fd > 0);
-	CHECK_EQ_INT(c.kicks_futex, 0);     /* it never slept in nemo, only in epoll */
+	/* The receiver never slept in nemo, only in epoll: the only futex
+	 * wakes are of senders that waited for room and were kicked when the
+	 * receiver freed it (room_kicks). */
+	CHECK(c.kicks_futex <= c.room_kicks);
 	printf("  kicks: %llu eventfd writes, %llu avoided, %llu skipped\n", (unsigned long long)c.kicks_fd,
 	       (unsigned long long)c.kicks_avoided, (unsigned long long)c.kicks_skipped);
 	CHECK_EQ_INT(nemo_domain_destroy(s.d), 0);

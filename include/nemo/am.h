@@ -28,7 +28,8 @@
  * fails with ESRCH instead, and the message is not handled.  A send from
  * a handler never waits: if the ring is full the message is kept in the
  * sender's overflow and delivered in order as room appears (nemo/domain.h,
- * "Sends from handlers": its bound, and the one case it is dropped).
+ * "Sends from handlers": its bound, and the one case it is dropped, which
+ * is counted and reported to the sender: nemo_action_set_undelivered).
  *
  * Request and reply.  A handler answers with nemo_am_reply(msg, ...): it
  * goes to msg->src and carries the request's arg as its tag (msg->tag,
@@ -109,6 +110,31 @@ typedef void (*nemo_am_handler)(const nemo_am_msg *msg, void *ctx);
  *         EEXIST if the action has a handler already; EIDRM.
  */
 int nemo_action_register(nemo_domain *d, uint32_t action, nemo_am_handler fn, void *ctx);
+
+/**
+ * What a kept send reports when it cannot be delivered.  A send from a
+ * handler that finds its queue full returns 0 and is kept in the sending
+ * place's overflow (nemo/domain.h, "Sends from handlers"); if its receiver
+ * leaves before the message could be queued to it, the message is dropped
+ * and fn(msg, err, ctx) runs on the sending place, as a handler would
+ * (its own sends never wait): msg->src is the sender (this place),
+ * msg->dest the receiver that left, msg->action / arg / payload / tag /
+ * is_reply as sent, msg->context the context of the call that found it,
+ * err ESRCH.  The drop is also counted (overflow_dropped).  A message sent
+ * by event id reports to the action it resolved to.  Notifications that
+ * are dropped are counted only.
+ */
+typedef void (*nemo_am_undelivered)(const nemo_am_msg *msg, int err, void *ctx);
+
+/**
+ * Set (fn non-NULL) or clear (NULL) what action `action`'s undelivered
+ * kept sends report (nemo_am_undelivered).  Any thread; set it before
+ * the action's messages are sent (a report under way while it changes
+ * may run the previous callback, or the new one with the previous ctx).
+ * @return 0; EINVAL for NULL d; ERANGE for action >= max_actions; ENOENT
+ *         if the action has no handler; EIDRM.
+ */
+int nemo_action_set_undelivered(nemo_domain *d, uint32_t action, nemo_am_undelivered fn, void *ctx);
 
 /**
  * Map event `event` to `action` in the calling place's ALT (replacing any

@@ -243,6 +243,8 @@ typedef struct nemo_domain_counters {
 	                                   fence, hint or kick, and count in no kicks_* counter
 	                                   (docs/messaging.md, "Stream grants") */
 	uint64_t grant_revokes;       /**< grants taken back (each one membarrier on the receiver) */
+	uint64_t room_kicks;          /**< receivers that freed room in a queue and kicked its
+	                                   sender, which waited for room or kept sends for them */
 } nemo_domain_counters;
 
 /**

@@ -158,19 +158,44 @@ enum {
  * With NEMO_MCAST_ASYNC, returns at once with *handle set: finish it with
  * nemo_mcast_wait, or nemo_mcast_test until it returns 0, from the same
  * thread.  An empty group completes at once.
+ *
+ * The multicast never waits to send: a message whose queue is full is
+ * kept by the sending place and delivered as room appears (nemo/domain.h,
+ * "Sends from handlers"; past overflow_max if need be, since a member
+ * needs it to run).  It completes when every member reached has run fn:
+ * a member that leaves the domain before its message could be queued is
+ * skipped (its part of the topology is done by the sender), as one that
+ * left earlier.  Should a message to a member that stays be impossible to
+ * keep (out of memory), the multicast still completes, and returns
+ * ENOMEM instead of 0: fn did not run on every member.
  * @return 0; EINVAL for NULL g or fn, unknown flags, ASYNC without a
  *         handle; ENOTCONN if the calling thread is not a place; EXDEV if
  *         it is a place of another domain; EDEADLK from inside a handler
- *         (a multicast waits); ENOMEM.
+ *         (a multicast waits); ENOMEM (its state could not be allocated,
+ *         or a member could not be reached: above).
  */
 int nemo_multicast(nemo_mcast_group *g, nemo_mcast_fn fn, void *ctx, uint64_t arg, unsigned flags,
 		   nemo_mcast **handle);
 
 /**
+ * nemo_multicast, waiting no later than abstime (CLOCK_MONOTONIC; NULL:
+ * no deadline).  When the deadline passes first the multicast goes on:
+ * *handle receives it, to finish with nemo_mcast_wait or nemo_mcast_test
+ * from the same thread (it is not released until then); on 0, *handle is
+ * set to NULL.
+ * @param flags 0 (NEMO_MCAST_ASYNC has no wait to bound: EINVAL)
+ * @return as nemo_multicast; ETIMEDOUT with *handle set; EINVAL for a
+ *         NULL handle or a malformed abstime.
+ */
+int nemo_multicast_timed(nemo_mcast_group *g, nemo_mcast_fn fn, void *ctx, uint64_t arg, unsigned flags,
+			 const struct timespec *abstime, nemo_mcast **handle);
+
+/**
  * Whether an asynchronous multicast has completed; polls the calling place
  * once.  On 0 the handle is released.
  * @return 0 (done, released); EBUSY (not yet); EINVAL for NULL; EPERM
- *         from a thread other than the one that started it.
+ *         from a thread other than the one that started it; ENOMEM (done
+ *         and released, but a member could not be reached: nemo_multicast).
  */
 int nemo_mcast_test(nemo_mcast *h);
 
@@ -179,7 +204,8 @@ int nemo_mcast_test(nemo_mcast *h);
  * place meanwhile; on 0 the handle is released.
  * @param abstime CLOCK_MONOTONIC deadline, or NULL
  * @return 0 (released); ETIMEDOUT (the handle stays valid); EINVAL for
- *         NULL or a malformed abstime; EPERM from another thread.
+ *         NULL or a malformed abstime; EPERM from another thread; ENOMEM
+ *         (released, but a member could not be reached: nemo_multicast).
  */
 int nemo_mcast_wait(nemo_mcast *h, const struct timespec *abstime);
 

@@ -47,8 +47,23 @@
  * place is not a member: then the executing place does the role inline
  * (a support gather is always combined inline under Help: tree
  * combining); and (Skip) a child bracket whose member count is 0 is not
- * entered at all: arrive(b) on its behalf.  A failed send (the place left
- * its domain) also falls back to inline.
+ * entered at all: arrive(b) on its behalf.  A send to a place that left
+ * its domain also falls back to inline.
+ *
+ * SENDS THAT RETURNED 0.  A role's message is sent as a handler sends
+ * (the source's dispatch too): it never waits, and what does not fit is
+ * kept in the sending place's overflow (nemo/domain.h), past
+ * overflow_max if need be (NEMO__SEND_KEEP_ALL: a member needs the
+ * message to run, and a multicast sends at most one per bracket).  A
+ * kept message is delivered later, or - its place left first - dropped,
+ * and then reported to this layer's undelivered callback on the sending
+ * place (on_undelivered), which does the role inline, as a send that
+ * failed at once does.  So every role is done exactly once whatever
+ * happens to its message, and the multicast completes.  A send that
+ * fails for another reason (the overflow cannot grow: ENOMEM) also falls
+ * back to inline so that the multicast completes, but the place it was
+ * for may be a member that never runs the function: the multicast
+ * records the error and returns it (nemo_mcast_wait), never 0.
  *
  * WHY EXACTLY ONCE, AND WHY IT COMPLETES
  *
@@ -174,6 +189,7 @@ struct nemo_mcast {
 	uint64_t arg;
 	nemo_place_id src;
 	pthread_t owner;
+	_Atomic int err;              /* a member may not have run (SENDS THAT RETURNED 0) */
 	_Alignas(NEMO__CACHELINE) uint64_t done;   /* atomic builtins: nemo_place_wait_for's word */
 	_Alignas(NEMO__CACHELINE) _Atomic uint32_t cnt[];
 };
@@ -561,13 +577,26 @@ static bool send_op(struct ex *ex, uint32_t op, uint32_t b, unsigned idx)
 	 * neither m nor its group may be touched (LIFETIME). */
 	struct mc_stat *st = &g->stat[ex->self];
 	NEMO__COUNT(st, messages);
-	int err = nemo_am_sendv(to, g->action, (uint64_t)(uintptr_t)ex->m, &w, sizeof w, 0);
+	struct nemo_mcast *m = ex->m;
+	/* As a handler: never waits; kept, past overflow_max if need be. */
+	nemo_place *me = nemo__place_self();
+	me->hdepth++;
+	int err = nemo__am_sendv_flags(to, g->action, (uint64_t)(uintptr_t)m, &w, sizeof w, NEMO__SEND_KEEP_ALL);
+	me->hdepth--;
 	if (err) {
 		atomic_store_explicit(&st->messages, atomic_load_explicit(&st->messages, memory_order_relaxed) - 1,
 				      memory_order_relaxed);
-		if (err != ESRCH)   /* not a departure: say so (NEMO_DEBUG) */
+		if (err != ESRCH) {
+			/* Not a departure: the place may be a member that stays
+			 * and now never runs fn.  Say so, and make the
+			 * multicast say so (SENDS THAT RETURNED 0). */
+			int zero = 0;
+			atomic_compare_exchange_strong_explicit(&m->err, &zero, err, memory_order_relaxed,
+								memory_order_relaxed);
 			nemo__fail(err, "nemo_multicast", "a message to place %#llx failed: its part is done "
-				   "by place index %u instead", (unsigned long long)to, ex->self);
+				   "by place index %u instead, and the multicast reports it", (unsigned long long)to,
+				   ex->self);
+		}
 		return false;
 	}
 	return true;
@@ -665,6 +694,34 @@ static void on_message(const nemo_am_msg *msg, void *ctx)
 		complete(&ex, w & BR_MASK);
 		break;
 	case OP_DONE:
+		__atomic_store_n(&m->done, 1, __ATOMIC_RELEASE);
+		break;
+	default:
+		break;
+	}
+}
+
+/* A kept message whose place left before it could be queued (SENDS THAT
+ * RETURNED 0): do its role here, as send_op's callers do for a send that
+ * failed at once.  Runs on the sending place, as a handler. */
+static void on_undelivered(const nemo_am_msg *msg, int err, void *ctx)
+{
+	(void)err;
+	(void)ctx;
+	struct nemo_mcast *m = (struct nemo_mcast *)(uintptr_t)msg->arg;
+	uint32_t w;
+	if (msg->len != sizeof w)
+		return;
+	memcpy(&w, msg->payload, sizeof w);
+	struct ex ex = { m, nemo_place_index(msg->src), msg->src };
+	switch (w >> OP_SHIFT) {
+	case OP_ENTER:
+		enter(&ex, w & BR_MASK);
+		break;
+	case OP_COMPLETE:
+		complete(&ex, w & BR_MASK);
+		break;
+	case OP_DONE:   /* the source left: nobody waits, but say it is done */
 		__atomic_store_n(&m->done, 1, __ATOMIC_RELEASE);
 		break;
 	default:
@@ -847,6 +904,10 @@ int nemo_mcast_group_create(nemo_domain *d, const nemo_mcast_attr *attr, nemo_mc
 		return err;        /* nemo_action_register's text */
 	}
 	g->action = a.action;
+	if ((err = nemo_action_set_undelivered(d, a.action, on_undelivered, g)) != 0) {
+		group_free(g);
+		return err;
+	}
 	if (g->service && (err = services_start(g)) != 0) {
 		group_free(g);
 		return err;        /* services_start's text */
@@ -908,22 +969,35 @@ static bool mcast_done(struct nemo_mcast *m)
 	return __atomic_load_n(&m->done, __ATOMIC_ACQUIRE) != 0;
 }
 
-int nemo_multicast(nemo_mcast_group *g, nemo_mcast_fn fn, void *ctx, uint64_t arg, unsigned flags,
-		   nemo_mcast **handle)
+/* Release a completed multicast: 0, or the error it recorded (SENDS THAT
+ * RETURNED 0) with its text for fn. */
+static int mcast_finish(struct nemo_mcast *m, const char *fn)
+{
+	int err = atomic_load_explicit(&m->err, memory_order_relaxed);
+	mcast_release(m);
+	if (err)
+		return nemo__fail(err, fn, "the multicast completed, but a message to a member could not be sent "
+				  "or kept (%s): that member may not have run the function",
+				  err == ENOMEM ? "out of memory" : "see NEMO_DEBUG=1");
+	return 0;
+}
+
+static int mcast_start(nemo_mcast_group *g, nemo_mcast_fn fn, void *ctx, uint64_t arg, unsigned flags,
+		       nemo_mcast **handle, struct nemo_mcast **out, const char *fname)
 {
 	if (!g || !fn)
-		return NEMO__FAIL(EINVAL, "%s is NULL", g ? "fn" : "g");
+		return nemo__fail(EINVAL, fname, "%s is NULL", g ? "fn" : "g");
 	if (flags & ~(unsigned)NEMO_MCAST_ASYNC)
-		return NEMO__FAIL(EINVAL, "flags 0x%x: unknown bits (NEMO_MCAST_ASYNC)", flags);
+		return nemo__fail(EINVAL, fname, "flags 0x%x: unknown bits (NEMO_MCAST_ASYNC)", flags);
 	if ((flags & NEMO_MCAST_ASYNC) && !handle)
-		return NEMO__FAIL(EINVAL, "NEMO_MCAST_ASYNC without a handle");
+		return nemo__fail(EINVAL, fname, "NEMO_MCAST_ASYNC without a handle");
 	nemo_place *me = nemo__place_self();
 	if (!me)
-		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
+		return nemo__fail(ENOTCONN, fname, "the calling thread is not a place (nemo_place_join first)");
 	if (me->d != g->d)
-		return NEMO__FAIL(EXDEV, "the calling place belongs to another domain than the group");
+		return nemo__fail(EXDEV, fname, "the calling place belongs to another domain than the group");
 	if (!(flags & NEMO_MCAST_ASYNC) && me->hdepth)
-		return NEMO__FAIL(EDEADLK, "a multicast waits, and this is a handler (use NEMO_MCAST_ASYNC)");
+		return nemo__fail(EDEADLK, fname, "a multicast waits, and this is a handler (use NEMO_MCAST_ASYNC)");
 	pthread_mutex_lock(&g->lock);
 	struct mc_topo *t = atomic_load_explicit(&g->topo, memory_order_relaxed);
 	atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
@@ -932,7 +1006,7 @@ int nemo_multicast(nemo_mcast_group *g, nemo_mcast_fn fn, void *ctx, uint64_t ar
 	struct nemo_mcast *m = aligned_alloc(NEMO__CACHELINE, NEMO__LINES(sz));
 	if (!m) {
 		topo_put(t);
-		return NEMO__FAIL(ENOMEM, "cannot allocate the multicast's state (%zu bytes)", sz);
+		return nemo__fail(ENOMEM, fname, "cannot allocate the multicast's state (%zu bytes)", sz);
 	}
 	atomic_fetch_add_explicit(&g->in_flight, 1, memory_order_relaxed);
 	*m = (struct nemo_mcast){ .g = g, .t = t, .fn = fn, .ctx = ctx, .arg = arg,
@@ -940,19 +1014,56 @@ int nemo_multicast(nemo_mcast_group *g, nemo_mcast_fn fn, void *ctx, uint64_t ar
 				  .src = nemo_place_self(), .owner = pthread_self(), .done = 0 };
 	for (uint32_t i = 0; i < t->nb; i++)
 		atomic_init(&m->cnt[i], t->cnt0[i]);
+	atomic_init(&m->err, 0);
 	struct ex ex = { m, nemo_place_index(m->src), m->src };
 	if (t->nb == 0)
 		finish(&ex);        /* no member: done */
 	else
 		dispatch_enter(&ex, t->root);
+	*out = m;
+	return 0;
+}
+
+int nemo_multicast(nemo_mcast_group *g, nemo_mcast_fn fn, void *ctx, uint64_t arg, unsigned flags,
+		   nemo_mcast **handle)
+{
+	struct nemo_mcast *m;
+	int err = mcast_start(g, fn, ctx, arg, flags, handle, &m, __func__);
+	if (err)
+		return err;
 	if (flags & NEMO_MCAST_ASYNC) {
 		*handle = m;
 		return 0;
 	}
 	while (!mcast_done(m))
 		nemo_place_wait_for(&m->done, 0, NULL, NULL);
-	mcast_release(m);
-	return 0;
+	return mcast_finish(m, __func__);
+}
+
+int nemo_multicast_timed(nemo_mcast_group *g, nemo_mcast_fn fn, void *ctx, uint64_t arg, unsigned flags,
+			 const struct timespec *abstime, nemo_mcast **handle)
+{
+	if (!handle)
+		return NEMO__FAIL(EINVAL, "handle is NULL: a multicast whose deadline passes goes on, and is "
+				  "finished through it");
+	*handle = NULL;
+	if (flags & NEMO_MCAST_ASYNC)
+		return NEMO__FAIL(EINVAL, "NEMO_MCAST_ASYNC: an asynchronous multicast has no wait to bound "
+				  "(nemo_mcast_wait takes a deadline)");
+	int err = nemo__check_deadline(__func__, CLOCK_MONOTONIC, abstime);
+	if (err)
+		return err;
+	struct nemo_mcast *m;
+	if ((err = mcast_start(g, fn, ctx, arg, flags, handle, &m, __func__)) != 0)
+		return err;
+	while (!mcast_done(m)) {
+		err = nemo_place_wait_for(&m->done, 0, abstime, NULL);
+		if (err == ETIMEDOUT && !mcast_done(m)) {
+			*handle = m;
+			return ETIMEDOUT;
+		}
+	}
+	return mcast_finish(m, __func__);
 }
 
 int nemo_mcast_test(nemo_mcast *h)
@@ -965,8 +1076,7 @@ int nemo_mcast_test(nemo_mcast *h)
 		nemo_poll(NULL);
 	if (!mcast_done(h))
 		return EBUSY;        /* an outcome: no text (fail.h) */
-	mcast_release(h);
-	return 0;
+	return mcast_finish(h, __func__);
 }
 
 int nemo_mcast_wait(nemo_mcast *h, const struct timespec *abstime)
@@ -985,6 +1095,5 @@ int nemo_mcast_wait(nemo_mcast *h, const struct timespec *abstime)
 		if (err)
 			return err;     /* its text (EINVAL: a malformed abstime) */
 	}
-	mcast_release(h);
-	return 0;
+	return mcast_finish(h, __func__);
 }

@@ -48,6 +48,27 @@ int nemo_action_register(nemo_domain *d, uint32_t action, nemo_am_handler fn, vo
 	return err;
 }
 
+int nemo_action_set_undelivered(nemo_domain *d, uint32_t action, nemo_am_undelivered fn, void *ctx)
+{
+	int err = nemo__domain_check(d);
+	if (err)
+		return err;
+	pthread_mutex_lock(&d->lock);
+	if (atomic_load_explicit(&d->magic, memory_order_relaxed) != NEMO__DOMAIN_MAGIC)
+		err = NEMO__FAIL(EIDRM, "the domain was destroyed");
+	else if (action >= d->A)
+		err = NEMO__FAIL(ERANGE, "action %u is out of range: the domain has max_actions %u", action, d->A);
+	else if (!atomic_load_explicit(&d->adt[action].fn, memory_order_relaxed))
+		err = NEMO__FAIL(ENOENT, "action %u has no handler (nemo_action_register first)", action);
+	else {
+		/* ctx first: a report that loads this fn (acquire) sees it. */
+		atomic_store_explicit(&d->adt[action].undelivered_ctx, ctx, memory_order_relaxed);
+		atomic_store_explicit(&d->adt[action].undelivered, fn, memory_order_release);
+	}
+	pthread_mutex_unlock(&d->lock);
+	return err;
+}
+
 static bool action_ok(struct nemo_domain *d, uint32_t action)
 {
 	return atomic_load_explicit(&d->adt[action].fn, memory_order_acquire) != NULL;
@@ -195,6 +216,16 @@ int nemo_am_sendv(nemo_place_id dest, uint32_t id, uint64_t arg, const void *pay
 int nemo_am_send(nemo_place_id dest, uint32_t id, uint64_t arg, unsigned flags)
 {
 	return nemo_am_sendv(dest, id, arg, NULL, 0, flags);
+}
+
+int nemo__am_sendv_flags(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload, size_t len,
+			 unsigned flags)
+{
+	nemo_place *me = nemo__place_self();
+	if (!me)
+		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
+	int err = nemo__am_check_args(payload, len, flags & NEMO__SEND_FLAGS, "nemo_am_sendv");
+	return err ? err : send_one(me, dest, id, arg, payload, len, flags, 0, "nemo_am_sendv");
 }
 
 int nemo_am_sendv_timed(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload, size_t len,

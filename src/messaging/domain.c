@@ -268,6 +268,7 @@ int nemo_domain_get_counters(nemo_domain *d, nemo_domain_counters *out)
 			SUM(kicks_skipped, c_kicks_skipped);
 			SUM(grants, c_grants);
 			SUM(grant_revokes, c_grant_revokes);
+			SUM(room_kicks, c_room_kicks);
 			SUM(full_waits, c_full_waits);
 			SUM(send_failures, c_send_failures);
 			SUM(interrupts, c_interrupts);
@@ -426,6 +427,12 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 				atomic_store_explicit(&p->dl_bucket[k], 0, memory_order_relaxed);
 			p->ovf = NULL;
 			p->ovf_head = p->ovf_tail = p->ovf_cap = p->ovf_n = 0;
+			p->ovf_undelivered = 0;
+			p->ovf_reporting = false;
+			memset(p->ovf_rmask, 0, sizeof p->ovf_rmask);
+			p->leaving = false;
+			p->in_irq = false;
+			p->send_by = NULL;
 			atomic_store_explicit(&p->efd, -1, memory_order_relaxed);
 			atomic_store_explicit(&p->fd_armed, 0, memory_order_relaxed);
 			for (unsigned h = 0; h < NEMO__HOT; h++)
@@ -535,26 +542,43 @@ int nemo_place_leave(void)
 	nemo__busy_enter(me);
 	/* Kept sends first (overflow.c, OVERFLOW): delivered, waiting for
 	 * room as a blocking send does, or dropped and counted if their
-	 * receiver left.  Then deferred sends: their receivers must hear of
-	 * them. */
+	 * receiver left. */
 	nemo__ovf_flush_all(me);
-	nemo__ovf_free(me);
-	for (unsigned r = 0; r < d->P; r++) {
-		nemo__out *o = nemo__out_of(d, me->idx, r);
-		nemo__out_settle(me, o);   /* bound sends not yet counted (bound.c) */
-		if (o->deferred)
-			nemo__publish(me, r, false);
-	}
 	nemo__fd_close(me);         /* no kicker writes it once we are gone */
-	NEMO__INVARIANT(me->ovf_n == 0 && !me->ovf, "the overflow was not emptied before the leave");
 	NEMO__INVARIANT(atomic_load_explicit(&me->status, memory_order_relaxed) == nemo__status(me->gen, NEMO__ST_ACTIVE),
 			"a leaving place is not ACTIVE (FREE -> ACTIVE -> LEAVING -> FREE)");
 	atomic_store_explicit(&me->irq_on, 0, memory_order_seq_cst);           /* Q1 */
 	nemo__irq_quiesce(me);      /* no signal reaches the thread once we are gone */
 	atomic_store_explicit(&me->status, nemo__status(me->gen, NEMO__ST_LEAVING),
 			      memory_order_seq_cst);                        /* L1 */
+	me->leaving = true;       /* every drain from here on is final (queue.c) */
 	nemo__asym_heavy();       /* every sender's S3 now sees L1, or L2 its entry */
-	nemo__drain(me, NEMO_AM_CTX_POLL, true);                            /* L2 */
+	/* L2: the final drain, and what its handlers kept (a reply into a
+	 * full queue) delivered before we go - waiting for room with final
+	 * drains - until neither is left (overflow.c, OVERFLOW, K2). */
+	for (;;) {
+		unsigned got = nemo__drain(me, NEMO_AM_CTX_POLL, true);    /* L2 */
+		if (!got && !me->ovf_n)
+			break;
+		nemo__ovf_flush_all(me);
+	}
+	nemo__ovf_free(me);
+	/* Deferred sends (ours and our handlers'): their receivers must hear
+	 * of them. */
+	for (unsigned r = 0; r < d->P; r++) {
+		nemo__out *o = nemo__out_of(d, me->idx, r);
+		nemo__out_settle(me, o);   /* bound sends not yet counted (bound.c) */
+		if (o->deferred)
+			nemo__publish(me, r, false);
+		/* Nothing kept for r is left, so nothing may hold r's sends to
+		 * this index (its next occupant's) or ask r for room. */
+		NEMO__INVARIANT(!atomic_load_explicit(&nemo__link_of(d, r, me->idx)->held, memory_order_relaxed),
+				"held still set by a place that leaves with an empty overflow");
+		atomic_store_explicit(&nemo__link_of(d, r, me->idx)->held, 0, memory_order_relaxed);
+		atomic_store_explicit(&nemo__link_of(d, r, me->idx)->room, 0, memory_order_relaxed);
+	}
+	NEMO__INVARIANT(me->ovf_n == 0 && !me->ovf && !me->ovf_undelivered,
+			"the overflow was not emptied before the leave");
 	_Atomic uint64_t *row = nemo__hint_row(d, me->idx), *grow = nemo__grant_row(d, me->idx);
 	for (unsigned k = 0; k < d->HW; k++) {
 		atomic_store_explicit(&row[k], 0, memory_order_relaxed);
@@ -592,7 +616,12 @@ int nemo_place_set_context(void *ctx)
 	nemo_place *me = tls_place;
 	if (!me)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
+	/* A nemo call of the place: excludes the progress thread's drains
+	 * (which read the context for their handlers) and the interrupt
+	 * handler's. */
+	nemo__busy_enter(me);
 	me->user_ctx = ctx;
+	nemo__busy_exit(me);
 	return 0;
 }
 

@@ -68,6 +68,11 @@ void nemo__busy_exit_slow(nemo_place *me)
 		atomic_store_explicit(&me->busy, b, memory_order_relaxed);
 		return;
 	}
+	/* Leaving the outermost call with sends kept: ask for a kick when
+	 * room for them appears (overflow.c, ROOM KICKS); busy still holds
+	 * off the interrupt handler. */
+	if (me->ovf_n)
+		nemo__ovf_arm(me);
 	/* Leaving the outermost call: run what an interrupt deferred.  The
 	 * check after clearing busy closes the window in which a signal
 	 * sees busy set but we have already looked at irq_pending. */
@@ -118,8 +123,14 @@ static void irq_handler(int sig, siginfo_t *si, void *uc)
 	 * not signal again, so what remains queued must be handled now. */
 	while (nemo__drain(me, NEMO_AM_CTX_INTERRUPT, false) || nemo__pending(me))
 		;
-	if (me->ovf_n)
-		nemo__ovf_flush(me);    /* what its handlers kept (overflow.c, OVERFLOW) */
+	if (me->ovf_n) {
+		/* What its handlers kept (overflow.c, OVERFLOW), and a kick when
+		 * room for the rest appears: the thread goes back to computing. */
+		me->in_irq = true;
+		nemo__ovf_flush(me);
+		nemo__ovf_arm(me);
+		me->in_irq = false;
+	}
 	atomic_signal_fence(memory_order_seq_cst);
 	atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
 	errno = saved;

@@ -164,6 +164,11 @@ typedef struct nemo__link {
 	/* 1 while s keeps sends for r in its overflow (overflow.c, OVERFLOW):
 	 * then r's own sends to s wait until they are delivered. */
 	_Atomic uint32_t held;
+	/* 1 while s asks r to tell it of room in these queues: s waits for
+	 * room (queue.c, THE WAIT FOR ROOM) or keeps sends for r (overflow.c,
+	 * ROOM KICKS).  r's drain that consumed something clears it and
+	 * kicks s. */
+	_Atomic uint32_t room;
 } nemo__link;
 
 /* Sender-private state of one link (in the sender's row; it carries
@@ -190,7 +195,9 @@ typedef struct nemo__ovf_entry {
 	uint8_t len;                  /* payload bytes */
 	unsigned char payload[NEMO_AM_PAYLOAD_MAX + 8];
 } nemo__ovf_entry;
-enum { NEMO__OVF_DONE = 0, NEMO__OVF_RING = 1, NEMO__OVF_NF = 2 };
+/* DONE: delivered, or dropped and reported; DROPPED: dropped, its report
+ * (the action's undelivered callback) not yet made (overflow.c). */
+enum { NEMO__OVF_DONE = 0, NEMO__OVF_RING = 1, NEMO__OVF_NF = 2, NEMO__OVF_DROPPED = 3 };
 
 /* Receiver-private state of one link (in the receiver's row). */
 typedef struct nemo__in {
@@ -298,6 +305,11 @@ typedef struct nemo_place {
 	 * [ovf_head, ovf_tail), ovf_n of them not yet delivered. */
 	nemo__ovf_entry *ovf;
 	uint32_t ovf_head, ovf_tail, ovf_cap, ovf_n;
+	uint32_t ovf_undelivered;     /* DROPPED entries whose report is still to be made */
+	bool ovf_reporting;           /* the reports are running (no nested run) */
+	uint64_t ovf_rmask[NEMO_PLACES_MAX / 64];  /* receivers with kept entries */
+	bool leaving;                 /* past L1 (domain.c): every drain is final */
+	bool in_irq;                  /* the interrupt handler runs on this place now (irq.c) */
 	/* This index's rows as a receiver (set at join): the queues from
 	 * sender s are in_row[s], link_row[s], ring_row + s * R. */
 	nemo__in *in_row;
@@ -312,6 +324,7 @@ typedef struct nemo_place {
 	_Atomic uint64_t c_overflowed, c_ovf_dropped, c_kicks_fd;
 	_Atomic uint64_t c_poll_checks, c_poll_check_handled, c_kicks_deferred;
 	_Atomic uint64_t c_grants, c_grant_revokes;
+	_Atomic uint64_t c_room_kicks;
 
 	/* Notification delays (NEMO_DOMAIN_DELAYS; src/poll/delay.c): owner
 	 * writes, relaxed; bucket k counts delays in [2^k, 2^(k+1)) ns. */
@@ -319,10 +332,13 @@ typedef struct nemo_place {
 	_Atomic uint64_t dl_bucket[NEMO__DELAY_BUCKETS];
 } nemo_place;
 
-/* An action of the ADT (am.c). */
+/* An action of the ADT (am.c), and what its kept sends report when they
+ * cannot be delivered (nemo_action_set_undelivered; overflow.c). */
 typedef struct nemo__action {
 	_Atomic(nemo_am_handler) fn;
 	void *ctx;
+	_Atomic(nemo_am_undelivered) undelivered;
+	void *_Atomic undelivered_ctx;
 } nemo__action;
 
 /* Resolve id (action or NEMO_AM_EVENT) for dest into a meta word with
@@ -330,6 +346,11 @@ typedef struct nemo__action {
  * 0 or the error of nemo_am_sendv. */
 int nemo__am_resolve(struct nemo_domain *d, nemo_place_id dest, uint32_t id, size_t len, uint32_t *meta,
 		     const char *fn);
+
+/* nemo_am_sendv for layers above with internal flags (NEMO__SEND_KEEP_ALL;
+ * am.c): a local dest only, no check of the flags. */
+int nemo__am_sendv_flags(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload, size_t len,
+			 unsigned flags);
 
 /* Is a binding a notification's (bound.c)? */
 bool nemo__bound_is_notify(const nemo_am_bound *b);
@@ -481,6 +502,11 @@ static inline __attribute__((always_inline)) bool nemo__granted(_Atomic uint64_t
 	return atomic_load_explicit(g, memory_order_relaxed) & bit;
 }
 
+/* Internal, never a user's (the public calls refuse it): a handler's send
+ * that does not fit is kept even past overflow_max (the multicast layer's
+ * messages, which a member needs to run its function: src/mcast). */
+#define NEMO__SEND_KEEP_ALL (1u << 31)
+
 /* The send flags every send accepts: 0, or EINVAL with the text for fn. */
 #define NEMO__SEND_FLAGS ((unsigned)(NEMO_PUSH | NEMO_NONBLOCK | NEMO_MORE))
 static inline int nemo__check_flags(unsigned flags, const char *fn)
@@ -549,7 +575,7 @@ static inline void nemo__busy_exit(nemo_place *me)
 		atomic_store_explicit(&me->busy, b - 1, memory_order_relaxed);
 		return;
 	}
-	if (__builtin_expect(b == 1 && !nemo__holds_plock &&
+	if (__builtin_expect(b == 1 && !nemo__holds_plock && !me->ovf_n &&
 			     !atomic_load_explicit(&me->irq_pending, memory_order_relaxed), 1)) {
 		atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
 		atomic_signal_fence(memory_order_seq_cst);
@@ -625,10 +651,17 @@ bool nemo__ring_take_back(nemo__link *lk, nemo__slot *hs, uint32_t seq, uint32_t
 int nemo__wait_room(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r, unsigned flags,
 		    bool (*room)(void *), void *arg);
 
-/* One round of a wait for room (queue.c): serve our own queues (handlers
- * run nested, counted in serve_depth), deliver what the overflow can,
- * relax, and yield every 64th round n. */
-void nemo__serve_round(nemo_place *me, unsigned n);
+/* R1 of THE WAIT FOR ROOM for the overflow (queue.c): ask every
+ * receiver we keep sends for to tell us of room (link.room); true when a
+ * flag was newly set (then the asymmetric barrier must follow before we
+ * look at their queues again). */
+bool nemo__ovf_ask(nemo_place *me);
+
+/* Before the place stops calling nemo with kept sends (a sleep, the end
+ * of an interrupt, of a progress pass, of its outermost call): make sure
+ * room for them will kick it (overflow.c, ROOM KICKS): R1, R2, and the
+ * overflow delivered once more. */
+void nemo__ovf_arm(nemo_place *me);
 
 /* Enqueue n one-slot messages (same meta, args[i]) from me to dest, as
  * nemo__msg_send does one: returns 0 or the error that stopped it, with

@@ -36,16 +36,30 @@
  *       EAGAIN marks that receiver's queue stuck for the rest of the pass
  *       (its later entries stay behind it); ESRCH (the receiver left) or
  *       ENOENT (a notification handler gone) drops the entry, counted in
- *       overflow_dropped and logged under NEMO_DEBUG; then one
- *       publication (S4, S5) per receiver that got something.  Run by
- *       nemo_poll, every try of nemo_place_wait, every round of a wait for
- *       room, the end of an interrupt, and nemo_place_leave (which waits
- *       until everything is delivered or dropped).
+ *       overflow_dropped, logged under NEMO_DEBUG, and - for a message
+ *       - reported after the pass to its action's undelivered callback
+ *       (nemo_action_set_undelivered), run on this place as a handler;
+ *       then one publication (S4, S5) per receiver that got something.
+ *       Run by nemo_poll, every try of nemo_place_wait, every round of a
+ *       wait for room, the end of an interrupt, a progress-thread pass,
+ *       and nemo_place_leave (which waits until everything is delivered
+ *       or dropped, including what its final drain's handlers keep).
  *   K3  a send from outside a handler to a receiver with kept entries on
  *       that queue first waits for them (flush, serving its own queues).
- *   K4  nemo_place_wait does not sleep while ovf_n > 0: nobody would
- *       wake it when room appears (receivers do not kick senders).  It
- *       yields and tries again.
+ *   K4  ROOM KICKS: before the place stops calling nemo with entries
+ *       still kept - it sleeps, an interrupt or a progress pass ends, its
+ *       outermost nemo call returns - it asks each receiver it keeps
+ *       entries for to kick it when that receiver frees room (R1-R3 of
+ *       queue.c, THE WAIT FOR ROOM: link.room, the asymmetric barrier,
+ *       one more flush; nemo__ovf_arm).  The receiver's drain then sets
+ *       its hint bit at us and kicks us by our published state: a
+ *       sleeping place wakes, an interrupt-mode place that computes gets
+ *       a signal (whose handler flushes), a served place's progress
+ *       thread runs, an event loop's descriptor turns readable.  So a
+ *       place with kept entries may sleep, and a client never waits on
+ *       held for longer than it takes the holder to be kicked.  A place
+ *       that only polls (no interrupts, no progress thread, no waits)
+ *       delivers at its next nemo call, as it handles messages.
  *
  * THE BACKPRESSURE.  Kept entries alone would only move the unbounded
  * queue: a client that sends 10^6 tasks and never waits leaves each
@@ -65,10 +79,18 @@
  * held: then only overflow_max bounds the overflow.
  *
  * What is not guaranteed: a kept send whose receiver leaves first is
- * dropped (counted); its sender was told 0, as a receiver that left just
- * after taking a message would not have handled it either.  A place in
- * interrupt mode that computes for a long time without a nemo call keeps
- * its entries until its next call or interrupt.
+ * dropped; its sender was told 0, as a receiver that left just after
+ * taking a message would not have handled it either.  The drop reaches
+ * the sender: counted (overflow_dropped), and reported to the action's
+ * undelivered callback on the sending place (K2).  A receiver that waits
+ * for held to clear is kicked when a drop clears it (nothing else would
+ * reach it).
+ *
+ * models/overflow.pml checks K1-K4 with the leave: a reply kept during
+ * the final drain is delivered, held never stays set, and a kept entry
+ * never waits for a kick that cannot come; its broken variants (the
+ * overflow freed before the final drain, no barrier at R2, no ROOM
+ * request before sleeping) fail.
  *
  */
 #define _GNU_SOURCE
@@ -127,7 +149,7 @@ static int ovf_push(nemo_place *me, unsigned kind, nemo_place_id dest, uint32_t 
 {
 	unsigned r = nemo_place_index(dest);
 	nemo__out *o = &me->out_row[r];
-	if (me->ovf_n >= me->d->ovf_max)
+	if (!(flags & NEMO__SEND_KEEP_ALL) && me->ovf_n >= me->d->ovf_max)
 		return nemo__fail(ENOBUFS, "send", "the queue to place %#llx is full and this place's overflow "
 				  "already holds %u sends (nemo_domain_attr.overflow_max): not queued",
 				  (unsigned long long)dest, me->ovf_n);
@@ -144,8 +166,10 @@ static int ovf_push(nemo_place *me, unsigned kind, nemo_place_id dest, uint32_t 
 	if (len)
 		memcpy(e->payload, payload, len);
 	me->ovf_n++;
-	if (!o->ovf_ring && !o->ovf_nf)   /* tell r: its sends to us wait now */
+	if (!o->ovf_ring && !o->ovf_nf) {  /* tell r: its sends to us wait now */
 		atomic_store_explicit(&nemo__link_of(me->d, r, me->idx)->held, 1, memory_order_relaxed);
+		me->ovf_rmask[r / 64] |= 1ull << (r % 64);
+	}
 	if (kind == NEMO__OVF_RING)
 		o->ovf_ring++;
 	else
@@ -215,10 +239,25 @@ static int send_slow_prelude(nemo_place *me, nemo_place *dst, uint64_t st, unsig
 	return 0;
 }
 
+static bool ovf_all_done(void *p)
+{
+	return nemo__ovf_flush(p) == 0;
+}
+
 void nemo__ovf_flush_all(nemo_place *me)
 {
-	for (unsigned n = 1; nemo__ovf_flush(me); n++)
-		nemo__serve_round(me, n);
+	if (!ovf_all_done(me))
+		nemo__wait_room(me, NULL, 0, 0, 0, ovf_all_done, me);
+}
+
+void nemo__ovf_arm(nemo_place *me)
+{
+	/* R1-R3 until no new request is needed: a receiver that took our
+	 * request (and kicked) since the last one made room, so look again. */
+	while (me->ovf_n && nemo__ovf_ask(me)) {
+		nemo__asym_heavy();
+		nemo__ovf_flush(me);
+	}
 }
 
 int nemo__msg_send_slow(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,

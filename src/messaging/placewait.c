@@ -28,7 +28,7 @@
  * a descriptor) until its next nemo_poll or nemo_place_wait.
  *
  *   F1  arm: store(fd_armed, 1, seq_cst)
- *   F2  if ovf_n or nemo__pending() (seq_cst loads of the hint words):
+ *   F2  if nemo__pending() (seq_cst loads of the hint words):
  *       if exchange(fd_armed, 0) == 1, write the eventfd ourselves and
  *       fetch_add(fd_writes, 1, release): the loop comes back at once
  *   F3  a kicker (kick.c; only after S4 set its hint bit, or NEMO_PUSH)
@@ -119,7 +119,10 @@ void nemo__fd_arm(nemo_place *me)
 	NEMO__INVARIANT(atomic_load_explicit(&me->efd, memory_order_relaxed) >= 0, "armed without a descriptor");
 	nemo__grant_revoke(me);   /* the descriptor, not the queues, is watched now (queue.c) */
 	atomic_store_explicit(&me->fd_armed, 1, memory_order_seq_cst);                    /* F1 */
-	if (me->ovf_n || nemo__pending(me)) {                                               /* F2 */
+	/* Kept sends need no self-write: their receivers kick us (a write,
+	 * now that we are armed) when they free room (overflow.c, ROOM
+	 * KICKS: the caller's busy exit asks them). */
+	if (nemo__pending(me)) {                                                            /* F2 */
 		/* Undo, and make the descriptor readable: the loop comes back. */
 		if (atomic_exchange_explicit(&me->fd_armed, 0, memory_order_seq_cst))
 			fd_self_write(me);
@@ -178,12 +181,14 @@ static bool place_try_take(void *arg)
 	return n > 0;
 }
 
-/* W3: anything for us?  (the hint words and hot queues, seq_cst; and kept
- * sends, which forbid sleeping: nobody would wake us when room appears) */
+/* W3: anything for us?  (the hint words and hot queues, seq_cst.  Kept
+ * sends do not forbid the sleep: nemo__ovf_arm asked their receivers to
+ * kick us when they free room - overflow.c, ROOM KICKS - and such a kick
+ * sets a hint bit like any sender's.) */
 static bool place_pending(void *arg)
 {
 	nemo_place *me = arg;
-	return me->ovf_n || nemo__pending(me);
+	return nemo__pending(me);
 }
 
 static bool place_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *bits)
@@ -195,16 +200,13 @@ static bool place_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_
 	 * their hint bits, so W3 below finds them and the loop drains them
 	 * once more before it sleeps. */
 	nemo__grant_revoke(me);
+	/* Kept sends: their receivers kick us when they free room. */
+	if (me->ovf_n)
+		nemo__ovf_arm(me);
 	/* Sleep on the domain's word with our bit (waiter.c, SHARED WORD), so
 	 * that a broadcast wakes every sleeping place with one call. */
-	if (nemo__slot_sleep_begin(w, &me->d->bseq, place_pending, me, word, val, bits)) {  /* B1-W3 */
-		/* Pending: the futex_wait returns at once and the loop's
-		 * try_take drains (not "taken": nothing was handled yet).  With
-		 * kept sends, yield first: the receiver needs the CPU. */
-		if (me->ovf_n)
-			sched_yield();
-		return false;
-	}
+	if (nemo__slot_sleep_begin(w, &me->d->bseq, place_pending, me, word, val, bits))    /* B1-W3 */
+		return false;    /* pending: the futex_wait returns at once and try_take drains */
 	NEMO__PCOUNT(me, c_sleeps);
 	return false;                                                                      /* W4 */
 }

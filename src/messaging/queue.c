@@ -415,10 +415,162 @@ void nemo__publish_many(nemo_place *me, const unsigned *rs, size_t n, bool push)
 
 /* ------------------------------------------------------- waiting room */
 
+/*
+ * THE WAIT FOR ROOM
+ *
+ * A send that finds its queue full (or still holding a previous
+ * occupant's entries: WHO SENT IT), a send that waits for what the
+ * overflow kept (overflow.c, K3 and THE BACKPRESSURE), and the leave's
+ * delivery of its overflow all wait here: through the waiter layer's one
+ * wait loop, with the place's own policy, so a waiting sender polls for
+ * its budget and then sleeps like any waiting place.  While it polls it
+ * serves its own queues (a handler may be what the receiver waits for:
+ * cycles of full queues cannot deadlock) and delivers what its overflow
+ * can.  Before it sleeps it asks the receiver to tell it of room:
+ *
+ *   R1  store(link(r <- s).room, 1) (unless set), and the same for every
+ *       receiver its overflow keeps sends for (nemo__ovf_arm)
+ *   R2  the asymmetric barrier's heavy side (membarrier; a fence where
+ *       it is missing)
+ *   R3  look again: room now -> done, no sleep; a request taken
+ *       meanwhile (a receiver kicked, and our look may have drained the
+ *       hint bit of that kick) -> R1 again
+ *   R4  sleep as a place sleeps (placewait.c, W2-W4: publish SLEEPING,
+ *       re-check the hint words, futex_wait on the domain's word)
+ *
+ * and the receiver, after a drain of s's queues that consumed something
+ * (drain_link, the end of every drain of a link):
+ *
+ *   K1  store(ack, release) / FIFO entries given back (D5)
+ *   K2  compiler fence only (a seq_cst fence where membarrier is missing)
+ *   K3  load(link.room, relaxed): 0 -> done (the common case: one load
+ *       of a line the receiver has just written)
+ *   K4  exchange(room, 0); P (fence); S4 on OUR hint bit at s; S5 kick s
+ *
+ * Why the sender does not sleep through the room it waits for: R1;R2;R3
+ * against K1;K2;K3 is the store-buffering pattern made safe by the
+ * asymmetric barrier (THE ASYMMETRIC BARRIER, below): if K3 ran before
+ * the barrier took effect on the receiver's CPU, so did K1, and R3 sees
+ * the room; if after, K3 sees R1's flag.  Then K4 wakes the sender exactly
+ * as a sender wakes a receiver - the hint bit, then the kick chosen by the
+ * sender's published state (sleeping: FUTEX_WAKE; its eventfd; the
+ * progress thread; a signal in interrupt mode) - and R4's re-check of the
+ * hint words closes the last gap (queue.c, WHY NO WAKE-UP IS LOST).  The
+ * hint bit names a queue that may be empty: the sender's drain finds
+ * nothing there, which costs it one look.  The flag is per pair, so the
+ * receiver kicks only the senders that asked, once per asking; a stale
+ * flag (the sender found room by itself) costs one spurious kick.  The
+ * receiver pays one relaxed load per drained link, on its own line; the
+ * sender pays a membarrier only when it is about to sleep.
+ * models/overflow.pml checks the handshake with the overflow's.
+ */
+struct room_wait {
+	nemo_place *me;
+	nemo_place *dst;              /* the receiver (NULL: the leave's overflow delivery) */
+	uint64_t st;
+	unsigned r;
+	bool (*room)(void *);
+	void *arg;
+	int err;
+	bool asked;                   /* R1 was done for r */
+};
+
+static bool room_done(struct room_wait *w)
+{
+	if (w->room(w->arg)) {
+		w->err = 0;
+		return true;
+	}
+	if (w->dst && atomic_load_explicit(&w->dst->status, memory_order_acquire) != w->st) {
+		w->err = nemo__fail(ESRCH, "send", "place index %u left while this send waited for room: "
+				    "not delivered", w->r);
+		return true;
+	}
+	return false;
+}
+
+/* Serve our own queues once, deliver what the overflow can, look again. */
+static bool room_try_take(void *p)
+{
+	struct room_wait *w = p;
+	if (room_done(w))
+		return true;
+	nemo_place *me = w->me;
+	me->serve_depth++;
+	nemo__drain(me, NEMO_AM_CTX_WAIT, false);
+	me->serve_depth--;
+	if (me->ovf_n)
+		nemo__ovf_flush(me);
+	return room_done(w);
+}
+
+/* R4's re-check after SLEEPING is published (seq_cst loads). */
+static bool room_pending(void *p)
+{
+	struct room_wait *w = p;
+	return nemo__pending(w->me) || w->room(w->arg) ||
+	       (w->dst && atomic_load_explicit(&w->dst->status, memory_order_seq_cst) != w->st);
+}
+
+static bool room_sleep_begin(void *p, uint32_t **word, uint32_t *val, uint32_t *bits)
+{
+	struct room_wait *w = p;
+	nemo_place *me = w->me;
+	/* Granted queues are not watched while we sleep (THE STREAM GRANT). */
+	nemo__grant_revoke(me);
+	/* R1-R3 until every request is still standing after the look: a
+	 * receiver that took one (and kicked) made room, and our look may
+	 * have drained the hint bit of its kick. */
+	for (;;) {
+		bool fresh = false;
+		if (w->dst) {
+			_Atomic uint32_t *f = &nemo__link_of(me->d, w->r, me->idx)->room;
+			if (!atomic_load_explicit(f, memory_order_relaxed)) {
+				atomic_store_explicit(f, 1, memory_order_relaxed);         /* R1 */
+				fresh = true;
+			}
+			w->asked = true;
+		}
+		fresh |= nemo__ovf_ask(me);                                                /* R1 */
+		if (!fresh)
+			break;
+		nemo__asym_heavy();                                                        /* R2 */
+		if (room_try_take(w))                                                      /* R3 */
+			return true;
+	}
+	nemo_waiter *sw = atomic_load_explicit(&me->waiter, memory_order_relaxed);
+	if (nemo__slot_sleep_begin(sw, &me->d->bseq, room_pending, w, word, val, bits))     /* R4 */
+		return false;    /* pending: the futex_wait returns at once, try_take looks */
+	NEMO__PCOUNT(me, c_sleeps);
+	return false;
+}
+
+static void room_sleep_end(void *p)
+{
+	struct room_wait *w = p;
+	nemo__slot_awake(atomic_load_explicit(&w->me->waiter, memory_order_relaxed));
+}
+
+static uint64_t room_kicked_at(void *p)
+{
+	struct room_wait *w = p;
+	return nemo__slot_kicked_at(atomic_load_explicit(&w->me->waiter, memory_order_relaxed));
+}
+
+static const nemo__wait_ops room_ops = {
+	.try_take = room_try_take,
+	.sleep_begin = room_sleep_begin,
+	.sleep_end = room_sleep_end,
+	.kicked_at = room_kicked_at,
+	.futex_flags = NEMO_FUTEX_PRIVATE,
+};
+
 /* The queue to dst is full (or still holds a previous occupant's
- * entries: WHO SENT IT): wait for room, serving our own queues.
- * room(arg) says whether there is room now.  Returns 0, ESRCH (dst is
- * leaving: nothing more can reach it), EAGAIN, EDEADLK. */
+ * entries: WHO SENT IT): wait for room (THE WAIT FOR ROOM).  room(arg)
+ * says whether there is room now.  dst NULL: no receiver to watch (the
+ * leave's delivery of its overflow: room(arg) says when it is done).
+ * Returns 0, ESRCH (dst is leaving: nothing more can reach it), EAGAIN
+ * (NEMO_NONBLOCK), EDEADLK, ETIMEDOUT (me->send_by passed). */
 int nemo__wait_room(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r, unsigned flags,
 		     bool (*room)(void *), void *arg)
 {
@@ -429,28 +581,47 @@ int nemo__wait_room(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r, un
 				  "handler nested %d deep in waits for room: it may not wait again", r, me->serve_depth);
 	NEMO__PCOUNT(me, c_full_waits);
 	/* Make sure r knows about what fills its queue (deferred sends). */
-	nemo__publish(me, r, false);
-	for (unsigned n = 1;; n++) {
-		if (room(arg))
-			return 0;
-		if (atomic_load_explicit(&dst->status, memory_order_acquire) != st)
-			return nemo__fail(ESRCH, "send", "place index %u left while this send waited for room: "
-					  "not delivered", r);
-		nemo__serve_round(me, n);
-	}
+	if (dst)
+		nemo__publish(me, r, false);
+	struct room_wait w = { me, dst, st, r, room, arg, 0, false };
+	nemo_waiter *sw = atomic_load_explicit(&me->waiter, memory_order_relaxed);
+	nemo__slot_polling(sw);
+	int rc = nemo__wait_loop(&room_ops, &w, &me->policy, CLOCK_MONOTONIC, me->send_by, 0);
+	nemo__slot_running(sw);
+	if (w.asked)   /* a flag the receiver did not take: no kick for nothing */
+		atomic_store_explicit(&nemo__link_of(me->d, r, me->idx)->room, 0, memory_order_relaxed);
+	if (rc == ETIMEDOUT)
+		return ETIMEDOUT;   /* an outcome the caller asked for: bare (fail.h) */
+	if (rc)
+		return nemo__fail(rc, "send", "the wait for room in the queue to place index %u failed", r);
+	return w.err;
 }
 
-void nemo__serve_round(nemo_place *me, unsigned n)
+/* ROOM KICKS (THE WAIT FOR ROOM, K4): sender s asked to hear of room in
+ * its queues to us: tell it as a sender tells a receiver. */
+static __attribute__((noinline, cold)) void room_kick(nemo_place *me, nemo__link *lk, unsigned s)
 {
-	me->serve_depth++;
-	nemo__drain(me, NEMO_AM_CTX_WAIT, false);
-	me->serve_depth--;
-	if (me->ovf_n)
-		nemo__ovf_flush(me);
-	nemo_cpu_relax();
-	/* Oversubscribed: the receiver may need this CPU to make room. */
-	if (n % 64 == 0)
-		sched_yield();
+	if (!atomic_exchange_explicit(&lk->room, 0, memory_order_relaxed))
+		return;
+	struct nemo_domain *d = me->d;
+	nemo_place *snd = &d->places[s];
+	if (nemo__status_state(atomic_load_explicit(&snd->status, memory_order_acquire)) == NEMO__ST_FREE)
+		return;
+	NEMO__FENCE();                                                                     /* P */
+	if (nemo__hint_test_set(me, nemo__hint_row(d, s) + me->idx / 64, 1ull << (me->idx % 64), false))  /* S4 */
+		nemo__kick(me, snd);                                                       /* S5 */
+	NEMO__PCOUNT(me, c_room_kicks);
+}
+
+/* K2-K4 after a drain of s's queues that consumed something. */
+static inline __attribute__((always_inline)) void room_made(nemo_place *me, nemo__link *lk, unsigned s)
+{
+	if (__builtin_expect(nemo__asym, 1))
+		atomic_signal_fence(memory_order_seq_cst);                                 /* K2 */
+	else
+		NEMO__FENCE();
+	if (__builtin_expect(atomic_load_explicit(&lk->room, memory_order_relaxed) != 0, 0))   /* K3 */
+		room_kick(me, lk, s);                                                      /* K4 */
 }
 
 /* ------------------------------------------- first send (WHO SENT IT) */
@@ -1060,7 +1231,9 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 	}
 	if (am)
 		NEMO__PADD(me, c_am_handled, am);
-	publish_ack(lk, in);
+	publish_ack(lk, in);                                                 /* K1 */
+	if (n)
+		room_made(me, lk, s);                                        /* K2-K4 */
 	if (!final && n >= budget)
 		*more = true;
 	return n;
@@ -1071,6 +1244,11 @@ unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final)
 	struct nemo_domain *d = me->d;
 	unsigned total = 0;
 	bool more = false, any_left = false;
+	/* Past L1 every drain consumes by CAS (domain.c, WHY A SEND RACING A
+	 * LEAVE IS DELIVERED XOR FAILED), whoever asks: the leave's own
+	 * waits for room, a handler of the final drain that waits. */
+	if (__builtin_expect(me->leaving, 0))
+		final = true;
 	if (final) {
 		/* L2: every queue, by CAS, until a pass finds nothing. */
 		for (;;) {
@@ -1169,8 +1347,11 @@ bool nemo__pending(nemo_place *me)
 
 /* The overflow's delivery (overflow.c, OVERFLOW, keeps the sends): here,
  * beside the puts it calls, because every round of a wait for room
- * (nemo__serve_round) flushes it. */
-static void ovf_done(nemo_place *me, nemo__ovf_entry *e)
+ * (THE WAIT FOR ROOM) flushes it. */
+
+/* Entry e is settled for its receiver: delivered (DONE), or dropped
+ * (DROPPED: its report is still to be made, ovf_report). */
+static void ovf_done(nemo_place *me, nemo__ovf_entry *e, uint8_t kind)
 {
 	unsigned r = nemo_place_index(e->dest);
 	nemo__out *o = &me->out_row[r];
@@ -1180,16 +1361,101 @@ static void ovf_done(nemo_place *me, nemo__ovf_entry *e)
 		o->ovf_ring--;
 	else
 		o->ovf_nf--;
-	if (!o->ovf_ring && !o->ovf_nf)
+	if (!o->ovf_ring && !o->ovf_nf) {
 		atomic_store_explicit(&nemo__link_of(me->d, r, me->idx)->held, 0, memory_order_relaxed);
-	e->kind = NEMO__OVF_DONE;
+		me->ovf_rmask[r / 64] &= ~(1ull << (r % 64));
+	}
+	e->kind = kind;
 	me->ovf_n--;
+	if (kind == NEMO__OVF_DROPPED)
+		me->ovf_undelivered++;
+}
+
+bool nemo__ovf_ask(nemo_place *me)
+{
+	bool fresh = false;
+	for (unsigned w = 0; w < NEMO_PLACES_MAX / 64; w++)
+		for (uint64_t x = me->ovf_rmask[w]; x; x &= x - 1) {
+			unsigned r = w * 64 + (unsigned)__builtin_ctzll(x);
+			_Atomic uint32_t *f = &nemo__link_of(me->d, r, me->idx)->room;
+			if (!atomic_load_explicit(f, memory_order_relaxed)) {
+				atomic_store_explicit(f, 1, memory_order_relaxed);
+				fresh = true;
+			}
+		}
+	return fresh;
+}
+
+/* Wake place index r as a sender does (P, S4, S5): a receiver whose kept
+ * sends were dropped may wait for held to clear (overflow.c). */
+static void ovf_kick_idx(nemo_place *me, unsigned r)
+{
+	struct nemo_domain *d = me->d;
+	NEMO__FENCE();                                                       /* P */
+	if (nemo__hint_test_set(me, nemo__hint_row(d, r) + me->idx / 64, 1ull << (me->idx % 64), false))
+		nemo__kick(me, &d->places[r]);
+}
+
+/* Report the DROPPED entries to their actions' undelivered callbacks
+ * (nemo_action_set_undelivered), in order, each run as a handler of this
+ * place (hdepth: its sends never wait).  A callback may send and be kept,
+ * which may move the array: after each one, look again from the head. */
+static void ovf_report(nemo_place *me)
+{
+	if (me->ovf_reporting)
+		return;           /* a callback's own nemo call: the outer loop goes on */
+	me->ovf_reporting = true;
+	struct nemo_domain *d = me->d;
+	while (me->ovf_undelivered) {
+		uint32_t i = me->ovf_head;
+		while (i < me->ovf_tail && me->ovf[i].kind != NEMO__OVF_DROPPED)
+			i++;
+		NEMO__INVARIANT(i < me->ovf_tail, "an undelivered entry counted but not in the overflow");
+		if (i >= me->ovf_tail) {
+			me->ovf_undelivered = 0;
+			break;
+		}
+		nemo__ovf_entry e = me->ovf[i];
+		me->ovf[i].kind = NEMO__OVF_DONE;
+		me->ovf_undelivered--;
+		while (me->ovf_head < me->ovf_tail && me->ovf[me->ovf_head].kind == NEMO__OVF_DONE)
+			me->ovf_head++;
+		if (me->ovf_head == me->ovf_tail)
+			me->ovf_head = me->ovf_tail = 0;
+		uint32_t action = nemo__meta_action(e.meta);
+		nemo_am_undelivered fn = atomic_load_explicit(&d->adt[action].undelivered, memory_order_acquire);
+		if (!fn)
+			continue;
+		void *ctx = atomic_load_explicit(&d->adt[action].undelivered_ctx, memory_order_relaxed);
+		uint32_t ev1 = nemo__meta_event1(e.meta);
+		nemo_am_msg m = { .src = me->id, .dest = e.dest, .action = action,
+				  .event = ev1 ? ev1 - 1 : NEMO_AM_NO_EVENT, .arg = e.arg,
+				  .context = me->in_irq ? NEMO_AM_CTX_INTERRUPT : NEMO_AM_CTX_POLL,
+				  .place_ctx = me->user_ctx };
+		const unsigned char *pl = e.payload;
+		size_t len = e.len;
+		if (e.meta & NEMO__META_TAGGED) {   /* a reply: its tag first (am.c) */
+			memcpy(&m.tag, pl, sizeof m.tag);
+			m.is_reply = true;
+			pl += sizeof m.tag;
+			len -= sizeof m.tag;
+		}
+		m.payload = len ? pl : NULL;
+		m.len = len;
+		me->hdepth++;
+		fn(&m, ESRCH, ctx);
+		me->hdepth--;
+	}
+	me->ovf_reporting = false;
 }
 
 uint32_t nemo__ovf_flush(nemo_place *me)
 {
-	if (!me->ovf_n)
+	if (!me->ovf_n) {
+		if (__builtin_expect(me->ovf_undelivered != 0, 0))
+			ovf_report(me);
 		return 0;
+	}
 	struct nemo_domain *d = me->d;
 	/* Receivers whose queue is still full in this pass: their later
 	 * entries wait too (order).  And those we sent to (to publish). */
@@ -1198,7 +1464,7 @@ uint32_t nemo__ovf_flush(nemo_place *me)
 	bool any = false;
 	for (uint32_t i = me->ovf_head; i < me->ovf_tail && me->ovf_n; i++) {
 		nemo__ovf_entry *e = &me->ovf[i];
-		if (e->kind == NEMO__OVF_DONE)
+		if (e->kind != NEMO__OVF_RING && e->kind != NEMO__OVF_NF)
 			continue;
 		unsigned r = nemo_place_index(e->dest);
 		uint64_t *stuck = e->kind == NEMO__OVF_RING ? stuck_ring : stuck_nf, bit = 1ull << (r % 64);
@@ -1222,16 +1488,21 @@ uint32_t nemo__ovf_flush(nemo_place *me)
 			/* The receiver left (or, for a notification, cleared its
 			 * handler) after the send was kept: it cannot be
 			 * delivered, and its sender has been told 0.  Count it,
-			 * and say so under NEMO_DEBUG. */
+			 * say so under NEMO_DEBUG, and report it to the action's
+			 * undelivered callback after this pass (ovf_report). */
 			NEMO__PCOUNT(me, c_ovf_dropped);
 			nemo__fail(err, "overflow", "a kept %s to place %#llx could not be delivered: dropped "
 				   "(counted in overflow_dropped)", e->kind == NEMO__OVF_RING ? "message" : "notification",
 				   (unsigned long long)e->dest);
-		} else {
-			sent[r / 64] |= 1ull << (r % 64);
-			any = true;
+			bool was_held = me->out_row[r].ovf_ring + me->out_row[r].ovf_nf == 1;
+			ovf_done(me, e, e->kind == NEMO__OVF_RING ? NEMO__OVF_DROPPED : NEMO__OVF_DONE);
+			if (was_held)   /* r may wait for held to clear, and nothing reaches it */
+				ovf_kick_idx(me, r);
+			continue;
 		}
-		ovf_done(me, e);
+		sent[r / 64] |= 1ull << (r % 64);
+		any = true;
+		ovf_done(me, e, NEMO__OVF_DONE);
 	}
 	while (me->ovf_head < me->ovf_tail && me->ovf[me->ovf_head].kind == NEMO__OVF_DONE)
 		me->ovf_head++;
@@ -1248,5 +1519,7 @@ uint32_t nemo__ovf_flush(nemo_place *me)
 			}
 		nemo__publish_many(me, rs, n, false);
 	}
+	if (__builtin_expect(me->ovf_undelivered != 0, 0))
+		ovf_report(me);
 	return me->ovf_n;
 }

@@ -93,8 +93,13 @@ static unsigned pass(struct nemo_progress *p)
 			nemo__holds_plock = true;      /* handlers' nemo calls: locked already */
 			atomic_store_explicit(&x->busy, 1, memory_order_relaxed);
 			unsigned n = nemo__drain(x, NEMO_AM_CTX_PROGRESS, false);
-			if (x->ovf_n)
+			if (x->ovf_n) {
+				/* Kept sends: delivered now, or a kick (of this
+				 * thread, the place being served) when room for
+				 * them appears (overflow.c, ROOM KICKS). */
 				nemo__ovf_flush(x);
+				nemo__ovf_arm(x);
+			}
 			atomic_store_explicit(&x->busy, 0, memory_order_relaxed);
 			nemo__holds_plock = false;
 			nemo__tls_place = NULL;
