@@ -115,5 +115,19 @@ must_pass xproc.pml -DDEATH -DMAXSPUR=2
 must_fail xproc.pml -DBROKEN_KICK_FIRST                 # S2 before S1
 must_fail xproc.pml -DBROKEN_CHECK_FIRST                # W3 before W2
 must_fail xproc.pml -DDEATH -DBROKEN_DEATH_KICK_FIRST   # D3 before D2
+# The overflow and the wait for room (src/messaging/overflow.c, queue.c,
+# THE WAIT FOR ROOM): a worker that keeps replies for a client is kicked
+# when the client frees room - sleeping, or computing in interrupt mode -
+# and a leave delivers what its final drain kept.
+must_pass overflow.pml
+must_pass overflow.pml -DFENCED
+must_pass overflow.pml -DIRQ
+must_pass overflow.pml -DLEAVE
+must_pass overflow.pml -DCAP=2 -DNREQ=5
+must_fail overflow.pml -DBROKEN_NO_ASK                 # sleep without asking for room
+must_fail overflow.pml -DBROKEN_NO_BARRIER             # no membarrier at R2
+must_fail overflow.pml -DIRQ -DBROKEN_NO_BARRIER
+must_fail overflow.pml -DBROKEN_NO_REASK               # a taken request not made again
+must_fail overflow.pml -DLEAVE -DBROKEN_FREE_EARLY     # overflow freed before the final drain
 echo "check_models: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -85,20 +85,34 @@
  * every later send from that place to the same receiver on the same
  * queue until the overflow has drained (order is kept).  The overflow is
  * delivered, in order, as room appears: whenever the place polls, waits,
- * serves its queues in a blocking send, at the end of an interrupt, and
- * before a send from outside a handler to the same receiver (which waits
- * for it).  A place whose overflow is not empty does not sleep in
- * nemo_place_wait: it yields the CPU and retries.  nemo_place_leave
- * delivers it before the place goes (waiting for room as a blocking send
- * does).  Bound: nemo_domain_attr.overflow_max entries per place (default
- * 65536, 80 bytes each: 5 MiB); a send beyond it fails with ENOBUFS and
- * is not queued.  A kept send whose receiver leaves before it could be
- * delivered is dropped - its sender had been told 0 - and counted
- * (overflow_dropped; with NEMO_DEBUG=1 each one is logged).  So the usual
- * request/reply pattern (workers reply from their handlers, nemo_am_reply)
- * needs no flow control written by the user.  An interrupt-mode place
- * that goes on computing delivers its overflow at its next nemo call or
- * interrupt.
+ * serves its queues in a blocking send, at the end of an interrupt or of
+ * a progress-thread pass, and before a send from outside a handler to the
+ * same receiver (which waits for it).  A place that stops calling nemo
+ * with sends kept (it sleeps, its call returns, an interrupt ends) asks
+ * their receivers to kick it when they free room, so it delivers them
+ * then: asleep it wakes, an interrupt-mode place that computes gets a
+ * signal, a served place's progress thread runs, an event loop's
+ * descriptor turns readable (a place that only polls delivers at its next
+ * nemo call).  nemo_place_leave delivers the overflow before the place
+ * goes, waiting for room as a blocking send does, and so what the
+ * handlers of its last drain keep too.  Bound:
+ * nemo_domain_attr.overflow_max entries per place (default 65536, 80
+ * bytes each: 5 MiB); a send beyond it fails with ENOBUFS and is not
+ * queued.  A kept send whose receiver leaves before it could be delivered
+ * is dropped - its sender had been told 0 - and the drop reaches the
+ * sender: counted (overflow_dropped; with NEMO_DEBUG=1 each one is
+ * logged), and a message is reported to its action's undelivered
+ * callback on the sending place (nemo_action_set_undelivered, nemo/am.h).
+ * So the usual request/reply pattern (workers reply from their handlers,
+ * nemo_am_reply) needs no flow control written by the user.
+ *
+ * Sends that wait.  A send from outside a handler that finds its queue
+ * full waits for room: it polls for its place's wait-policy budget,
+ * serving its own queues (handlers run meanwhile), then sleeps until the
+ * receiver frees room (the receiver's drain wakes it: no CPU is used
+ * while it waits).  NEMO_NONBLOCK returns EAGAIN instead, and
+ * nemo_am_send_timed / nemo_notify_timed (nemo/am.h, nemo/notify.h) give
+ * up at a deadline with ETIMEDOUT.
  *
  * Sends from any thread.  nemo_domain_am_send and nemo_domain_notify work
  * in any thread: one that is not a place joins the domain as a place, once,

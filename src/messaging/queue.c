@@ -1377,6 +1377,9 @@ bool nemo__ovf_ask(nemo_place *me)
 	for (unsigned w = 0; w < NEMO_PLACES_MAX / 64; w++)
 		for (uint64_t x = me->ovf_rmask[w]; x; x &= x - 1) {
 			unsigned r = w * 64 + (unsigned)__builtin_ctzll(x);
+			NEMO__INVARIANT(me->out_row[r].ovf_ring + me->out_row[r].ovf_nf > 0 &&
+					atomic_load_explicit(&nemo__link_of(me->d, r, me->idx)->held, memory_order_relaxed),
+					"a receiver in the overflow's mask with nothing kept for it, or without held");
 			_Atomic uint32_t *f = &nemo__link_of(me->d, r, me->idx)->room;
 			if (!atomic_load_explicit(f, memory_order_relaxed)) {
 				atomic_store_explicit(f, 1, memory_order_relaxed);
@@ -1521,5 +1524,6 @@ uint32_t nemo__ovf_flush(nemo_place *me)
 	}
 	if (__builtin_expect(me->ovf_undelivered != 0, 0))
 		ovf_report(me);
+	NEMO__INVARIANT(me->ovf_n <= me->ovf_tail - me->ovf_head, "more kept sends counted than the overflow holds");
 	return me->ovf_n;
 }
