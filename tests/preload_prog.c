@@ -275,7 +275,7 @@ static void *sem_sig_waiter(void *p)
  * own registered (once, under NEMO_WAIT=spin, the thread's exit jumped
  * into a dead frame). */
 static sigjmp_buf jump_env;
-static atomic_int jumped, jump_cleanup;
+static atomic_int jump_armed, jumped, jump_cleanup;
 static void on_usr2_jump(int sig)
 {
 	(void)sig;
@@ -291,8 +291,13 @@ static void jump_cleanup_ran(void *p)
 static void *sem_jump_waiter(void *p)
 {
 	pthread_cleanup_push(jump_cleanup_ran, NULL);
-	if (sigsetjmp(jump_env, 1) == 0)
+	if (sigsetjmp(jump_env, 1) == 0) {
+		/* Only now may the handler jump here: a signal that came before
+		 * sigsetjmp jumped to an unset jump_env (seen under load, when
+		 * this thread had not run 20 ms after its creation). */
+		atomic_store(&jump_armed, 1);
 		sem_wait(p);                   /* never posted */
+	}
 	/* No second jump: main may signal once more before it sees this. */
 	sigset_t usr2;
 	sigemptyset(&usr2);
@@ -446,6 +451,8 @@ static void semaphores(void)
 	EXPECT(sem_init(&nobody, 0, 0) == 0);
 	pthread_t tj;
 	pthread_create(&tj, NULL, sem_jump_waiter, &nobody);
+	while (!atomic_load(&jump_armed))
+		nanosleep(&ms20, NULL);
 	while (!atomic_load(&jumped)) {
 		nanosleep(&ms20, NULL);
 		if (!atomic_load(&jumped))
