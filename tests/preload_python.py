@@ -416,8 +416,14 @@ def interrupted_acquire(rounds=5):
             lock = threading.Lock()
             lock.acquire()
             stop = threading.Event()
+            waiting = threading.Event()
 
             def killer():
+                # Not before the main thread is past t.start(): a signal
+                # raised out of start() (seen on a loaded machine, where
+                # start() waited longer than the first 20 ms) is not the
+                # acquire's.
+                waiting.wait()
                 while not stop.wait(0.02):
                     os.kill(os.getpid(), signal.SIGUSR1)
 
@@ -425,6 +431,7 @@ def interrupted_acquire(rounds=5):
             t.start()
             raised = False
             try:
+                waiting.set()
                 lock.acquire()      # never released: only a signal ends it
             except Interrupted:
                 raised = True
