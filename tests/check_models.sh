@@ -115,5 +115,11 @@ must_pass xproc.pml -DDEATH -DMAXSPUR=2
 must_fail xproc.pml -DBROKEN_KICK_FIRST                 # S2 before S1
 must_fail xproc.pml -DBROKEN_CHECK_FIRST                # W3 before W2
 must_fail xproc.pml -DDEATH -DBROKEN_DEATH_KICK_FIRST   # D3 before D2
+# A send waiting for room (xproc.c, THE WAIT FOR ROOM): the sender sleeps
+# on its own word with its bit in the receiver's room mask; the receiver
+# frees a slot, then reads the mask and kicks.  Never asleep with room.
+must_pass xproc.pml -DROOM -DSENDS=3 -DMAXSPUR=2
+must_fail xproc.pml -DROOM -DBROKEN_ROOM_CHECK_FIRST    # C2 before C1
+must_fail xproc.pml -DROOM -DBROKEN_ROOM_WANT_LATE      # R1 after W3
 echo "check_models: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
