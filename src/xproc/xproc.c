@@ -3,18 +3,25 @@
  * named shared-memory segment, shared futexes, peer death, and a segment
  * that a hostile peer cannot turn into memory corruption.
  *
+ * The folder's files (segment.h has the map): publish.c makes the
+ * segment appear under its name whole; procs.c owns the process table,
+ * liveness and the reclaim of a dead process (D1-D4); names.c the name
+ * table.  This file owns the rings, the two sleeps (a receiver's, and a
+ * sender's wait for room) and the public calls.
+ *
  * THE SEGMENT.  Four tables, at offsets computed from the geometry
  * (procs P, places N, ring slots R, names M), each record on its own
  * cache line(s):
  *
  *   header   magic, version, size, P N R M, creator uid/gid; and `deaths`
  *            (line 1), bumped once per reclaimed process
- *   procs[P]     word (0 free; pid: live; pid | RECLAIM: being reclaimed),
- *                start (the process's start time, clock ticks since boot)
+ *   procs[P]     word (64 bits: 0 free, else the process's pid and start
+ *                time, and RECLAIM while it is being reclaimed; procs.c)
  *   places[N]    line A: wstate (the futex word: RUNNING, POLLING,
- *                SLEEPING); line B: word (gen:16 | owner:8 | state:8;
- *                states FREE, CLAIM, LIVE, DEAD), name (6 words)
- *   names[M]     state (0 free, 1 claiming, 2 ready), name (6 words)
+ *                SLEEPING), room (bit s: place s waits for room in its
+ *                ring to this one); line B: word (gen:16 | owner:8 |
+ *                state:8; states FREE, CLAIM, LIVE, DEAD), name (6 words)
+ *   names[M]     state (0 free, a claimer's identity, READY), name (names.c)
  *   rings[N][N]  ring (s, r): R slots of one cache line each, written by
  *                place s's owner and read by place r's owner
  *
@@ -35,9 +42,21 @@
  * reduced with the private mask.  Every loop is bounded by the private
  * geometry (a drain takes at most R slots of a ring per round; a scan
  * visits each record once), and every sleep has a deadline (waits sleep
- * in slices of at most 100 ms).  A slot that fails validation is
- * consumed, counted (rejected) and reported (EBADMSG): it is never
- * handed to a handler.
+ * in slices of at most 100 ms, a send waiting for room in slices of
+ * 10 ms; the one wait on another process's progress, a name being
+ * entered, ends with EBUSY after 10 s: names.c).  A slot that fails
+ * validation is consumed, counted (rejected) and reported (EBADMSG): it
+ * is never handed to a handler.
+ *
+ * DEADLINES count as the in-process waits count them (src/waiter/wait.c,
+ * ticks_until; segment.h, xp_deadline_ns): validated first (tv_nsec out
+ * of range: EINVAL), a deadline in the past - tv_sec < 0 included - times
+ * out at once, and one too far to count in 64 bits of ns is "never".  No
+ * product overflows.  This holds for nemo_xproc_wait (and nemo_place_wait
+ * on a shared place, which comes here) and for the timed sends
+ * (nemo_am_send_timed, nemo_am_sendv_timed, nemo_notify_timed: their
+ * wait for room).  A deadline is only looked at when there is something
+ * to wait for: a wait first drains, a send with room sends.
  *
  * THE RING (seq per slot, as Vyukov's bounded queue, single producer and
  * single consumer).  Slot k starts with seq = k.  The producer at
@@ -45,7 +64,8 @@
  * it writes the fields (relaxed), then S1: seq = p + 1 (seq_cst), p++.
  * The consumer at c: slot c & (R-1) is full iff seq == c + 1 (acquire,
  * or seq_cst in the re-check W3); it copies the fields into private
- * memory, validates the copy, then seq = c + R (release), c++.  The
+ * memory, then C1: seq = c + R (seq_cst), c++, and C2 (THE WAIT FOR
+ * ROOM), and only then validates the copy and runs its handler.  The
  * acquire of seq pairs with the producer's seq store, so the fields are
  * those written for this position (unless a peer scribbles: then the
  * copy fails validation, or is a wrong but well-formed message).
@@ -54,8 +74,9 @@
  * futex).  The receiver polls by its policy (nemo__wait_loop), then:
  *
  *   W2  wstate = SLEEPING            exchange, seq_cst
- *   W3  look at every ring into r    seq loads, seq_cst; and `deaths`
- *       pending: wstate = RUNNING (relaxed) and return without sleeping
+ *   W3  look at every ring into r    seq loads, seq_cst; `deaths`; our
+ *                                    own place word (OUR OWN PLACE)
+ *       anything: wstate = RUNNING (relaxed), and do not sleep
  *   W4  futex_wait(wstate, SLEEPING), shared, deadline <= 100 ms
  *   W5  wstate = RUNNING             relaxed
  *
@@ -73,40 +94,96 @@
  * senders, spurious wake-ups and a death, and fails for the two
  * reorderings (S2 before S1; W3 before W2).
  *
- * PEER DEATH.  Each handle keeps a pidfd per peer process slot (opened
- * when it first sees the slot's pid) and checks a peer's start time
- * against /proc/PID/stat, so a pid reused by another process is not
- * taken for the peer.  A peer is dead when its pidfd is readable (it
- * exited, or is a zombie), or pidfd_open fails with ESRCH, or the start
- * time differs.  Checks run at attach, in nemo_xproc_check, in a send
- * that waits for room (every 10 ms), and in a wait whose slice ended.
- * The reclaim, by whoever wins the CAS procs[k].word: pid -> pid|RECLAIM
- * (anyone may redo it later, every step is idempotent):
+ * THE WAIT FOR ROOM.  A blocking send that finds its slot taken (the
+ * ring holds R unread messages) waits through the same wait loop, on its
+ * OWN place's wstate - so that it also wakes for messages to its place,
+ * which it serves meanwhile (drain), and for deaths:
  *
- *   D1  every place owned by k, CLAIM or LIVE: CAS word -> DEAD (same gen)
- *   D2  deaths += 1 (seq_cst RMW)
- *   D3  every LIVE place that sleeps: CAS SLEEPING -> RUNNING and wake
- *   D4  procs[k].word = 0 (CAS from pid|RECLAIM): the slot is free
+ *   R1  room(d) |= bit(s)            seq_cst RMW on the receiver's line A,
+ *                                    once, when the wait begins
+ *   W1-W5 as above, the condition being: the slot at our position is
+ *       free (W3: its seq loaded seq_cst), or a message to us, or
+ *       `deaths` moved, or the receiver's place word is not the LIVE one
+ *       we send to, or our own place word changed
+ *   R3  room(d) &= ~bit(s)           relaxed, when the wait ends
  *
- * D2 before D3 is the same store-then-look as S1-S2: a waiter's W3 reads
- * `deaths`, so it either sees the bump or is kicked by D3 (the model's
- * death process).  A waiter then returns EOWNERDEAD (once per bump); a
- * send to a DEAD place returns EOWNERDEAD; a send waiting for room in a
- * ring to a place whose owner is found dead reclaims it and returns
- * EOWNERDEAD.  Rings to and from a DEAD place are reset by the next
- * join of its index, which bumps the generation, so that a restarted
- * process can attach and join again.
+ *   C1  seq = c + R                  the consumer frees a slot, seq_cst
+ *   C2  load room(own line A)        seq_cst; bit s set: S2-S3 on place
+ *                                    s's wstate (before the handler runs)
+ *
+ * Why the sender is never left asleep with room: R1, W2 and W3 against
+ * C1 and C2 is the store-then-look of S1-S2 again (all seq_cst).  The
+ * slot the sender waits for is freed by the consumer's very next C1 (a
+ * full ring: the consumer is exactly R behind).  If W3 does not see that
+ * C1, W3 precedes C1 in the total order, so R1 and W2 precede C2 and the
+ * kick's S2: the receiver sees the bit (only the sender clears it, at
+ * R3, after its wait) and its S2 sees SLEEPING (or a later store: the
+ * sender is awake).  Leave is the other way room can come (the sender
+ * must give up: ESRCH): L1 the leaver's CAS of its word (seq_cst), L2 it
+ * loads its room mask (seq_cst) and kicks each waiter, against W3's load
+ * of the receiver's word.  The receiver's death: D1 precedes D3, which
+ * kicks every sleeping place (procs.c); and each 10 ms slice that passes
+ * checks the receiver's process (procs.c, LIVENESS), so a receiver
+ * killed before anyone reclaimed it is found within a slice.
+ * models/xproc.pml -DROOM checks R1-R3/C1-C2 with spurious wake-ups, and
+ * fails when C2 comes before C1 or the bit is published after W3.
+ * The poll phase runs once per send (the place's policy: its budget);
+ * later slices sleep at once (NEMO_WAIT_BLOCK), so a blocked send costs
+ * one wake-up per slice, not a CPU.  NEMO_XPROC_NONBLOCK (NEMO_NONBLOCK)
+ * returns EAGAIN at once, and so does a send from a handler (handlers
+ * never wait); a send past its deadline returns ETIMEDOUT having queued
+ * nothing.  Cost on the receiving side: C1 is a seq_cst store instead of
+ * a release, and C2 one load of the receiver's own line, per consumed
+ * slot; a kick only while a sender waits.  A peer can set room bits:
+ * spurious kicks, which the waiter layer tolerates.
+ *
+ * OUR OWN PLACE.  A live process can find its place reclaimed: another
+ * process took it for dead (only a hostile peer can make that happen
+ * since procs.c's identity words), or the index was joined again after
+ * that.  Its rings are then someone else's, or about to be reset for
+ * someone else: a send into them would be rejected and could put the
+ * new owner's ring out of step (a stale slot a lap ahead of its
+ * producer), a drain would take the new owner's messages.  So every
+ * send, poll and wait compares our place word with (our gen, our slot,
+ * LIVE) first and returns EOWNERDEAD, with a text saying so, when it
+ * differs; a drain compares it again after each slot's seq (acquire):
+ * a joiner's claim of our index precedes the seq stores of the senders
+ * that found it LIVE, so a slot of the new owner's is never taken.  The
+ * check before a send's write is a load of our own line B; a reclaim
+ * between it and the write can put one stale slot into the reset ring
+ * (JOIN AND LEAVE: the new receiver rejects it, the producer steps over
+ * it) - one per send, and the next send fails.  D3 kicks every sleeping
+ * place, DEAD ones included, and W3 reads our word, so a sleeper learns
+ * it at once.  The cure is the caller's: detach, attach and join again.
+ *
+ * PEER DEATH (procs.c has the rules).  A peer is dead when the one
+ * liveness check of nemo (platform/proc.h), asked about the identity in
+ * its process word, says so: a pid reused by another process is not
+ * taken for the peer, and a live process is not taken for a dead one
+ * that had its pid.  Checks run at attach, in nemo_xproc_check, in a
+ * send that waits for room (every slice), and in a wait whose slice
+ * ended.  D2 (deaths += 1) before D3 (kick every sleeping place) is the
+ * same store-then-look as S1-S2: a waiter's W3 reads `deaths`, so it
+ * either sees the bump or is kicked by D3 (the model's death process).
+ * A waiter then returns EOWNERDEAD (once per bump); a send to a DEAD
+ * place returns EOWNERDEAD; a send waiting for room in a ring to a place
+ * whose owner is found dead reclaims it and returns EOWNERDEAD.  Rings
+ * to and from a DEAD place are reset by the next join of its index,
+ * which bumps the generation, so that a restarted process can attach
+ * and join again.
  *
  * JOIN AND LEAVE.  Join: CAS word (FREE or DEAD, gen g) -> (g+1, me,
  * CLAIM) - of an index whose rings out hold nothing unread if there is
  * one, else of any (the unread are counted in `dropped`); reset the rings
- * into and out of the index (seq of slot k = k);
- * wstate = RUNNING; name; word = (g+1, me, LIVE) (seq_cst); then, if
- * another LIVE place has the same name, leave again (EEXIST).  Senders
- * check the destination's word (LIVE, their generation) before they
- * write, and reset their private position when the generation they knew
- * changed; receivers do the same for each sender's index.  Leave: CAS
- * (g, me, LIVE) -> (g, 0, FREE).  A send whose check passed just
+ * into and out of the index (seq of slot k = k), its room mask, and its
+ * bit in every other place's room mask (a waiter that died waiting
+ * left it); wstate = RUNNING; name; word = (g+1, me, LIVE) (seq_cst);
+ * then, if another LIVE place has the same name, leave again (EEXIST).
+ * Senders check the destination's word (LIVE, their generation) before
+ * they write, and reset their private position when the generation they
+ * knew changed; receivers do the same for each sender's index.  Leave:
+ * L1 CAS (g, me, LIVE) -> (g, 0, FREE), L2 kick the senders waiting for
+ * room (above).  A send whose check passed just
  * before its destination left and a new place joined at the same index
  * may write into the reset ring, at its old position k; the new receiver
  * rejects it when it gets there (wrong dst generation) and frees the
@@ -929,9 +1006,8 @@ int nemo_xproc_get_counters(nemo_xproc *x, nemo_xproc_counters *out)
 /* ------------------------------------------------------------------ */
 
 /* OUR OWN PLACE: is p's word still the one its join published?  Not if
- * another process took ours for dead and reclaimed it (rightly: we are
- * a zombie's thread; or wrongly: a hostile peer), or rewrote it, or if
- * another place has joined the index since. */
+ * another process took ours for dead and reclaimed it, or a peer
+ * rewrote it, or another place has joined the index since. */
 static inline bool own_ok(nemo_xproc_place *p, memory_order mo)
 {
 	return atomic_load_explicit(&place_at(p->x, p->idx)->word, mo) == pw_make(p->gen, p->x->me, P_LIVE);
