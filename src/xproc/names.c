@@ -49,6 +49,7 @@
 #include <errno.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define NAME_WAIT_NS 10000000000ull       /* a live claimer not done after this: EBUSY */
 #define NAP_MAX_NS 10000000L              /* the longest nap between two looks at a claimer */
@@ -74,8 +75,11 @@ static void name_write(struct seg_name *n, const uint32_t w[NAME_WORDS])
 /* Settle slot n for the name w: 0 if the slot is (now) the name's;
  * ENOENT if it holds another name; EBUSY (with its text) if a live
  * claimer did not finish within NAME_WAIT_NS. */
-static int settle(nemo_xproc *x, struct seg_name *n, uint32_t i, const uint32_t w[NAME_WORDS])
+static int settle(struct seg_name *n, uint32_t i, const uint32_t w[NAME_WORDS])
 {
+	/* The calling process's identity, not the handle's: a child of fork
+	 * may enter names through its copy of its parent's handle. */
+	uint64_t me = xp_ident(getpid(), nemo__proc_self_start());
 	uint64_t st = atomic_load_explicit(&n->state, memory_order_acquire);
 	nemo__proc_ref claimer = { .pid = 0, .fd = -1, .start = 0, .dead = true };
 	uint64_t claimer_of = 0, give_up = 0;
@@ -83,7 +87,7 @@ static int settle(nemo_xproc *x, struct seg_name *n, uint32_t i, const uint32_t 
 	int rc;
 	for (unsigned spin = 0;; spin++) {
 		if (st == 0) {
-			if (atomic_compare_exchange_strong_explicit(&n->state, &st, x->ident, memory_order_acq_rel,
+			if (atomic_compare_exchange_strong_explicit(&n->state, &st, me, memory_order_acq_rel,
 								    memory_order_acquire)) {    /* N1 */
 				name_write(n, w);
 				rc = 0;
@@ -102,7 +106,7 @@ static int settle(nemo_xproc *x, struct seg_name *n, uint32_t i, const uint32_t 
 			claimer_of = st;
 		}
 		if (nemo__proc_dead(&claimer)) {
-			if (atomic_compare_exchange_strong_explicit(&n->state, &st, x->ident, memory_order_acq_rel,
+			if (atomic_compare_exchange_strong_explicit(&n->state, &st, me, memory_order_acq_rel,
 								    memory_order_acquire)) {    /* take over */
 				name_write(n, w);
 				rc = 0;
@@ -143,7 +147,7 @@ int nemo_xproc_name(nemo_xproc *x, const char *name, uint32_t *code)
 	uint32_t h = name_hash(w);
 	for (uint32_t k = 0; k < x->nnames; k++) {
 		uint32_t i = (h + k) % x->nnames;
-		int rc = settle(x, name_at(x, i), i, w);
+		int rc = settle(name_at(x, i), i, w);
 		if (rc == 0)
 			*code = i;
 		if (rc != ENOENT)

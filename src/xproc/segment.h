@@ -98,6 +98,8 @@ _Static_assert(sizeof(struct seg_slot) == LINE, "a slot is one cache line");
 _Static_assert(sizeof(struct seg_place) == 2 * LINE, "a place is two lines");
 _Static_assert(sizeof(struct seg_proc) == LINE, "a process record is one line");
 _Static_assert(NEMO_XPROC_PLACES_MAX <= 64, "the room mask has a bit per place");
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && sizeof(long long) == sizeof(uint64_t),
+	       "a word shared between processes must be lock-free (no lock lives in the segment)");
 
 static inline uint32_t pw_gen(uint32_t w) { return w >> 16; }
 static inline uint32_t pw_owner(uint32_t w) { return (w >> 8) & 0xFFu; }
