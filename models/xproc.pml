@@ -27,6 +27,23 @@
  *   -DBROKEN_KICK_FIRST   the sender reads wstate before S1
  *   -DBROKEN_CHECK_FIRST  the receiver re-checks (W3) before W2
  *   -DDEATH -DBROKEN_DEATH_KICK_FIRST   the reclaimer kicks before D2
+ *
+ * -DROOM checks the other sleep instead (xproc.c, THE WAIT FOR ROOM): a
+ * sender that finds its ring full sleeps on its own place's futex word
+ * until the receiver frees a slot.  The ring has one slot, full at the
+ * start; the sender sends SENDS messages, waiting for room before each;
+ * the receiver takes SENDS + 1.
+ *   sender    R1 want = 1 (its bit in the receiver's room mask, seq_cst RMW)
+ *             try: room -> done; W2 swstate = SLEEPING; W3 room? ->
+ *             swstate = RUNNING, retry; W4 futex_wait; W5 swstate = RUNNING
+ *             R3 want = 0; S1 ringfull = 1 (its message)
+ *   receiver  C1 ringfull = 0 (the slot's seq, seq_cst); C2 load want,
+ *             and if set, S2-S3 on the sender's word
+ * An invalid end state is the sender asleep with room in its ring (the
+ * receiver then blocks for ever on an empty ring).  Broken variants:
+ *   -DROOM -DBROKEN_ROOM_CHECK_FIRST  the receiver reads want before C1
+ *   -DROOM -DBROKEN_ROOM_WANT_LATE    the sender publishes want after its
+ *                                     W3 re-check (per sleep)
  */
 #define RUNNING  0
 #define SLEEPING 2
@@ -93,6 +110,7 @@ proctype reclaimer() {
 }
 #endif
 
+#ifndef ROOM
 active proctype receiver() {
 	byte seen = 0;
 	bit death_seen = 0;
@@ -141,3 +159,82 @@ init {
 #endif
 	}
 }
+#else /* ROOM */
+
+#ifndef SENDS
+#define SENDS 2
+#endif
+
+byte swstate = RUNNING;
+bit ringfull = 1;        /* the ring's one slot */
+bit want = 0;        /* the sender's bit in the receiver's room mask */
+bit squeued = 0;     /* the sender is in futex_wait */
+byte sspur = 0;
+byte taken = 0;
+
+inline skick() {
+	if
+	:: atomic { swstate == SLEEPING -> swstate = RUNNING };  /* S2 + S3 CAS */
+	   atomic { if :: squeued -> squeued = 0 :: else -> skip fi }   /* FUTEX_WAKE */
+	:: else -> skip
+	fi
+}
+
+proctype room_sender() {
+	byte n = 0;
+	do
+	:: n == SENDS -> break
+	:: else ->
+		if
+		:: ringfull ->
+#ifndef BROKEN_ROOM_WANT_LATE
+			want = 1;                                    /* R1 */
+#endif
+			do
+			:: !ringfull -> break                            /* try: room */
+			:: else ->
+				swstate = SLEEPING;                      /* W2 */
+				if
+				:: !ringfull -> swstate = RUNNING            /* W3: room, do not sleep */
+				:: else ->
+#ifdef BROKEN_ROOM_WANT_LATE
+					want = 1;
+#endif
+					atomic { if :: swstate == SLEEPING -> squeued = 1 :: else -> skip fi };  /* W4 */
+					if
+					:: squeued == 0 -> skip
+					:: atomic { squeued == 1 && sspur < MAXSPUR -> squeued = 0; sspur++ }
+					fi;
+					swstate = RUNNING                    /* W5 */
+				fi
+			od;
+			want = 0                                     /* R3 */
+		:: else -> skip
+		fi;
+		ringfull = 1;                                        /* S1: the message */
+		n++
+	od
+}
+
+proctype room_receiver() {
+	do
+	:: taken == SENDS + 1 -> break
+	:: else ->
+		ringfull == 1;                                       /* a message to take */
+#ifdef BROKEN_ROOM_CHECK_FIRST
+		if
+		:: want -> ringfull = 0; skick()
+		:: else -> ringfull = 0
+		fi;
+#else
+		ringfull = 0;                                        /* C1 */
+		if :: want -> skick() :: else -> skip fi;         /* C2, S2-S3 */
+#endif
+		taken++
+	od
+}
+
+init {
+	atomic { run room_sender(); run room_receiver() }
+}
+#endif /* ROOM */

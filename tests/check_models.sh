@@ -129,5 +129,11 @@ must_fail overflow.pml -DBROKEN_NO_BARRIER             # no membarrier at R2
 must_fail overflow.pml -DIRQ -DBROKEN_NO_BARRIER
 must_fail overflow.pml -DBROKEN_NO_REASK               # a taken request not made again
 must_fail overflow.pml -DLEAVE -DBROKEN_FREE_EARLY     # overflow freed before the final drain
+# A send waiting for room (xproc.c, THE WAIT FOR ROOM): the sender sleeps
+# on its own word with its bit in the receiver's room mask; the receiver
+# frees a slot, then reads the mask and kicks.  Never asleep with room.
+must_pass xproc.pml -DROOM -DSENDS=3 -DMAXSPUR=2
+must_fail xproc.pml -DROOM -DBROKEN_ROOM_CHECK_FIRST    # C2 before C1
+must_fail xproc.pml -DROOM -DBROKEN_ROOM_WANT_LATE      # R1 after W3
 echo "check_models: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

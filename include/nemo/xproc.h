@@ -48,7 +48,11 @@
  *   EOWNERDEAD  the process that owned the destination place died (kill
  *               -9, crash): the place was reclaimed.  A wait returns it
  *               once after any attached process died, so that the caller
- *               learns to check its peers (nemo_xproc_check).
+ *               learns to check its peers (nemo_xproc_check).  And every
+ *               send, poll and wait on a place of the caller's own that
+ *               another process reclaimed (it took the caller's process
+ *               for dead): such a place touches nothing any more; detach
+ *               and attach again.
  *   ESRCH       the destination place left (or never existed).
  *   EPROTO      the segment is not a nemo segment of this version, or
  *               its header disagrees with its size.
@@ -145,9 +149,14 @@ typedef struct nemo_xproc_counters {
 
 /**
  * Create the shared domain `name` (a POSIX shm name without the slash:
- * [A-Za-z0-9._-], at most 200 bytes) and attach the calling process.
- * @return 0; EEXIST if it exists; EINVAL for a bad name or attr; the
- *         errors of shm_open, ftruncate, mmap.
+ * [A-Za-z0-9._-], at most 200 bytes, not . or ..) and attach the calling
+ * process.  The segment is built unnamed and appears under the name
+ * complete, or not at all: of processes that "create, else attach" at
+ * once, one creates and the others find a valid header; a creator that
+ * dies midway leaves the name free.
+ * @return 0; EEXIST if it exists (or another process published it
+ *         first); EINVAL for a bad name or attr; the errors of
+ *         open(O_TMPFILE) in /dev/shm, ftruncate, mmap, linkat.
  */
 int nemo_xproc_create(const char *name, const nemo_xproc_attr *attr, nemo_xproc **out);
 
@@ -203,9 +212,14 @@ nemo_xproc_id nemo_xproc_self(const nemo_xproc_place *p);
 int nemo_xproc_find(nemo_xproc *x, const char *name, nemo_xproc_id *id);
 
 /**
- * The code of `name` in the segment's name table, entered if new.
+ * The code of `name` in the segment's name table, entered if new.  A
+ * name has one code in every process: a call that meets the name's slot
+ * being entered by another process waits for it as long as that process
+ * lives, and takes the slot over if it died.
  * @return 0; ENOSPC (table full); EINVAL (bad name); EBADMSG (the table
- *         is corrupt).
+ *         is corrupt); EBUSY (the process entering the slot is alive and
+ *         has not finished after 10 s - stopped, or a hostile peer:
+ *         nothing entered, try again).
  */
 int nemo_xproc_name(nemo_xproc *x, const char *name, uint32_t *code);
 
@@ -246,10 +260,14 @@ int nemo_xproc_set_policy(nemo_xproc_place *p, const nemo_wait_policy *pol);
 
 /**
  * Send an active message from place p to place dst.  Blocking (flags 0):
- * a full ring waits for room while serving p's own incoming messages,
- * and fails with EOWNERDEAD as soon as dst's process is found dead.
- * From inside a handler a full ring returns EAGAIN.
- * @return 0 once in dst's ring; EOWNERDEAD; ESRCH (also for an id that
+ * a full ring waits for room - polling by p's policy, then asleep on p's
+ * shared futex until dst's owner takes a message - while serving p's
+ * own incoming messages, and fails with EOWNERDEAD once dst's process is
+ * found dead (within 10 ms), ESRCH if dst leaves.  From inside a handler
+ * a full ring returns EAGAIN.  For a deadline, send to
+ * nemo_xproc_place_id(x, dst) with nemo_am_send_timed (nemo/am.h).
+ * @return 0 once in dst's ring; EOWNERDEAD (dst's process died, or p was
+ *         reclaimed: another process took ours for dead); ESRCH (also for an id that
  *         no place ever had); EAGAIN (NONBLOCK or in a handler); EMSGSIZE
  *         (len > NEMO_XPROC_PAYLOAD_MAX); EINVAL; ENOTCONN (p was
  *         inherited across fork: its sends would be the parent's).

@@ -3,18 +3,25 @@
  * named shared-memory segment, shared futexes, peer death, and a segment
  * that a hostile peer cannot turn into memory corruption.
  *
+ * The folder's files (segment.h has the map): publish.c makes the
+ * segment appear under its name whole; procs.c owns the process table,
+ * liveness and the reclaim of a dead process (D1-D4); names.c the name
+ * table.  This file owns the rings, the two sleeps (a receiver's, and a
+ * sender's wait for room) and the public calls.
+ *
  * THE SEGMENT.  Four tables, at offsets computed from the geometry
  * (procs P, places N, ring slots R, names M), each record on its own
  * cache line(s):
  *
  *   header   magic, version, size, P N R M, creator uid/gid; and `deaths`
  *            (line 1), bumped once per reclaimed process
- *   procs[P]     word (0 free; pid: live; pid | RECLAIM: being reclaimed),
- *                start (the process's start time, clock ticks since boot)
+ *   procs[P]     word (64 bits: 0 free, else the process's pid and start
+ *                time, and RECLAIM while it is being reclaimed; procs.c)
  *   places[N]    line A: wstate (the futex word: RUNNING, POLLING,
- *                SLEEPING); line B: word (gen:16 | owner:8 | state:8;
- *                states FREE, CLAIM, LIVE, DEAD), name (6 words)
- *   names[M]     state (0 free, 1 claiming, 2 ready), name (6 words)
+ *                SLEEPING), room (bit s: place s waits for room in its
+ *                ring to this one); line B: word (gen:16 | owner:8 |
+ *                state:8; states FREE, CLAIM, LIVE, DEAD), name (6 words)
+ *   names[M]     state (0 free, a claimer's identity, READY), name (names.c)
  *   rings[N][N]  ring (s, r): R slots of one cache line each, written by
  *                place s's owner and read by place r's owner
  *
@@ -35,9 +42,21 @@
  * reduced with the private mask.  Every loop is bounded by the private
  * geometry (a drain takes at most R slots of a ring per round; a scan
  * visits each record once), and every sleep has a deadline (waits sleep
- * in slices of at most 100 ms).  A slot that fails validation is
- * consumed, counted (rejected) and reported (EBADMSG): it is never
- * handed to a handler.
+ * in slices of at most 100 ms, a send waiting for room in slices of
+ * 10 ms; the one wait on another process's progress, a name being
+ * entered, ends with EBUSY after 10 s: names.c).  A slot that fails
+ * validation is consumed, counted (rejected) and reported (EBADMSG): it
+ * is never handed to a handler.
+ *
+ * DEADLINES count as the in-process waits count them (src/waiter/wait.c,
+ * ticks_until; segment.h, xp_deadline_ns): validated first (tv_nsec out
+ * of range: EINVAL), a deadline in the past - tv_sec < 0 included - times
+ * out at once, and one too far to count in 64 bits of ns is "never".  No
+ * product overflows.  This holds for nemo_xproc_wait (and nemo_place_wait
+ * on a shared place, which comes here) and for the timed sends
+ * (nemo_am_send_timed, nemo_am_sendv_timed, nemo_notify_timed: their
+ * wait for room).  A deadline is only looked at when there is something
+ * to wait for: a wait first drains, a send with room sends.
  *
  * THE RING (seq per slot, as Vyukov's bounded queue, single producer and
  * single consumer).  Slot k starts with seq = k.  The producer at
@@ -45,7 +64,8 @@
  * it writes the fields (relaxed), then S1: seq = p + 1 (seq_cst), p++.
  * The consumer at c: slot c & (R-1) is full iff seq == c + 1 (acquire,
  * or seq_cst in the re-check W3); it copies the fields into private
- * memory, validates the copy, then seq = c + R (release), c++.  The
+ * memory, then C1: seq = c + R (seq_cst), c++, and C2 (THE WAIT FOR
+ * ROOM), and only then validates the copy and runs its handler.  The
  * acquire of seq pairs with the producer's seq store, so the fields are
  * those written for this position (unless a peer scribbles: then the
  * copy fails validation, or is a wrong but well-formed message).
@@ -54,8 +74,9 @@
  * futex).  The receiver polls by its policy (nemo__wait_loop), then:
  *
  *   W2  wstate = SLEEPING            exchange, seq_cst
- *   W3  look at every ring into r    seq loads, seq_cst; and `deaths`
- *       pending: wstate = RUNNING (relaxed) and return without sleeping
+ *   W3  look at every ring into r    seq loads, seq_cst; `deaths`; our
+ *                                    own place word (OUR OWN PLACE)
+ *       anything: wstate = RUNNING (relaxed), and do not sleep
  *   W4  futex_wait(wstate, SLEEPING), shared, deadline <= 100 ms
  *   W5  wstate = RUNNING             relaxed
  *
@@ -73,40 +94,96 @@
  * senders, spurious wake-ups and a death, and fails for the two
  * reorderings (S2 before S1; W3 before W2).
  *
- * PEER DEATH.  Each handle keeps a pidfd per peer process slot (opened
- * when it first sees the slot's pid) and checks a peer's start time
- * against /proc/PID/stat, so a pid reused by another process is not
- * taken for the peer.  A peer is dead when its pidfd is readable (it
- * exited, or is a zombie), or pidfd_open fails with ESRCH, or the start
- * time differs.  Checks run at attach, in nemo_xproc_check, in a send
- * that waits for room (every 10 ms), and in a wait whose slice ended.
- * The reclaim, by whoever wins the CAS procs[k].word: pid -> pid|RECLAIM
- * (anyone may redo it later, every step is idempotent):
+ * THE WAIT FOR ROOM.  A blocking send that finds its slot taken (the
+ * ring holds R unread messages) waits through the same wait loop, on its
+ * OWN place's wstate - so that it also wakes for messages to its place,
+ * which it serves meanwhile (drain), and for deaths:
  *
- *   D1  every place owned by k, CLAIM or LIVE: CAS word -> DEAD (same gen)
- *   D2  deaths += 1 (seq_cst RMW)
- *   D3  every LIVE place that sleeps: CAS SLEEPING -> RUNNING and wake
- *   D4  procs[k].word = 0 (CAS from pid|RECLAIM): the slot is free
+ *   R1  room(d) |= bit(s)            seq_cst RMW on the receiver's line A,
+ *                                    once, when the wait begins
+ *   W1-W5 as above, the condition being: the slot at our position is
+ *       free (W3: its seq loaded seq_cst), or a message to us, or
+ *       `deaths` moved, or the receiver's place word is not the LIVE one
+ *       we send to, or our own place word changed
+ *   R3  room(d) &= ~bit(s)           relaxed, when the wait ends
  *
- * D2 before D3 is the same store-then-look as S1-S2: a waiter's W3 reads
- * `deaths`, so it either sees the bump or is kicked by D3 (the model's
- * death process).  A waiter then returns EOWNERDEAD (once per bump); a
- * send to a DEAD place returns EOWNERDEAD; a send waiting for room in a
- * ring to a place whose owner is found dead reclaims it and returns
- * EOWNERDEAD.  Rings to and from a DEAD place are reset by the next
- * join of its index, which bumps the generation, so that a restarted
- * process can attach and join again.
+ *   C1  seq = c + R                  the consumer frees a slot, seq_cst
+ *   C2  load room(own line A)        seq_cst; bit s set: S2-S3 on place
+ *                                    s's wstate (before the handler runs)
+ *
+ * Why the sender is never left asleep with room: R1, W2 and W3 against
+ * C1 and C2 is the store-then-look of S1-S2 again (all seq_cst).  The
+ * slot the sender waits for is freed by the consumer's very next C1 (a
+ * full ring: the consumer is exactly R behind).  If W3 does not see that
+ * C1, W3 precedes C1 in the total order, so R1 and W2 precede C2 and the
+ * kick's S2: the receiver sees the bit (only the sender clears it, at
+ * R3, after its wait) and its S2 sees SLEEPING (or a later store: the
+ * sender is awake).  Leave is the other way room can come (the sender
+ * must give up: ESRCH): L1 the leaver's CAS of its word (seq_cst), L2 it
+ * loads its room mask (seq_cst) and kicks each waiter, against W3's load
+ * of the receiver's word.  The receiver's death: D1 precedes D3, which
+ * kicks every sleeping place (procs.c); and each 10 ms slice that passes
+ * checks the receiver's process (procs.c, LIVENESS), so a receiver
+ * killed before anyone reclaimed it is found within a slice.
+ * models/xproc.pml -DROOM checks R1-R3/C1-C2 with spurious wake-ups, and
+ * fails when C2 comes before C1 or the bit is published after W3.
+ * The poll phase runs once per send (the place's policy: its budget);
+ * later slices sleep at once (NEMO_WAIT_BLOCK), so a blocked send costs
+ * one wake-up per slice, not a CPU.  NEMO_XPROC_NONBLOCK (NEMO_NONBLOCK)
+ * returns EAGAIN at once, and so does a send from a handler (handlers
+ * never wait); a send past its deadline returns ETIMEDOUT having queued
+ * nothing.  Cost on the receiving side: C1 is a seq_cst store instead of
+ * a release, and C2 one load of the receiver's own line, per consumed
+ * slot; a kick only while a sender waits.  A peer can set room bits:
+ * spurious kicks, which the waiter layer tolerates.
+ *
+ * OUR OWN PLACE.  A live process can find its place reclaimed: another
+ * process took it for dead (only a hostile peer can make that happen
+ * since procs.c's identity words), or the index was joined again after
+ * that.  Its rings are then someone else's, or about to be reset for
+ * someone else: a send into them would be rejected and could put the
+ * new owner's ring out of step (a stale slot a lap ahead of its
+ * producer), a drain would take the new owner's messages.  So every
+ * send, poll and wait compares our place word with (our gen, our slot,
+ * LIVE) first and returns EOWNERDEAD, with a text saying so, when it
+ * differs; a drain compares it again after each slot's seq (acquire):
+ * a joiner's claim of our index precedes the seq stores of the senders
+ * that found it LIVE, so a slot of the new owner's is never taken.  The
+ * check before a send's write is a load of our own line B; a reclaim
+ * between it and the write can put one stale slot into the reset ring
+ * (JOIN AND LEAVE: the new receiver rejects it, the producer steps over
+ * it) - one per send, and the next send fails.  D3 kicks every sleeping
+ * place, DEAD ones included, and W3 reads our word, so a sleeper learns
+ * it at once.  The cure is the caller's: detach, attach and join again.
+ *
+ * PEER DEATH (procs.c has the rules).  A peer is dead when the one
+ * liveness check of nemo (platform/proc.h), asked about the identity in
+ * its process word, says so: a pid reused by another process is not
+ * taken for the peer, and a live process is not taken for a dead one
+ * that had its pid.  Checks run at attach, in nemo_xproc_check, in a
+ * send that waits for room (every slice), and in a wait whose slice
+ * ended.  D2 (deaths += 1) before D3 (kick every sleeping place) is the
+ * same store-then-look as S1-S2: a waiter's W3 reads `deaths`, so it
+ * either sees the bump or is kicked by D3 (the model's death process).
+ * A waiter then returns EOWNERDEAD (once per bump); a send to a DEAD
+ * place returns EOWNERDEAD; a send waiting for room in a ring to a place
+ * whose owner is found dead reclaims it and returns EOWNERDEAD.  Rings
+ * to and from a DEAD place are reset by the next join of its index,
+ * which bumps the generation, so that a restarted process can attach
+ * and join again.
  *
  * JOIN AND LEAVE.  Join: CAS word (FREE or DEAD, gen g) -> (g+1, me,
  * CLAIM) - of an index whose rings out hold nothing unread if there is
  * one, else of any (the unread are counted in `dropped`); reset the rings
- * into and out of the index (seq of slot k = k);
- * wstate = RUNNING; name; word = (g+1, me, LIVE) (seq_cst); then, if
- * another LIVE place has the same name, leave again (EEXIST).  Senders
- * check the destination's word (LIVE, their generation) before they
- * write, and reset their private position when the generation they knew
- * changed; receivers do the same for each sender's index.  Leave: CAS
- * (g, me, LIVE) -> (g, 0, FREE).  A send whose check passed just
+ * into and out of the index (seq of slot k = k), its room mask, and its
+ * bit in every other place's room mask (a waiter that died waiting
+ * left it); wstate = RUNNING; name; word = (g+1, me, LIVE) (seq_cst);
+ * then, if another LIVE place has the same name, leave again (EEXIST).
+ * Senders check the destination's word (LIVE, their generation) before
+ * they write, and reset their private position when the generation they
+ * knew changed; receivers do the same for each sender's index.  Leave:
+ * L1 CAS (g, me, LIVE) -> (g, 0, FREE), L2 kick the senders waiting for
+ * room (above).  A send whose check passed just
  * before its destination left and a new place joined at the same index
  * may write into the reset ring, at its old position k; the new receiver
  * rejects it when it gets there (wrong dst generation) and frees the
@@ -125,84 +202,29 @@
  */
 #define _GNU_SOURCE
 
-#include <nemo/xproc.h>
-#include <nemo/am.h>
+#include "segment.h"
+
 #include <nemo/notify.h>
 
 #include "../messaging/messaging_internal.h"   /* nemo__check_flags */
 #include "../messaging/remote.h"
 #include "../platform/fail.h"
-#include "../waiter/waiter_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#define XP_MAGIC 0x6e656d6f78707231ull   /* "nemoxpr1" */
-#define XP_VERSION 1u
-#define LINE NEMO__CACHELINE
-#define NAME_WORDS 6u
-#define RECLAIM 0x80000000u
-#define SLICE_NS 100000000LL              /* a sleeper looks for dead peers this often */
-#define ROOM_CHECK_NS 10000000LL          /* a send waiting for room checks its peer this often */
+#define SLICE_NS 100000000ull             /* a sleeper looks for dead peers this often */
+#define ROOM_SLICE_NS 10000000ull         /* a send waiting for room checks its receiver this often */
 
-enum { P_FREE = 0, P_CLAIM = 1, P_LIVE = 2, P_DEAD = 3 };
-enum { K_AM = 1, K_NOTIFY = 2, K_REPLY = 3 };   /* a reply's payload starts with its 8-byte tag */
-#define TAG_LEN 8u
-
-struct seg_hdr {
-	uint64_t magic;
-	uint64_t size;
-	uint32_t version, procs, places, slots, names, uid, gid, pad;
-	_Alignas(LINE) _Atomic uint32_t deaths;
-};
-
-struct seg_proc {
-	_Alignas(LINE) _Atomic uint32_t word;
-	_Atomic uint64_t start;
-};
-
-struct seg_place {
-	_Alignas(LINE) _Atomic uint32_t wstate;
-	_Alignas(LINE) _Atomic uint32_t word;
-	_Atomic uint32_t name[NAME_WORDS];
-};
-
-struct seg_name {
-	_Alignas(LINE) _Atomic uint32_t state;
-	_Atomic uint32_t name[NAME_WORDS];
-};
-
-struct seg_slot {
-	_Alignas(LINE) _Atomic uint32_t seq;
-	_Atomic uint32_t src, dst, code;
-	_Atomic uint64_t arg;
-	_Atomic uint32_t kindlen;
-	_Atomic uint32_t payload[NEMO_XPROC_PAYLOAD_MAX / 4];
-};
-
-_Static_assert(sizeof(struct seg_slot) == LINE, "a slot is one cache line");
-_Static_assert(sizeof(struct seg_place) == 2 * LINE, "a place is two lines");
-
-static inline uint32_t pw_gen(uint32_t w) { return w >> 16; }
-static inline uint32_t pw_owner(uint32_t w) { return (w >> 8) & 0xFFu; }
-static inline uint32_t pw_state(uint32_t w) { return w & 0xFFu; }
-static inline uint32_t pw_make(uint32_t gen, uint32_t owner, uint32_t st)
-{
-	return (gen & 0xFFFFu) << 16 | (owner & 0xFFu) << 8 | (st & 0xFFu);
-}
 static inline uint32_t id_make(uint32_t idx, uint32_t gen) { return (gen & 0xFFFFu) << 8 | (idx & 0xFFu); }
 static inline uint32_t id_idx(uint32_t id) { return id & 0xFFu; }
 static inline uint32_t id_gen(uint32_t id) { return (id >> 8) & 0xFFFFu; }
@@ -210,54 +232,6 @@ static inline uint32_t id_gen(uint32_t id) { return (id >> 8) & 0xFFFFu; }
  * other bits would pass the index and generation checks and then be
  * rejected by the receiver, whose slot check compares the whole id). */
 static inline bool id_ok(uint32_t id) { return (id >> 24) == 0 && id_gen(id) != 0; }
-
-/* A name's handler in this process.  A record is never changed: a new
- * registration publishes a new one (release), and the old one is kept on
- * the handle's retired list until detach, because a drain on another
- * thread may be copying it (acquire) at that moment. */
-struct handler {
-	nemo_xproc_handler fn;
-	nemo_am_handler afn;              /* nemo_xproc_handle_am: nemo/am.h's type */
-	void *ctx;
-	struct handler *retired_next;
-};
-
-struct nemo_xproc_place {
-	nemo_xproc *x;
-	uint32_t idx, gen, id;
-	bool joined;
-	unsigned depth;                   /* handlers running (sends inside never wait) */
-	uint32_t deaths_seen;
-	nemo_wait_policy policy;
-	nemo_xproc_notify_handler nfn;
-	void *nctx;
-	nemo_notify_handler pnfn;         /* nemo_notify_set_handler's (nemo/notify.h's type) */
-	void *pnctx;
-	uint32_t serial;                  /* unique in the process: the thread's entry names it */
-	bool in_wait;                     /* handlers run from nemo_xproc_wait (NEMO_AM_CTX_WAIT) */
-	unsigned handled, rejected;       /* of the current drain round */
-	/* Per other place index: the generation we knew and our position. */
-	uint32_t *dgen, *prod;            /* as a sender, to each index */
-	uint32_t *sgen, *cons;            /* as a receiver, from each index */
-};
-
-struct nemo_xproc {
-	/* Private geometry: read once at attach, validated, never re-read. */
-	uint32_t nprocs, nplaces, nslots, nnames;
-	size_t size, off_procs, off_places, off_names, off_rings;
-	unsigned char *base;
-	int fd;
-	uint32_t me;                      /* our process slot */
-	uint32_t pid;
-	_Atomic(struct handler *) *handlers;  /* [nnames]: NULL, or the name's record */
-	_Atomic(struct handler *) retired;    /* records replaced since attach (freed at detach) */
-	nemo_xproc_place **places;        /* [nplaces]: ours, or NULL */
-	int *pidfd;                       /* [nprocs] */
-	uint32_t *pidfd_pid;              /* [nprocs]: the pid pidfd[k] is of */
-	_Atomic uint64_t sent, received, kicks, unhandled, rejected, reclaimed, dropped;
-	uint32_t hidx, hgen;              /* our entry in the process's registry (public ids) */
-	uint32_t forkgen;                 /* fork_gen at attach: a child of fork holds a copy (inherited) */
-};
 
 /* ------------------------------------------------------------------ */
 /* Public ids: the registry of this process's handles, and each thread's */
@@ -450,26 +424,8 @@ static int publish_handle(nemo_xproc *x, nemo_xproc **out)
 }
 
 /* ------------------------------------------------------------------ */
-/* Addresses, from the private geometry only                           */
+/* Layout and time                                                     */
 /* ------------------------------------------------------------------ */
-
-static struct seg_hdr *hdr(nemo_xproc *x) { return (struct seg_hdr *)x->base; }
-static struct seg_proc *proc_at(nemo_xproc *x, uint32_t k)
-{
-	return (struct seg_proc *)(x->base + x->off_procs) + k;
-}
-static struct seg_place *place_at(nemo_xproc *x, uint32_t i)
-{
-	return (struct seg_place *)(x->base + x->off_places) + i;
-}
-static struct seg_name *name_at(nemo_xproc *x, uint32_t i)
-{
-	return (struct seg_name *)(x->base + x->off_names) + i;
-}
-static struct seg_slot *ring_at(nemo_xproc *x, uint32_t s, uint32_t r)
-{
-	return (struct seg_slot *)(x->base + x->off_rings) + ((size_t)s * x->nplaces + r) * x->nslots;
-}
 
 static void layout(uint32_t procs, uint32_t places, uint32_t slots, uint32_t names, size_t *op, size_t *ol,
 		   size_t *on, size_t *orr, size_t *size)
@@ -481,208 +437,10 @@ static void layout(uint32_t procs, uint32_t places, uint32_t slots, uint32_t nam
 	*size = *orr + (size_t)places * places * slots * sizeof(struct seg_slot);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 static void ns_to_ts(uint64_t ns, struct timespec *ts)
 {
 	ts->tv_sec = (time_t)(ns / 1000000000u);
 	ts->tv_nsec = (long)(ns % 1000000000u);
-}
-
-/* ------------------------------------------------------------------ */
-/* Names: [A-Za-z0-9._-], 1..NEMO_XPROC_NAME_MAX, packed in 6 words   */
-/* ------------------------------------------------------------------ */
-
-static bool name_ok(const char *s, size_t max)
-{
-	if (!s)
-		return false;
-	size_t n = 0;
-	for (; s[n]; n++) {
-		char c = s[n];
-		if (n >= max || !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-				  c == '.' || c == '_' || c == '-'))
-			return false;
-	}
-	return n > 0;
-}
-
-static void name_pack(const char *s, uint32_t out[NAME_WORDS])
-{
-	unsigned char b[NAME_WORDS * 4] = {0};
-	memcpy(b, s, strlen(s));
-	memcpy(out, b, sizeof b);
-}
-
-static void name_store(_Atomic uint32_t *dst, const char *s)
-{
-	uint32_t w[NAME_WORDS];
-	name_pack(s, w);
-	for (unsigned i = 0; i < NAME_WORDS; i++)
-		atomic_store_explicit(&dst[i], w[i], memory_order_relaxed);
-}
-
-static bool name_eq(_Atomic uint32_t *src, const uint32_t w[NAME_WORDS])
-{
-	for (unsigned i = 0; i < NAME_WORDS; i++)
-		if (atomic_load_explicit(&src[i], memory_order_relaxed) != w[i])
-			return false;
-	return true;
-}
-
-/* ------------------------------------------------------------------ */
-/* Processes: start time, pidfd, death, reclaim                        */
-/* ------------------------------------------------------------------ */
-
-/* Field 22 of /proc/PID/stat (starttime), or 0 if unreadable. */
-static uint64_t start_time(uint32_t pid)
-{
-	char path[48], buf[1024];
-	snprintf(path, sizeof path, "/proc/%u/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	char *p = strrchr(buf, ')');
-	if (!p)
-		return 0;
-	/* After ")": field 3 (state) is the first; starttime is field 22. */
-	unsigned field = 2;
-	for (; *p && field < 22; p++)
-		if (*p == ' ')
-			field++;
-	return strtoull(p, NULL, 10);
-}
-
-static int pidfd_open_(uint32_t pid)
-{
-#ifdef SYS_pidfd_open
-	return (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
-#else
-	(void)pid;
-	errno = ENOSYS;
-	return -1;
-#endif
-}
-
-/* Is the process of proc slot k (whose word held pid) dead? */
-static bool proc_dead(nemo_xproc *x, uint32_t k, uint32_t pid, uint64_t start)
-{
-	if (pid == x->pid)
-		return false;
-	if (x->pidfd_pid[k] != pid) {
-		if (x->pidfd[k] >= 0)
-			close(x->pidfd[k]);
-		x->pidfd[k] = pidfd_open_(pid);
-		x->pidfd_pid[k] = pid;
-		if (x->pidfd[k] < 0) {
-			if (errno == ESRCH)
-				return true;
-			/* No pidfd (ENOSYS, EMFILE): fall back to kill(0) below. */
-		}
-	}
-	if (x->pidfd[k] >= 0) {
-		struct pollfd pf = {.fd = x->pidfd[k], .events = POLLIN};
-		if (poll(&pf, 1, 0) > 0)
-			return true;
-	} else if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
-		return true;
-	}
-	/* Alive: but is it the process that attached, or a reuse of its pid? */
-	if (start != 0) {
-		uint64_t st = start_time(pid);
-		if (st != 0 && st != start)
-			return true;
-	}
-	return false;
-}
-
-static void kick_place(nemo_xproc *x, uint32_t i)
-{
-	_Atomic uint32_t *ws = &place_at(x, i)->wstate;
-	uint32_t s = atomic_load_explicit(ws, memory_order_seq_cst);                       /* S2 */
-	if (s == NEMO_WAITER_SLEEPING &&
-	    atomic_compare_exchange_strong_explicit(ws, &s, NEMO_WAITER_RUNNING, memory_order_seq_cst,
-						    memory_order_relaxed)) {                   /* S3 */
-		nemo_futex_wake((uint32_t *)ws, 1, NEMO_FUTEX_SHARED, NULL);
-		atomic_fetch_add_explicit(&x->kicks, 1, memory_order_relaxed);
-	}
-}
-
-/* D1-D4 for proc slot k, whose word is (pid | RECLAIM): idempotent. */
-static void reclaim(nemo_xproc *x, uint32_t k, uint32_t word)
-{
-	_Atomic uint32_t *kw = &proc_at(x, k)->word;
-	for (uint32_t i = 0; i < x->nplaces; i++) {                                        /* D1 */
-		_Atomic uint32_t *pw = &place_at(x, i)->word;
-		uint32_t w = atomic_load_explicit(pw, memory_order_acquire);
-		/* A helper may come late: another reclaimer finished (D4) and
-		 * a new process took slot k and joined.  Its places' words
-		 * follow its claim of k, so a place word of its, read here,
-		 * is followed by a proc word that is not ours any more: stop.
-		 * (A place read before that has an older generation, and the
-		 * new owner's join changed it: the CAS below fails.) */
-		if (atomic_load_explicit(kw, memory_order_seq_cst) != word)
-			return;
-		if (pw_owner(w) == k && (pw_state(w) == P_LIVE || pw_state(w) == P_CLAIM))
-			atomic_compare_exchange_strong_explicit(pw, &w, pw_make(pw_gen(w), 0, P_DEAD),
-								memory_order_seq_cst, memory_order_relaxed);
-	}
-	atomic_fetch_add_explicit(&hdr(x)->deaths, 1, memory_order_seq_cst);              /* D2 */
-	for (uint32_t i = 0; i < x->nplaces; i++)                                          /* D3 */
-		if (pw_state(atomic_load_explicit(&place_at(x, i)->word, memory_order_relaxed)) == P_LIVE)
-			kick_place(x, i);
-	if (atomic_load_explicit(kw, memory_order_seq_cst) == word)
-		atomic_store_explicit(&proc_at(x, k)->start, 0, memory_order_relaxed);
-	atomic_compare_exchange_strong_explicit(kw, &word, 0, memory_order_seq_cst,
-						memory_order_relaxed);                         /* D4 */
-	atomic_fetch_add_explicit(&x->reclaimed, 1, memory_order_relaxed);
-}
-
-/* Check proc slot k; reclaim it if its process is dead.  True if it was. */
-static bool check_proc(nemo_xproc *x, uint32_t k)
-{
-	struct seg_proc *pr = proc_at(x, k);
-	uint32_t w = atomic_load_explicit(&pr->word, memory_order_acquire);
-	if (w == 0 || k == x->me)
-		return false;
-	uint32_t pid = w & ~RECLAIM;
-	if (pid == 0)
-		return false;
-	if (w & RECLAIM) {
-		/* Someone is reclaiming it (or died doing so): help, if the
-		 * process is indeed gone.  Its start time is still there (D4
-		 * clears it last), so a reuse of its pid is not taken for it. */
-		if (proc_dead(x, k, pid, atomic_load_explicit(&pr->start, memory_order_relaxed))) {
-			reclaim(x, k, w);
-			return true;
-		}
-		return false;
-	}
-	if (!proc_dead(x, k, pid, atomic_load_explicit(&pr->start, memory_order_relaxed)))
-		return false;
-	if (atomic_compare_exchange_strong_explicit(&pr->word, &w, pid | RECLAIM, memory_order_seq_cst,
-						    memory_order_relaxed))
-		reclaim(x, k, pid | RECLAIM);
-	return true;
-}
-
-int nemo_xproc_check(nemo_xproc *x)
-{
-	if (!x)
-		return NEMO__FAIL(EINVAL, "handle is NULL");
-	for (uint32_t k = 0; k < x->nprocs; k++)
-		check_proc(x, k);
-	return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -691,7 +449,7 @@ int nemo_xproc_check(nemo_xproc *x)
 
 static int shm_path(const char *name, char *buf, size_t cap)
 {
-	if (!name_ok(name, 200))
+	if (!name_ok(name, 200) || !strcmp(name, ".") || !strcmp(name, ".."))
 		return EINVAL;
 	snprintf(buf, cap, "/%s", name);
 	return 0;
@@ -701,13 +459,14 @@ static int handle_alloc(nemo_xproc *x)
 {
 	x->handlers = calloc(x->nnames, sizeof *x->handlers);
 	x->places = calloc(x->nplaces, sizeof *x->places);
-	x->pidfd = malloc(x->nprocs * sizeof *x->pidfd);
-	x->pidfd_pid = calloc(x->nprocs, sizeof *x->pidfd_pid);
-	if (!x->handlers || !x->places || !x->pidfd || !x->pidfd_pid)
+	x->peers = malloc(x->nprocs * sizeof *x->peers);
+	if (!x->handlers || !x->places || !x->peers)
 		return ENOMEM;
 	for (uint32_t k = 0; k < x->nprocs; k++)
-		x->pidfd[k] = -1;
+		x->peers[k] = (nemo__proc_ref){ .pid = 0, .fd = -1, .start = 0, .dead = true };
 	x->pid = (uint32_t)getpid();
+	x->ident = xp_ident(getpid(), nemo__proc_self_start());
+	x->me = UINT32_MAX;
 	x->forkgen = atomic_load_explicit(&fork_gen, memory_order_relaxed);
 	return 0;
 }
@@ -716,10 +475,9 @@ static void handle_free(nemo_xproc *x)
 {
 	if (!x)
 		return;
-	if (x->pidfd)
+	if (x->peers)
 		for (uint32_t k = 0; k < x->nprocs; k++)
-			if (x->pidfd[k] >= 0)
-				close(x->pidfd[k]);
+			nemo__proc_close(&x->peers[k]);
 	if (x->base)
 		munmap(x->base, x->size);
 	if (x->fd >= 0)
@@ -733,30 +491,12 @@ static void handle_free(nemo_xproc *x)
 	}
 	free(x->handlers);
 	free(x->places);
-	free(x->pidfd);
-	free(x->pidfd_pid);
+	free(x->peers);
 	free(x);
 }
 
-/* Take a free process slot. */
-static int claim_proc(nemo_xproc *x)
-{
-	for (uint32_t k = 0; k < x->nprocs; k++) {
-		struct seg_proc *pr = proc_at(x, k);
-		uint32_t zero = 0;
-		/* A free slot's start is 0 (D4 and detach clear it before they
-		 * free the word), so until our store below a checker compares
-		 * nothing and relies on the pidfd alone. */
-		if (atomic_compare_exchange_strong_explicit(&pr->word, &zero, x->pid, memory_order_seq_cst,
-							    memory_order_relaxed)) {
-			atomic_store_explicit(&pr->start, start_time(x->pid), memory_order_relaxed);
-			x->me = k;
-			return 0;
-		}
-	}
-	return EUSERS;
-}
-
+/* Create: the segment is built in a file with no name and published
+ * whole (publish.c, THE PUBLICATION). */
 int nemo_xproc_create(const char *name, const nemo_xproc_attr *attr, nemo_xproc **out)
 {
 	char path[256];
@@ -764,7 +504,8 @@ int nemo_xproc_create(const char *name, const nemo_xproc_attr *attr, nemo_xproc 
 		return NEMO__FAIL(EINVAL, "out is NULL");
 	*out = NULL;
 	if (shm_path(name, path, sizeof path))
-		return NEMO__FAIL(EINVAL, "name '%s' is not 1-200 of [A-Za-z0-9._-]", name ? name : "(null)");
+		return NEMO__FAIL(EINVAL, "name '%s' is not 1-200 of [A-Za-z0-9._-] (nor . or ..)",
+				  name ? name : "(null)");
 	nemo_xproc_attr a = attr ? *attr : (nemo_xproc_attr){0};
 	if (!a.mode)
 		a.mode = 0600;
@@ -785,6 +526,8 @@ int nemo_xproc_create(const char *name, const nemo_xproc_attr *attr, nemo_xproc 
 				  NEMO_XPROC_PLACES_MAX, NEMO_XPROC_NAMES_MAX);
 	if (a.ring_slots < 2 || a.ring_slots > 4096 || (a.ring_slots & (a.ring_slots - 1)))
 		return NEMO__FAIL(EINVAL, "ring_slots %u is not a power of two in 2..4096", a.ring_slots);
+	if (nemo__xp_name_taken(name))
+		return NEMO__FAIL(EEXIST, "shared domain '%s' exists (attach it, or nemo_xproc_unlink it)", name);
 
 	nemo_xproc *x = calloc(1, sizeof *x);
 	if (!x)
@@ -801,26 +544,16 @@ int nemo_xproc_create(const char *name, const nemo_xproc_attr *attr, nemo_xproc 
 		handle_free(x);
 		return NEMO__FAIL(rc, "cannot allocate the handle's tables");
 	}
-	x->fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, (mode_t)a.mode);
-	if (x->fd < 0) {
-		rc = errno;
+	if ((rc = nemo__xp_file_new(a.mode, x->size, &x->fd))) {
 		handle_free(x);
-		return NEMO__FAIL(rc, "shm_open('%s') failed", path);
-	}
-	/* The umask must not narrow what the caller asked for. */
-	if (fchmod(x->fd, (mode_t)a.mode) != 0 || ftruncate(x->fd, (off_t)x->size) != 0) {
-		rc = errno;
-		shm_unlink(path);
-		handle_free(x);
-		return NEMO__FAIL(rc, "cannot size '%s' to %zu bytes", path, x->size);
+		return NEMO__FAIL(rc, "cannot make an unnamed file of %zu bytes in /dev/shm (O_TMPFILE)", x->size);
 	}
 	x->base = mmap(NULL, x->size, PROT_READ | PROT_WRITE, MAP_SHARED, x->fd, 0);
 	if (x->base == MAP_FAILED) {
 		rc = errno;
 		x->base = NULL;
-		shm_unlink(path);
 		handle_free(x);
-		return NEMO__FAIL(rc, "cannot map '%s'", path);
+		return NEMO__FAIL(rc, "cannot map the segment of '%s'", path);
 	}
 	/* The segment is zero: every proc, place and name is free.  Rings
 	 * start with seq k in slot k. */
@@ -830,6 +563,8 @@ int nemo_xproc_create(const char *name, const nemo_xproc_attr *attr, nemo_xproc 
 			for (uint32_t k = 0; k < x->nslots; k++)
 				atomic_store_explicit(&ring[k].seq, k, memory_order_relaxed);
 		}
+	if (nemo__xproc_test_hook)
+		nemo__xproc_test_hook("create");
 	struct seg_hdr *h = hdr(x);
 	h->size = x->size;
 	h->version = XP_VERSION;
@@ -839,13 +574,21 @@ int nemo_xproc_create(const char *name, const nemo_xproc_attr *attr, nemo_xproc 
 	h->names = x->nnames;
 	h->uid = (uint32_t)geteuid();
 	h->gid = (uint32_t)getegid();
-	atomic_thread_fence(memory_order_release);
-	h->magic = XP_MAGIC;   /* last: an attacher that reads it sees the rest (msync'ed by the map) */
-	claim_proc(x);
-	int prc = publish_handle(x, out);
-	if (prc)
-		shm_unlink(path);   /* ours, just created: nobody attached it */
-	return prc;
+	h->magic = XP_MAGIC;
+	nemo__xp_claim_proc(x);
+	/* An entry in the registry before the name: once the name exists
+	 * others may attach, and nothing may undo the create then. */
+	nemo_xproc *mine = NULL;
+	if ((rc = publish_handle(x, &mine)))
+		return rc;
+	if ((rc = nemo__xp_file_publish(x->fd, name))) {
+		registry_drop(x);
+		handle_free(x);
+		return NEMO__FAIL(rc, rc == EEXIST ? "shared domain '%s' exists (another process created it "
+				  "meanwhile: attach it)" : "cannot publish the segment as /dev/shm/%s", name);
+	}
+	*out = mine;
+	return 0;
 }
 
 int nemo_xproc_attach(const char *name, const nemo_xproc_attach_attr *attr, nemo_xproc **out)
@@ -855,7 +598,8 @@ int nemo_xproc_attach(const char *name, const nemo_xproc_attach_attr *attr, nemo
 		return NEMO__FAIL(EINVAL, "out is NULL");
 	*out = NULL;
 	if (shm_path(name, path, sizeof path))
-		return NEMO__FAIL(EINVAL, "name '%s' is not 1-200 of [A-Za-z0-9._-]", name ? name : "(null)");
+		return NEMO__FAIL(EINVAL, "name '%s' is not 1-200 of [A-Za-z0-9._-] (nor . or ..)",
+				  name ? name : "(null)");
 	uid_t uid = attr && attr->use_ids ? attr->uid : geteuid();
 	gid_t gid = attr && attr->use_ids ? attr->gid : getegid();
 	int fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
@@ -924,10 +668,9 @@ int nemo_xproc_attach(const char *name, const nemo_xproc_attach_attr *attr, nemo
 		handle_free(x);
 		return NEMO__FAIL(rc, "cannot map '%s'", path);
 	}
-	x->me = UINT32_MAX;
 	for (uint32_t k = 0; k < x->nprocs; k++)   /* dead processes first: their slots come free */
-		check_proc(x, k);
-	if (claim_proc(x)) {
+		nemo__xp_check_proc(x, k);
+	if (nemo__xp_claim_proc(x)) {
 		handle_free(x);
 		return NEMO__FAIL(EUSERS, "every one of the %u process slots of '%s' is taken", h.procs, path);
 	}
@@ -965,11 +708,7 @@ int nemo_xproc_detach(nemo_xproc *x)
 	for (uint32_t i = 0; i < x->nplaces; i++)
 		if (x->places[i])
 			nemo_xproc_leave(x->places[i]);
-	uint32_t w = x->pid;
-	if (atomic_load_explicit(&proc_at(x, x->me)->word, memory_order_relaxed) == w)
-		atomic_store_explicit(&proc_at(x, x->me)->start, 0, memory_order_relaxed);
-	atomic_compare_exchange_strong_explicit(&proc_at(x, x->me)->word, &w, 0, memory_order_seq_cst,
-						memory_order_relaxed);
+	nemo__xp_release_proc(x);
 	registry_drop(x);
 	handle_free(x);
 	return 0;
@@ -979,7 +718,8 @@ int nemo_xproc_unlink(const char *name)
 {
 	char path[256];
 	if (shm_path(name, path, sizeof path))
-		return NEMO__FAIL(EINVAL, "name '%s' is not 1-200 of [A-Za-z0-9._-]", name ? name : "(null)");
+		return NEMO__FAIL(EINVAL, "name '%s' is not 1-200 of [A-Za-z0-9._-] (nor . or ..)",
+				  name ? name : "(null)");
 	if (shm_unlink(path) != 0) {
 		int e = errno;
 		return NEMO__FAIL(e, "shm_unlink('%s') failed", path);
@@ -1088,7 +828,12 @@ int nemo_xproc_join(nemo_xproc *x, const char *name, nemo_xproc_place **out, nem
 		for (uint32_t o = 0; o < x->nplaces; o++) {
 			ring_reset(x, o, i);
 			ring_reset(x, i, o);
+			/* A waiter for room of index i's last occupant that died
+			 * waiting left its bit: nobody waits there now. */
+			if (o != i)
+				atomic_fetch_and_explicit(&place_at(x, o)->room, ~(1ull << i), memory_order_relaxed);
 		}
+		atomic_store_explicit(&pl->room, 0, memory_order_relaxed);
 		atomic_store_explicit(&pl->wstate, NEMO_WAITER_RUNNING, memory_order_relaxed);
 		if (name)
 			name_store(pl->name, name);
@@ -1147,7 +892,13 @@ int nemo_xproc_leave(nemo_xproc_place *p)
 		return NEMO__XP_INHERITED();
 	uint32_t w = pw_make(p->gen, x->me, P_LIVE);
 	atomic_compare_exchange_strong_explicit(&place_at(x, p->idx)->word, &w, pw_make(p->gen, 0, P_FREE),
-						memory_order_seq_cst, memory_order_relaxed);
+						memory_order_seq_cst, memory_order_relaxed);          /* L1 */
+	/* L2: the senders that wait for room in a ring to us learn that we
+	 * left (THE WAIT FOR ROOM). */
+	uint64_t room = atomic_load_explicit(&place_at(x, p->idx)->room, memory_order_seq_cst);
+	for (uint32_t s = 0; s < x->nplaces; s++)
+		if (room >> s & 1u)
+			nemo__xp_kick_place(x, s);
 	place_free(p);
 	return 0;
 }
@@ -1194,7 +945,7 @@ int nemo_xproc_place_check(nemo_xproc *x, nemo_xproc_id id)
 	uint32_t k = pw_owner(w);
 	if (k >= x->nprocs)
 		return EBADMSG;
-	if (check_proc(x, k))
+	if (nemo__xp_check_proc(x, k))
 		return EOWNERDEAD;
 	return 0;
 }
@@ -1203,67 +954,7 @@ int nemo_xproc_place_check(nemo_xproc *x, nemo_xproc_id id)
 /* Names and handlers                                                  */
 /* ------------------------------------------------------------------ */
 
-/*
- * The name table is open addressing with linear probing from the name's
- * hash, and a name slot is never freed: its state goes 0 -> 1 (claimed,
- * CAS) -> 2 (name written, seq_cst store).  Two processes entering the
- * same name probe the same slots in the same order, so the first slot
- * either finds free is the one both meet: one wins its CAS, the other
- * waits for state 2 and finds the name there.  A claimer that dies
- * between 1 and 2 leaves its slot at 1: a prober waits at most 2 ms
- * for it, then skips it (the name may then get a second code; names are
- * entered once per process at start-up, so this needs a death there).
- */
-static uint32_t name_hash(const uint32_t w[NAME_WORDS])
-{
-	uint32_t h = 2166136261u;
-	for (unsigned i = 0; i < NAME_WORDS; i++)
-		h = (h ^ w[i]) * 16777619u;
-	return h;
-}
-
-int nemo_xproc_name(nemo_xproc *x, const char *name, uint32_t *code)
-{
-	if (!x || !code || !name_ok(name, NEMO_XPROC_NAME_MAX))
-		return NEMO__FAIL(EINVAL, "NULL handle or code, or name not 1-%u of [A-Za-z0-9._-]",
-				  NEMO_XPROC_NAME_MAX);
-	uint32_t w[NAME_WORDS];
-	name_pack(name, w);
-	uint32_t h = name_hash(w);
-	for (uint32_t k = 0; k < x->nnames; k++) {
-		uint32_t i = (h + k) % x->nnames;
-		struct seg_name *n = name_at(x, i);
-		uint32_t st = atomic_load_explicit(&n->state, memory_order_acquire);
-		if (st == 0) {
-			if (atomic_compare_exchange_strong_explicit(&n->state, &st, 1, memory_order_acq_rel,
-								    memory_order_acquire)) {
-				for (uint32_t j = 0; j < NAME_WORDS; j++)
-					atomic_store_explicit(&n->name[j], w[j], memory_order_relaxed);
-				atomic_store_explicit(&n->state, 2, memory_order_seq_cst);
-				*code = i;
-				return 0;
-			}
-		}
-		/* Claimed: wait, at most 2 ms, for its name to be written. */
-		uint64_t give_up = 0;
-		for (unsigned spin = 0; st == 1; spin++) {
-			if (spin >= 64) {
-				uint64_t now = now_ns();
-				if (!give_up)
-					give_up = now + 2000000;
-				else if (now >= give_up)
-					break;
-				sched_yield();
-			}
-			st = atomic_load_explicit(&n->state, memory_order_acquire);
-		}
-		if (st == 2 && name_eq(n->name, w)) {
-			*code = i;
-			return 0;
-		}
-	}
-	return NEMO__FAIL(ENOSPC, "no slot of the %u names is free for '%s'", x->nnames, name);
-}
+/* The name table (nemo_xproc_name) is names.c's. */
 
 /* The name's handler in this process: one of the two kinds (or none). */
 static int set_handler(nemo_xproc *x, const char *name, nemo_xproc_handler fn, nemo_am_handler afn, void *ctx)
@@ -1313,6 +1004,25 @@ int nemo_xproc_get_counters(nemo_xproc *x, nemo_xproc_counters *out)
 /* ------------------------------------------------------------------ */
 /* Drain                                                               */
 /* ------------------------------------------------------------------ */
+
+/* OUR OWN PLACE: is p's word still the one its join published?  Not if
+ * another process took ours for dead and reclaimed it, or a peer
+ * rewrote it, or another place has joined the index since. */
+static inline bool own_ok(nemo_xproc_place *p, memory_order mo)
+{
+	return atomic_load_explicit(&place_at(p->x, p->idx)->word, mo) == pw_make(p->gen, p->x->me, P_LIVE);
+}
+
+/* What a call on a place that is no longer ours returns. */
+static int own_lost(nemo_xproc_place *p, const char *fn)
+{
+	uint32_t w = atomic_load_explicit(&place_at(p->x, p->idx)->word, memory_order_relaxed);
+	return nemo__fail(EOWNERDEAD, fn, "place %#x is no longer this process's (pid %u): %s (its word is "
+			  "%#x); detach, then attach and join again", p->id, p->x->pid,
+			  pw_state(w) == P_DEAD && pw_gen(w) == p->gen
+				  ? "another process took this one for dead and reclaimed it"
+				  : "another place holds its index now, or the segment was rewritten", w);
+}
 
 /* The generation of sender index s as a receiver should expect it now
  * (0: no live sender there); resets our position on a change. */
@@ -1402,6 +1112,11 @@ static void drain_ring(nemo_xproc_place *p, uint32_t s, uint32_t sgen)
 		uint32_t sw = atomic_load_explicit(&place_at(x, s)->word, memory_order_acquire);
 		if (pw_gen(sw) != sgen || pw_state(sw) == P_CLAIM)
 			return;
+		/* Is our index still ours (OUR OWN PLACE)?  The same argument:
+		 * if another place joined it, its claim precedes the seq we
+		 * read, and we must not take its messages. */
+		if (!own_ok(p, memory_order_acquire))
+			return;
 		nemo_xproc_msg m;
 		m.src = atomic_load_explicit(&sl->src, memory_order_relaxed);
 		m.dst = atomic_load_explicit(&sl->dst, memory_order_relaxed);
@@ -1414,9 +1129,13 @@ static void drain_ring(nemo_xproc_place *p, uint32_t s, uint32_t sgen)
 			uint32_t v = atomic_load_explicit(&sl->payload[j], memory_order_relaxed);
 			memcpy(m.payload + 4 * j, &v, 4);
 		}
-		/* The slot is ours to free now: the copy is private. */
-		atomic_store_explicit(&sl->seq, c + x->nslots, memory_order_release);
+		/* The slot is ours to free now: the copy is private.  Then the
+		 * sender, if it waits for room, is kicked before any handler
+		 * runs (THE WAIT FOR ROOM). */
+		atomic_store_explicit(&sl->seq, c + x->nslots, memory_order_seq_cst);         /* C1 */
 		p->cons[s] = c + 1;
+		if (atomic_load_explicit(&place_at(x, p->idx)->room, memory_order_seq_cst) >> s & 1u)  /* C2 */
+			nemo__xp_kick_place(x, s);                                          /* S2-S3 */
 		/* THE VALIDATION RULE, on the private copy. */
 		bool ok = m.src == id_make(s, sgen) && m.dst == p->id && m.len <= NEMO_XPROC_PAYLOAD_MAX &&
 			  ((kind == K_AM && m.code < x->nnames) ||
@@ -1445,6 +1164,8 @@ static void drain_ring(nemo_xproc_place *p, uint32_t s, uint32_t sgen)
 
 static void drain(nemo_xproc_place *p)
 {
+	if (!own_ok(p, memory_order_relaxed))
+		return;
 	for (uint32_t s = 0; s < p->x->nplaces; s++) {
 		uint32_t g = sender_gen(p, s, memory_order_acquire);
 		if (g)
@@ -1465,6 +1186,8 @@ int nemo_xproc_poll(nemo_xproc_place *p, unsigned *handled)
 		return NEMO__FAIL(EINVAL, "place is NULL or not joined");
 	if (inherited(p->x))
 		return NEMO__XP_INHERITED();
+	if (!own_ok(p, memory_order_relaxed))
+		return own_lost(p, __func__);
 	unsigned h0 = p->handled, r0 = p->rejected;
 	drain(p);
 	if (handled)
@@ -1487,7 +1210,7 @@ static bool xp_try_take(void *arg)
 	nemo_xproc_place *p = arg;
 	unsigned h0 = p->handled, r0 = p->rejected;
 	drain(p);
-	return p->handled != h0 || p->rejected != r0 || death_news(p);
+	return p->handled != h0 || p->rejected != r0 || death_news(p) || !own_ok(p, memory_order_relaxed);
 }
 
 static bool xp_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *bits)
@@ -1497,7 +1220,7 @@ static bool xp_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *
 	atomic_exchange_explicit(ws, NEMO_WAITER_SLEEPING, memory_order_seq_cst);          /* W2 */
 	*word = (uint32_t *)ws;
 	*bits = 0;
-	if (pending(p, memory_order_seq_cst) || death_news(p)) {                            /* W3 */
+	if (pending(p, memory_order_seq_cst) || death_news(p) || !own_ok(p, memory_order_seq_cst)) {   /* W3 */
 		atomic_store_explicit(ws, NEMO_WAITER_RUNNING, memory_order_relaxed);
 		*val = NEMO_WAITER_SLEEPING;   /* the word is RUNNING: futex_wait returns at once */
 		return false;
@@ -1532,13 +1255,16 @@ int nemo_xproc_wait(nemo_xproc_place *p, const struct timespec *abstime, unsigne
 	if (rc)
 		return rc;
 	nemo_xproc *x = p->x;
-	uint64_t end = abstime ? (uint64_t)abstime->tv_sec * 1000000000u + (uint64_t)abstime->tv_nsec
-			       : UINT64_MAX;
+	uint64_t end = xp_deadline_ns(abstime);
 	unsigned h0 = p->handled, r0 = p->rejected;
 	bool was = p->in_wait;
 	p->in_wait = true;
 	for (;;) {
 		drain(p);
+		if (!own_ok(p, memory_order_relaxed)) {
+			rc = own_lost(p, "nemo_xproc_wait");
+			break;
+		}
 		if (death_news(p)) {
 			p->deaths_seen = atomic_load_explicit(&hdr(x)->deaths, memory_order_relaxed);
 			rc = EOWNERDEAD;
@@ -1552,12 +1278,12 @@ int nemo_xproc_wait(nemo_xproc_place *p, const struct timespec *abstime, unsigne
 			rc = EBADMSG;
 			break;
 		}
-		uint64_t now = now_ns();
+		uint64_t now = nemo__xp_now_ns();
 		if (now >= end) {
 			rc = ETIMEDOUT;
 			break;
 		}
-		uint64_t slice = now + SLICE_NS < end ? now + SLICE_NS : end;
+		uint64_t slice = end - now > SLICE_NS ? now + SLICE_NS : end;
 		struct timespec ts;
 		ns_to_ts(slice, &ts);
 		atomic_store_explicit(&place_at(x, p->idx)->wstate, NEMO_WAITER_POLLING,
@@ -1619,8 +1345,131 @@ static int check_chan(uint32_t chan, const char *fn)
 		       : 0;
 }
 
+/* ------------------------------------------------------------------ */
+/* The wait for room (R1-R3 above, through the one wait loop)          */
+/* ------------------------------------------------------------------ */
+
+/* A send waiting for room in ring (p -> d): where it stands. */
+struct room {
+	nemo_xproc_place *p;
+	nemo_xproc_id dst;
+	uint32_t d, owner, dword;         /* dst's index, owner and place word (LIVE) */
+	uint32_t pos, skipped, deaths;
+	struct seg_slot *ring, *sl;
+	int rc;                           /* why the wait ended without room (0: room) */
+};
+
+/* Is the slot at our position free?  (Past stale slots: skip_stale.) */
+static bool room_free(struct room *r, memory_order mo)
+{
+	r->sl = skip_stale(r->p->x, r->ring, &r->pos, &r->skipped);
+	return atomic_load_explicit(&r->sl->seq, mo) == r->pos;
+}
+
+static bool room_try(void *arg)
+{
+	struct room *r = arg;
+	nemo_xproc_place *p = r->p;
+	nemo_xproc *x = p->x;
+	if (room_free(r, memory_order_acquire))
+		return true;
+	/* Serve our own queues.  The handlers drain runs may send to d too
+	 * (they do not wait): they go on from our position, and we from
+	 * theirs, or we would wait at a slot they filled. */
+	p->prod[r->d] = r->pos;
+	drain(p);
+	if (p->dgen[r->d] == id_gen(r->dst) && p->prod[r->d] != r->pos) {
+		r->pos = p->prod[r->d];
+		r->skipped = 0;
+	}
+	r->deaths = atomic_load_explicit(&hdr(x)->deaths, memory_order_relaxed);
+	if (!own_ok(p, memory_order_relaxed))
+		r->rc = own_lost(p, "send");
+	else if (!(r->rc = dest_state(x, r->dst, &r->owner)))
+		r->dword = pw_make(id_gen(r->dst), r->owner, P_LIVE);
+	return r->rc || room_free(r, memory_order_acquire);
+}
+
+static bool room_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *bits)
+{
+	struct room *r = arg;
+	nemo_xproc *x = r->p->x;
+	_Atomic uint32_t *ws = &place_at(x, r->p->idx)->wstate;
+	atomic_exchange_explicit(ws, NEMO_WAITER_SLEEPING, memory_order_seq_cst);          /* W2 */
+	*word = (uint32_t *)ws;
+	*bits = 0;
+	*val = NEMO_WAITER_SLEEPING;
+	if (room_free(r, memory_order_seq_cst) || pending(r->p, memory_order_seq_cst) ||  /* W3 */
+	    atomic_load_explicit(&hdr(x)->deaths, memory_order_seq_cst) != r->deaths ||
+	    atomic_load_explicit(&place_at(x, r->d)->word, memory_order_seq_cst) != r->dword ||
+	    !own_ok(r->p, memory_order_seq_cst))
+		atomic_store_explicit(ws, NEMO_WAITER_RUNNING, memory_order_relaxed);   /* futex_wait returns at once */
+	return false;
+}
+
+static void room_sleep_end(void *arg)
+{
+	struct room *r = arg;
+	atomic_store_explicit(&place_at(r->p->x, r->p->idx)->wstate, NEMO_WAITER_RUNNING,
+			      memory_order_relaxed);                                       /* W5 */
+}
+
+static const nemo__wait_ops room_ops = {
+	.try_take = room_try,
+	.sleep_begin = room_sleep_begin,
+	.sleep_end = room_sleep_end,
+	.futex_flags = NEMO_FUTEX_SHARED,
+};
+
+/* Wait until the slot at r->pos is free (0), the deadline end (ns)
+ * passes (ETIMEDOUT), or the send cannot go on (r->rc's code, or
+ * EOWNERDEAD: the receiver's process was found dead). */
+static int room_wait(struct room *r, uint64_t end)
+{
+	nemo_xproc_place *p = r->p;
+	nemo_xproc *x = p->x;
+	_Atomic uint64_t *want = &place_at(x, r->d)->room;
+	_Atomic uint32_t *ws = &place_at(x, p->idx)->wstate;
+	uint64_t bit = 1ull << p->idx;
+	static const nemo_wait_policy block = { .kind = NEMO_WAIT_BLOCK };
+	const nemo_wait_policy *pol = &p->policy;
+	r->dword = pw_make(id_gen(r->dst), r->owner, P_LIVE);
+	r->deaths = atomic_load_explicit(&hdr(x)->deaths, memory_order_relaxed);
+	atomic_fetch_or_explicit(want, bit, memory_order_seq_cst);                        /* R1 */
+	int rc;
+	for (;;) {
+		uint64_t now = nemo__xp_now_ns();
+		if (now >= end) {
+			rc = ETIMEDOUT;
+			break;
+		}
+		uint64_t slice = end - now > ROOM_SLICE_NS ? now + ROOM_SLICE_NS : end;
+		struct timespec ts;
+		ns_to_ts(slice, &ts);
+		r->rc = 0;
+		atomic_store_explicit(ws, NEMO_WAITER_POLLING, memory_order_relaxed);           /* W1 */
+		rc = nemo__wait_loop(&room_ops, r, pol, CLOCK_MONOTONIC, &ts, 0);
+		atomic_store_explicit(ws, NEMO_WAITER_RUNNING, memory_order_seq_cst);
+		pol = &block;   /* the place's poll budget once: later slices sleep at once */
+		if (rc == 0) {
+			rc = r->rc;
+			break;
+		}
+		if (rc != ETIMEDOUT)
+			break;
+		if (nemo__xp_check_proc(x, r->owner)) {   /* a slice passed: is the receiver alive? */
+			rc = EOWNERDEAD;
+			break;
+		}
+	}
+	atomic_fetch_and_explicit(want, ~bit, memory_order_relaxed);                      /* R3 */
+	return rc;
+}
+
+/* The send of one slot to dst, waiting for room until end (ns; UINT64_MAX:
+ * none) unless flags say NONBLOCK. */
 static int send_slot(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint32_t code, uint64_t arg,
-		     const void *payload, size_t len, unsigned flags, bool kick)
+		     const void *payload, size_t len, unsigned flags, bool kick, uint64_t end)
 {
 	nemo_xproc *x = p->x;
 	uint32_t d = id_idx(dst), owner = 0;
@@ -1628,6 +1477,8 @@ static int send_slot(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint
 		return NEMO__XP_INHERITED();
 	if (d >= x->nplaces || !id_ok(dst))
 		return NEMO__FAIL(ESRCH, "place id %#x is not a place of this domain", dst);
+	if (!own_ok(p, memory_order_acquire))
+		return own_lost(p, "send");
 	int rc = dest_state(x, dst, &owner);
 	if (rc)
 		return rc;
@@ -1644,38 +1495,15 @@ static int send_slot(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint
 			p->prod[d] = pos;
 			return EAGAIN;
 		}
-		uint64_t next_check = now_ns() + ROOM_CHECK_NS;
-		unsigned spins = 0;
-		while (atomic_load_explicit(&sl->seq, memory_order_acquire) != pos) {
-			sl = skip_stale(x, ring, &pos, &skipped);
-			if (atomic_load_explicit(&sl->seq, memory_order_acquire) == pos)
-				break;
-			/* The handlers drain runs may send to d too (they do not
-			 * wait): they go on from our position, and we from theirs,
-			 * or we would wait at a slot they filled. */
-			p->prod[d] = pos;
-			drain(p);
-			if (!p->joined)
-				return ESRCH;
-			if (p->dgen[d] == id_gen(dst) && p->prod[d] != pos) {
-				pos = p->prod[d];
-				skipped = 0;
-				sl = ring + (pos & (x->nslots - 1));
-			}
-			if ((rc = dest_state(x, dst, &owner)))
-				return rc;
-			if (++spins < 64) {
-				nemo_cpu_relax();
-				continue;
-			}
-			sched_yield();
-			uint64_t now = now_ns();
-			if (now >= next_check) {
-				next_check = now + ROOM_CHECK_NS;
-				if (check_proc(x, owner))
-					return EOWNERDEAD;
-			}
-		}
+		struct room r = { .p = p, .dst = dst, .d = d, .owner = owner, .pos = pos, .skipped = skipped,
+				  .ring = ring, .sl = sl };
+		rc = room_wait(&r, end);
+		if (p->dgen[d] == id_gen(dst))
+			p->prod[d] = r.pos;
+		if (rc)
+			return rc;
+		pos = r.pos;
+		sl = r.sl;
 	}
 	atomic_store_explicit(&sl->src, p->id, memory_order_relaxed);
 	atomic_store_explicit(&sl->dst, dst, memory_order_relaxed);
@@ -1694,7 +1522,7 @@ static int send_slot(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint
 	p->prod[d] = pos + 1;
 	atomic_fetch_add_explicit(&x->sent, 1, memory_order_relaxed);
 	if (kick)
-		kick_place(x, d);                                                          /* S2-S3 */
+		nemo__xp_kick_place(x, d);                                                          /* S2-S3 */
 	return 0;
 }
 
@@ -1711,7 +1539,7 @@ int nemo_xproc_send(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t code, uint6
 		return NEMO__FAIL(EINVAL, "payload is NULL with len %zu", len);
 	if (code >= p->x->nnames)
 		return NEMO__FAIL(EINVAL, "code %u is not a name of this domain (%u names)", code, p->x->nnames);
-	return send_slot(p, dst, K_AM, code, arg, payload, len, flags, true);
+	return send_slot(p, dst, K_AM, code, arg, payload, len, flags, true, UINT64_MAX);
 }
 
 int nemo_xproc_notify(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t chan, unsigned flags)
@@ -1721,7 +1549,7 @@ int nemo_xproc_notify(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t chan, uns
 	if (flags & ~(unsigned)NEMO_XPROC_NONBLOCK)
 		return NEMO__FAIL(EINVAL, "unknown flags %#x", flags);
 	int rc = check_chan(chan, __func__);
-	return rc ? rc : send_slot(p, dst, K_NOTIFY, chan, 0, NULL, 0, flags, true);
+	return rc ? rc : send_slot(p, dst, K_NOTIFY, chan, 0, NULL, 0, flags, true, UINT64_MAX);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1760,7 +1588,7 @@ static int broadcast(nemo_xproc_place *p, const nemo_xproc_id *dsts, size_t n, u
 	int first = 0;
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
-		int e = send_slot(p, dsts[i], K_AM, code, arg, payload, len, flags, false);
+		int e = send_slot(p, dsts[i], K_AM, code, arg, payload, len, flags, false, UINT64_MAX);
 		if (e) {
 			if (!first)
 				first = e;
@@ -1774,7 +1602,7 @@ static int broadcast(nemo_xproc_place *p, const nemo_xproc_id *dsts, size_t n, u
 	 * one after the other allow (a place's futex is its own word). */
 	for (uint32_t i = 0; i < x->nplaces; i++)
 		if (queued >> i & 1u)
-			kick_place(x, i);                                              /* S2-S3 */
+			nemo__xp_kick_place(x, i);                                              /* S2-S3 */
 	if (sent)
 		*sent = k;
 	return first ? nemo__fail(first, "nemo_xproc_broadcast", "sent to %zu of %zu places", k, n) : 0;
@@ -1844,8 +1672,8 @@ static int begin_send(nemo_place_id dest, unsigned flags, nemo_xproc_place **p, 
 static int xp_am(nemo_place_id dest, uint32_t code, uint64_t arg, const void *payload, size_t len,
 		 unsigned flags, const uint64_t *tag, const struct timespec *abstime)
 {
-	(void)abstime;   /* TODO(issue 30): the wait for room honours it */
 	const char *fn = tag ? "nemo_am_reply" : "nemo_am_sendv";
+	uint64_t end = xp_deadline_ns(abstime);
 	nemo_xproc_place *p = NULL;
 	unsigned xf = 0;
 	int rc = begin_send(dest, flags, &p, &xf, fn);
@@ -1854,23 +1682,22 @@ static int xp_am(nemo_place_id dest, uint32_t code, uint64_t arg, const void *pa
 	if (rc)
 		return rc;
 	if (!tag)
-		return send_slot(p, (nemo_xproc_id)dest, K_AM, code, arg, payload, len, xf, true);
+		return send_slot(p, (nemo_xproc_id)dest, K_AM, code, arg, payload, len, xf, true, end);
 	unsigned char buf[NEMO_XPROC_PAYLOAD_MAX];
 	memcpy(buf, tag, TAG_LEN);
 	if (len)
 		memcpy(buf + TAG_LEN, payload, len);
-	return send_slot(p, (nemo_xproc_id)dest, K_REPLY, code, arg, buf, len + TAG_LEN, xf, true);
+	return send_slot(p, (nemo_xproc_id)dest, K_REPLY, code, arg, buf, len + TAG_LEN, xf, true, end);
 }
 
 static int xp_notify(nemo_place_id dest, uint32_t chan, unsigned flags, const struct timespec *abstime)
 {
-	(void)abstime;   /* TODO(issue 30): the wait for room honours it */
 	nemo_xproc_place *p = NULL;
 	unsigned xf = 0;
 	int rc = begin_send(dest, flags, &p, &xf, "nemo_notify");
 	if (!rc)
 		rc = check_chan(chan, "nemo_notify");
-	return rc ? rc : send_slot(p, (nemo_xproc_id)dest, K_NOTIFY, chan, 0, NULL, 0, xf, true);
+	return rc ? rc : send_slot(p, (nemo_xproc_id)dest, K_NOTIFY, chan, 0, NULL, 0, xf, true, xp_deadline_ns(abstime));
 }
 
 static int xp_broadcast(const nemo_place_id *set, size_t n, uint32_t code, uint64_t arg, const void *payload,
