@@ -1030,6 +1030,7 @@ struct gw {
 	_Atomic nemo_place_id rx;
 	atomic_uint phase, got;
 	atomic_int rc;
+	atomic_int idle;       /* the receiver is out of its waits (round 1 may start) */
 };
 
 static void gw_am(const nemo_am_msg *m, void *ctx)
@@ -1053,6 +1054,10 @@ static void *gw_rx(void *arg)
 		struct timespec dl = in_ms(CLOCK_MONOTONIC, 20000);
 		CHECK_EQ_INT(nemo_place_wait(&dl, NULL), 0);
 	}
+	/* Out of the wait: round 1's messages must not be drained before
+	 * its sender is seen waiting (a slow machine once left us in the
+	 * wait's drain while they came, and the send did not wait). */
+	atomic_store(&w->idle, 1);
 	spin_until(&w->phase, 3);
 	CHECK_EQ_INT(nemo_place_leave(), 0);     /* with 2 more queued */
 	return NULL;
@@ -1101,6 +1106,9 @@ static void test_first_send_wait(void)
 	for (int round = 0; round < 2; round++) {
 		/* Two messages of a place that leaves; then its successor sends,
 		 * and must wait: the receiver does not look at its queues. */
+		if (round == 1)
+			while (!atomic_load(&w->idle))
+				sched_yield();
 		CHECK_EQ_INT(nemo_place_join(w->d, NULL, NULL), 0);
 		CHECK_EQ_INT(nemo_am_send(r, 0, 0, 0), 0);
 		CHECK_EQ_INT(nemo_am_send(r, 0, 0, 0), 0);
