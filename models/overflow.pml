@@ -24,10 +24,10 @@
  *
  * Memory: sequentially consistent but for the two stores the handshake is
  * about, which may sit in their writer's store buffer (x86-TSO) past the
- * writer's next load: C's ack store (K1 of THE WAIT FOR ROOM: the drain's
- * give-back) and W's request store (R1: link.room := 1).  A buffer
+ * writer's next load: C's ack store (RK1 of THE WAIT FOR ROOM: the drain's
+ * give-back) and W's request store (RW1: link.room := 1).  A buffer
  * empties at any time (the tso process), at its writer's next locked
- * instruction or fence, and at W's membarrier (R2), which makes every
+ * instruction or fence, and at W's membarrier (RW2), which makes every
  * running thread pass a full barrier.  Everything else is one atomic step:
  * seq_cst RMWs and loads in the C code.
  *
@@ -39,10 +39,10 @@
  *     held := 1
  *   flush() nemo__ovf_flush (queue.c, K2): while kept and room (W loads
  *     ack): deliver the oldest; held := 0 with the last; publish
- *   arm() nemo__ovf_arm (overflow.c, K4 ROOM KICKS) and R1-R3 of
+ *   arm() nemo__ovf_arm (overflow.c, K4 ROOM KICKS) and RW1-RW3 of
  *     room_sleep_begin (queue.c): while kept: a request standing (room
- *     seen set, in memory or W's own buffer) -> done; else R1 room := 1
- *     (buffered), R2 membarrier (both buffers empty), R3 a look as the
+ *     seen set, in memory or W's own buffer) -> done; else RW1 room := 1
+ *     (buffered), RW2 membarrier (both buffers empty), RW3 a look as the
  *     wait's try_take looks: the drain (which exchanges W's hint word,
  *     taking the bit of a room kick made meanwhile) and flush()
  *   W's wait: try_take (the drain's exchange of its hint word, flush()),
@@ -50,9 +50,9 @@
  *     empties), W3 hint bit from C set -> RUNNING, look again; else W4
  *     blocked until a kick moves state off SLEEPING
  *   C's drain of W's ring (queue.c, drain_link and room_made): consume
- *     (D3-D5: got++), K1 ack := rd (buffered), K2 a compiler fence only
- *     (-DFENCED: the fallback's fence, C's buffer empties), K3 load room:
- *     set -> K4 exchange(room, 0) (locked: C's buffer empties), P, S4 our
+ *     (D3-D5: got++), RK1 ack := rd (buffered), RK2 a compiler fence only
+ *     (-DFENCED: the fallback's fence, C's buffer empties), RK3 load room:
+ *     set -> RK4 exchange(room, 0) (locked: C's buffer empties), P, S4 our
  *     hint bit at W (skip if set), S5 kick W
  *   C's wait: the place's W1-W4 against W's S4-S5 (placewait.c)
  *   -DIRQ: W computes after arm(); a kick of a running W in interrupt
@@ -67,9 +67,9 @@
  *   -DBROKEN_NO_ASK      W sleeps with kept replies without asking C to
  *                        tell it of room (the place wait before room
  *                        kicks, had it slept instead of yielding)
- *   -DBROKEN_NO_BARRIER  no membarrier at R2: C's K3 reads room = 0
- *                        while W's R3 reads the old ack
- *   -DBROKEN_NO_REASK    R3 found room and delivered, but a request taken
+ *   -DBROKEN_NO_BARRIER  no membarrier at RW2: C's RK3 reads room = 0
+ *                        while W's RW3 reads the old ack
+ *   -DBROKEN_NO_REASK    RW3 found room and delivered, but a request taken
  *                        meanwhile is not made again (a bug test_reply's
  *                        order phase found while this was written)
  *   -DLEAVE -DBROKEN_FREE_EARLY  the leave delivers and frees its overflow
@@ -154,7 +154,7 @@ inline flush() {
 	od
 }
 
-/* K4 / R1-R3: make sure room will kick W. */
+/* K4 / RW1-RW3: make sure room will kick W. */
 inline arm() {
 #ifdef BROKEN_NO_ASK
 	skip
@@ -163,11 +163,11 @@ inline arm() {
 	:: kept == 0 -> break
 	:: kept > 0 && (room || room_buf) -> break            /* a request stands */
 	:: kept > 0 && !room && !room_buf ->
-		room_buf = 1;                                  /* R1 */
+		room_buf = 1;                                  /* RW1 */
 #ifndef BROKEN_NO_BARRIER
-		atomic { w_flush(); c_flush() };               /* R2: membarrier */
+		atomic { w_flush(); c_flush() };               /* RW2: membarrier */
 #endif
-		atomic { hint_W = 0 };                         /* R3: room_try_take's drain, */
+		atomic { hint_W = 0 };                         /* RW3: room_try_take's drain, */
 		flush();                                       /* and its flush */
 #ifdef BROKEN_NO_REASK
 		break
@@ -254,13 +254,13 @@ proctype client()
 		:: rd < wr ->                                   /* D3-D5 */
 			rd++;
 			got++;
-			ack_buf = rd;                          /* K1 (buffered) */
+			ack_buf = rd;                          /* RK1 (buffered) */
 #ifdef FENCED
-			atomic { c_flush() };                  /* K2 where membarrier is missing */
+			atomic { c_flush() };                  /* RK2 where membarrier is missing */
 #endif
 			if
-			:: room ->                             /* K3 */
-				atomic { c_flush(); room = 0 };    /* K4: exchange */
+			:: room ->                             /* RK3 */
+				atomic { c_flush(); room = 0 };    /* RK4: exchange */
 				atomic { c_flush() };              /* P */
 				atomic {
 					if

@@ -125,7 +125,7 @@ must_pass overflow.pml -DIRQ
 must_pass overflow.pml -DLEAVE
 must_pass overflow.pml -DCAP=2 -DNREQ=5
 must_fail overflow.pml -DBROKEN_NO_ASK                 # sleep without asking for room
-must_fail overflow.pml -DBROKEN_NO_BARRIER             # no membarrier at R2
+must_fail overflow.pml -DBROKEN_NO_BARRIER             # no membarrier at RW2
 must_fail overflow.pml -DIRQ -DBROKEN_NO_BARRIER
 must_fail overflow.pml -DBROKEN_NO_REASK               # a taken request not made again
 must_fail overflow.pml -DLEAVE -DBROKEN_FREE_EARLY     # overflow freed before the final drain

@@ -651,7 +651,7 @@ bool nemo__ring_take_back(nemo__link *lk, nemo__slot *hs, uint32_t seq, uint32_t
 int nemo__wait_room(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r, unsigned flags,
 		    bool (*room)(void *), void *arg);
 
-/* R1 of THE WAIT FOR ROOM for the overflow (queue.c): ask every
+/* RW1 of THE WAIT FOR ROOM for the overflow (queue.c): ask every
  * receiver we keep sends for to tell us of room (link.room); true when a
  * flag was newly set (then the asymmetric barrier must follow before we
  * look at their queues again). */

@@ -49,7 +49,7 @@
  *   K4  ROOM KICKS: before the place stops calling nemo with entries
  *       still kept - it sleeps, an interrupt or a progress pass ends, its
  *       outermost nemo call returns - it asks each receiver it keeps
- *       entries for to kick it when that receiver frees room (R1-R3 of
+ *       entries for to kick it when that receiver frees room (RW1-RW3 of
  *       queue.c, THE WAIT FOR ROOM: link.room, the asymmetric barrier,
  *       one more flush; nemo__ovf_arm).  The receiver's drain then sets
  *       its hint bit at us and kicks us by our published state: a
@@ -89,7 +89,7 @@
  * models/overflow.pml checks K1-K4 with the leave: a reply kept during
  * the final drain is delivered, held never stays set, and a kept entry
  * never waits for a kick that cannot come; its broken variants (the
- * overflow freed before the final drain, no barrier at R2, no ROOM
+ * overflow freed before the final drain, no barrier at RW2, no ROOM
  * request before sleeping) fail.
  *
  */
@@ -252,7 +252,7 @@ void nemo__ovf_flush_all(nemo_place *me)
 
 void nemo__ovf_arm(nemo_place *me)
 {
-	/* R1-R3 until no new request is needed: a receiver that took our
+	/* RW1-RW3 until no new request is needed: a receiver that took our
 	 * request (and kicked) since the last one made room, so look again. */
 	while (me->ovf_n && nemo__ovf_ask(me)) {
 		nemo__asym_heavy();

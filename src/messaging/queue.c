@@ -428,33 +428,33 @@ void nemo__publish_many(nemo_place *me, const unsigned *rs, size_t n, bool push)
  * cycles of full queues cannot deadlock) and delivers what its overflow
  * can.  Before it sleeps it asks the receiver to tell it of room:
  *
- *   R1  store(link(r <- s).room, 1) (unless set), and the same for every
+ *   RW1  store(link(r <- s).room, 1) (unless set), and the same for every
  *       receiver its overflow keeps sends for (nemo__ovf_arm)
- *   R2  the asymmetric barrier's heavy side (membarrier; a fence where
+ *   RW2  the asymmetric barrier's heavy side (membarrier; a fence where
  *       it is missing)
- *   R3  look again: room now -> done, no sleep; a request taken
+ *   RW3  look again: room now -> done, no sleep; a request taken
  *       meanwhile (a receiver kicked, and our look may have drained the
- *       hint bit of that kick) -> R1 again
- *   R4  sleep as a place sleeps (placewait.c, W2-W4: publish SLEEPING,
+ *       hint bit of that kick) -> RW1 again
+ *   RW4  sleep as a place sleeps (placewait.c, W2-W4: publish SLEEPING,
  *       re-check the hint words, futex_wait on the domain's word)
  *
  * and the receiver, after a drain of s's queues that consumed something
  * (drain_link, the end of every drain of a link):
  *
- *   K1  store(ack, release) / FIFO entries given back (D5)
- *   K2  compiler fence only (a seq_cst fence where membarrier is missing)
- *   K3  load(link.room, relaxed): 0 -> done (the common case: one load
+ *   RK1  store(ack, release) / FIFO entries given back (D5)
+ *   RK2  compiler fence only (a seq_cst fence where membarrier is missing)
+ *   RK3  load(link.room, relaxed): 0 -> done (the common case: one load
  *       of a line the receiver has just written)
- *   K4  exchange(room, 0); P (fence); S4 on OUR hint bit at s; S5 kick s
+ *   RK4  exchange(room, 0); P (fence); S4 on OUR hint bit at s; S5 kick s
  *
- * Why the sender does not sleep through the room it waits for: R1;R2;R3
- * against K1;K2;K3 is the store-buffering pattern made safe by the
- * asymmetric barrier (THE ASYMMETRIC BARRIER, below): if K3 ran before
- * the barrier took effect on the receiver's CPU, so did K1, and R3 sees
- * the room; if after, K3 sees R1's flag.  Then K4 wakes the sender exactly
+ * Why the sender does not sleep through the room it waits for: RW1;RW2;RW3
+ * against RK1;RK2;RK3 is the store-buffering pattern made safe by the
+ * asymmetric barrier (THE ASYMMETRIC BARRIER, below): if RK3 ran before
+ * the barrier took effect on the receiver's CPU, so did RK1, and RW3 sees
+ * the room; if after, RK3 sees RW1's flag.  Then RK4 wakes the sender exactly
  * as a sender wakes a receiver - the hint bit, then the kick chosen by the
  * sender's published state (sleeping: FUTEX_WAKE; its eventfd; the
- * progress thread; a signal in interrupt mode) - and R4's re-check of the
+ * progress thread; a signal in interrupt mode) - and RW4's re-check of the
  * hint words closes the last gap (queue.c, WHY NO WAKE-UP IS LOST).  The
  * hint bit names a queue that may be empty: the sender's drain finds
  * nothing there, which costs it one look.  The flag is per pair, so the
@@ -472,7 +472,7 @@ struct room_wait {
 	bool (*room)(void *);
 	void *arg;
 	int err;
-	bool asked;                   /* R1 was done for r */
+	bool asked;                   /* RW1 was done for r */
 };
 
 static bool room_done(struct room_wait *w)
@@ -504,7 +504,7 @@ static bool room_try_take(void *p)
 	return room_done(w);
 }
 
-/* R4's re-check after SLEEPING is published (seq_cst loads). */
+/* RW4's re-check after SLEEPING is published (seq_cst loads). */
 static bool room_pending(void *p)
 {
 	struct room_wait *w = p;
@@ -518,7 +518,7 @@ static bool room_sleep_begin(void *p, uint32_t **word, uint32_t *val, uint32_t *
 	nemo_place *me = w->me;
 	/* Granted queues are not watched while we sleep (THE STREAM GRANT). */
 	nemo__grant_revoke(me);
-	/* R1-R3 until every request is still standing after the look: a
+	/* RW1-RW3 until every request is still standing after the look: a
 	 * receiver that took one (and kicked) made room, and our look may
 	 * have drained the hint bit of its kick. */
 	for (;;) {
@@ -526,20 +526,20 @@ static bool room_sleep_begin(void *p, uint32_t **word, uint32_t *val, uint32_t *
 		if (w->dst) {
 			_Atomic uint32_t *f = &nemo__link_of(me->d, w->r, me->idx)->room;
 			if (!atomic_load_explicit(f, memory_order_relaxed)) {
-				atomic_store_explicit(f, 1, memory_order_relaxed);         /* R1 */
+				atomic_store_explicit(f, 1, memory_order_relaxed);         /* RW1 */
 				fresh = true;
 			}
 			w->asked = true;
 		}
-		fresh |= nemo__ovf_ask(me);                                                /* R1 */
+		fresh |= nemo__ovf_ask(me);                                                /* RW1 */
 		if (!fresh)
 			break;
-		nemo__asym_heavy();                                                        /* R2 */
-		if (room_try_take(w))                                                      /* R3 */
+		nemo__asym_heavy();                                                        /* RW2 */
+		if (room_try_take(w))                                                      /* RW3 */
 			return true;
 	}
 	nemo_waiter *sw = atomic_load_explicit(&me->waiter, memory_order_relaxed);
-	if (nemo__slot_sleep_begin(sw, &me->d->bseq, room_pending, w, word, val, bits))     /* R4 */
+	if (nemo__slot_sleep_begin(sw, &me->d->bseq, room_pending, w, word, val, bits))     /* RW4 */
 		return false;    /* pending: the futex_wait returns at once, try_take looks */
 	NEMO__PCOUNT(me, c_sleeps);
 	return false;
@@ -597,7 +597,7 @@ int nemo__wait_room(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r, un
 	return w.err;
 }
 
-/* ROOM KICKS (THE WAIT FOR ROOM, K4): sender s asked to hear of room in
+/* ROOM KICKS (THE WAIT FOR ROOM, RK4): sender s asked to hear of room in
  * its queues to us: tell it as a sender tells a receiver. */
 static __attribute__((noinline, cold)) void room_kick(nemo_place *me, nemo__link *lk, unsigned s)
 {
@@ -613,15 +613,15 @@ static __attribute__((noinline, cold)) void room_kick(nemo_place *me, nemo__link
 	NEMO__PCOUNT(me, c_room_kicks);
 }
 
-/* K2-K4 after a drain of s's queues that consumed something. */
+/* RK2-RK4 after a drain of s's queues that consumed something. */
 static inline __attribute__((always_inline)) void room_made(nemo_place *me, nemo__link *lk, unsigned s)
 {
 	if (__builtin_expect(nemo__asym, 1))
-		atomic_signal_fence(memory_order_seq_cst);                                 /* K2 */
+		atomic_signal_fence(memory_order_seq_cst);                                 /* RK2 */
 	else
 		NEMO__FENCE();
-	if (__builtin_expect(atomic_load_explicit(&lk->room, memory_order_relaxed) != 0, 0))   /* K3 */
-		room_kick(me, lk, s);                                                      /* K4 */
+	if (__builtin_expect(atomic_load_explicit(&lk->room, memory_order_relaxed) != 0, 0))   /* RK3 */
+		room_kick(me, lk, s);                                                      /* RK4 */
 }
 
 /* ------------------------------------------- first send (WHO SENT IT) */
@@ -1231,9 +1231,9 @@ static unsigned drain_link(nemo_place *me, unsigned s, nemo_am_context ctx, bool
 	}
 	if (am)
 		NEMO__PADD(me, c_am_handled, am);
-	publish_ack(lk, in);                                                 /* K1 */
+	publish_ack(lk, in);                                                 /* RK1 */
 	if (n)
-		room_made(me, lk, s);                                        /* K2-K4 */
+		room_made(me, lk, s);                                        /* RK2-RK4 */
 	if (!final && n >= budget)
 		*more = true;
 	return n;
