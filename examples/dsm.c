@@ -1,6 +1,7 @@
 /*
  * dsm.c - places that compute and serve each other's requests: the
- * pattern of a distributed shared memory (seed 002, Perkovic & Keleher),
+ * pattern of a distributed shared memory (as in Perkovic & Keleher,
+ * "Responsiveness without Interrupts"),
  * with threshold checks.
  *
  * PLACES threads join a domain.  Each owns a "page" of values and

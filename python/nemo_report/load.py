@@ -90,12 +90,12 @@ def _check_preload_row(row, where, problems):
 
 
 def is_app_row(suite, row):
-    """A row of the app suite (seed 002's study)."""
+    """A row of the app suite (Perkovic & Keleher's study)."""
     return suite == "app" and isinstance(row, dict) and "latency_ns" not in row
 
 
 def is_syscost_row(suite, row):
-    """A row of the syscost suite (seed 004's table)."""
+    """A row of the syscost suite (the table of Minnich, Floren & McKie)."""
     return suite == "syscost" and isinstance(row, dict) and "latency_ns" not in row
 
 
