@@ -4,7 +4,7 @@ import base64
 import html
 import re
 
-from . import advice, analysis, load, papers
+from . import advice, analysis, load, mpi, papers
 
 CSS = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222;line-height:1.45}
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
@@ -493,6 +493,7 @@ def page(runs, figures, problems, outdir):
                if srows else []),
              *([_paper_heading("Acknowledged multicast", papers.MULTICAST, papers.MULTICAST_TITLE), _multicast(runs)]
                if any(run.suite == "multicast" for run in runs) else []),
+             *(["<h2>Across MPI ranks (nemo-bench-mpi)</h2>", mpi.section(runs)] if mpi.newest(runs) else []),
              "<h2>Figures</h2>"]
     for name, caption in figures:
         data = base64.b64encode((outdir / name).read_bytes()).decode()
@@ -500,7 +501,7 @@ def page(runs, figures, problems, outdir):
                      f"<figcaption>{e(caption)}</figcaption></figure>")
         if name == "coherence.png":
             parts.append(_coherence_classes(runs))
-    other = [r for run in runs if run.suite not in ("unicast", "broadcast", "coherence", "policy")
+    other = [r for run in runs if run.suite not in ("unicast", "broadcast", "coherence", "policy", mpi.SUITE)
              for r in run.rows if not load.is_throughput_row(run.suite, r)
              and not load.is_preload_row(run.suite, r) and not load.is_app_row(run.suite, r)
              and not load.is_syscost_row(run.suite, r) and not load.is_multicast_row(run.suite, r)]
