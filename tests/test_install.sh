@@ -38,6 +38,11 @@ export PKG_CONFIG_PATH=$libdir
 # As the README says, with nothing else: the program runs from this prefix.
 cc "$tmp/use.c" -o "$tmp/use-shared" $(pkg-config --cflags --libs nemo)
 "$tmp/use-shared"
+# ... and the README's first program, exactly as its next line builds it.
+awk '/^```c$/ { f = 1; next } f && /^```$/ { exit } f' "$src/README.md" >"$tmp/hello.c"
+grep -q nemo_domain_create "$tmp/hello.c" || { echo "test_install: no hello program in README.md"; exit 1; }
+(cd "$tmp" && cc hello.c -o hello $(pkg-config --cflags --libs nemo) && ./hello) | grep -q '^hello from another thread: 42$' ||
+	{ echo "test_install: the README's hello program did not say hello"; exit 1; }
 cc -std=c11 -Wall -Werror "$tmp/use.c" -o "$tmp/use-strict" $(pkg-config --cflags --libs nemo)
 "$tmp/use-strict"
 # The installed libraries that need libnemo.so find it beside them
