@@ -158,12 +158,13 @@ class Checker:
                 self.fail(f"{b.where}: unknown marker <!-- {marker} --> (fragment, fragment: DECLS, compile-only)")
                 return
             kind, decls = m.group(1), m.group(2) or ""
-        if b.mpi and not self.has_mpi:
-            self.notes.append(f"{b.where}: an MPI block, skipped: this build has no libnemo-mpi")
+        if b.mpi and not (self.has_mpi and self.mpicc):
+            self.notes.append(f"{b.where}: an MPI block, skipped: "
+                              f"{'no mpicc on PATH' if self.has_mpi else 'this build has no libnemo-mpi'}")
             return
         name = re.sub(r"[^A-Za-z0-9]+", "_", b.where)
         c = self.work / f"{name}.c"
-        cc = self.mpicc if b.mpi and self.mpicc else self.cc
+        cc = self.mpicc if b.mpi else self.cc
         if kind == "fragment":
             c.write_text(wrap(b, decls))
             p, out = self.run([cc, *FLAGS, *FRAGMENT_FLAGS, *self.inc, "-c", str(c), "-o", str(c.with_suffix(".o"))],
