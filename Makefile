@@ -1,10 +1,11 @@
-# nemo - the two commands of the README, and the usual others.
+# nemo - the commands of the README, and the usual others.
 #
-#   make            build libnemo and nemo-bench into build/
+#   make            build libnemo, its tools and the examples into build/
 #   make test       every test: plain build, ASan+UBSan build, TSan build, Python
 #   make report     measure this machine, write out/results/*.json and out/report/index.html
 #                   (QUICK=1: a shorter run)
-#   make install    install headers, libraries, nemo.pc, the CMake package (PREFIX=/usr/local)
+#   make install    install headers, libraries, nemo.pc, the CMake package, nemo-run and the
+#                   tools (PREFIX=/usr/local); programs built against it run from PREFIX
 #   make bundle     out/nemo-bundle-VERSION-ARCH.tar.gz: nemo-bench with its libraries,
 #                   for a machine where nothing can be installed (scripts/bundle)
 #

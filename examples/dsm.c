@@ -1,7 +1,7 @@
 /*
  * dsm.c - places that compute and serve each other's requests: the
- * pattern of a distributed shared memory (seed 002, Perkovic & Keleher),
- * with threshold checks.
+ * pattern of a distributed shared memory (as in Perkovic & Keleher,
+ * "Responsiveness without Interrupts"), with threshold checks.
  *
  * PLACES threads join a domain.  Each owns a "page" of values and
  * computes; every so often it needs a value from another place's page, so

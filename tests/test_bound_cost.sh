@@ -2,7 +2,7 @@
 # test_bound_cost.sh PROGRAM - instructions per nemo_am_send and per
 # nemo_am_send_bound in the same steady state (callgrind: a count, not a
 # time); the bound send must take at most half the instructions (issue
-# 14's bar; seed 004's curried write took 1/4.8 of the generic one).
+# 14's bar; Minnich, Floren & McKie's curried write took 1/4.8 of the generic one).
 set -eu
 prog=$1
 n=20000

@@ -1,6 +1,6 @@
 /*
- * app.c - the `app` suite: seed 002's study (Perkovic & Keleher) on real
- * threads.  P places compute a fixed amount of work in loops of a given
+ * app.c - the `app` suite: the study of Perkovic & Keleher ("Responsiveness
+ * without Interrupts") on real threads.  P places compute a fixed amount of work in loops of a given
  * shape and, every --request-us of work, send a request (an active
  * message) to a random other place and block until it is served - the
  * paper's DSM pattern: the requester waits for the reply in
@@ -533,7 +533,8 @@ static void app_list(FILE *out)
 static void app_help(FILE *out)
 {
 	fprintf(out,
-"Seed 002's study on real threads: P places (the usable CPUs) each compute\n"
+"Perkovic & Keleher's study (Responsiveness without Interrupts) on real\n"
+"threads: P places (the usable CPUs) each compute\n"
 "--seconds of work (default %.1f) in ~1 us units, and every --request-us of\n"
 "work (default %.0f) send a request to a random other place and block until\n"
 "it is served (poll-check: threshold --threshold-us, default %.0f).  One row\n"
@@ -623,7 +624,7 @@ static void app_print(json_t *results)
 
 const suite suite_app = {
 	.name = "app",
-	.summary = "seed 002's study: places that compute and serve each other's requests, per polling strategy",
+	.summary = "Perkovic & Keleher's study: places that compute and serve each other's requests, per polling strategy",
 	.options = OPT_MECHS | OPT_ROUNDS | OPT_SECONDS | OPT_APP,
 	.default_trials = 1,
 	.default_delay_min_us = THRESHOLD_US,

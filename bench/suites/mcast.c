@@ -1,6 +1,6 @@
 /*
  * mcast.c - the `multicast` suite: nemo_multicast's latency against group
- * size (the seed paper's Fig. 4), for every topology x mechanism x static /
+ * size (Fig. 4 of Kuban, Rotta & Nolte, "Help Your Busy Neighbors"), for every topology x mechanism x static /
  * dynamic topology; the cost of a membership change; and the per-operation
  * costs the simulator takes as this machine's constants
  * (nemo-report simulate-multicast --constants measured).

@@ -1,8 +1,10 @@
 /*
  * syscost.c - the `syscost` suite: what one operation costs the thread
  * that submits it, and "bits to the wire": how long until a reader
- * spinning on another CPU sees its effect (seed 004's table: the generic
- * path against the curried one).
+ * spinning on another CPU sees its effect (the table of Minnich, Floren &
+ * McKie, "Using Currying and Process-Private System Calls to Break the
+ * One-Microsecond System Call Barrier": the generic path against the
+ * curried one).
  *
  * Each row is one mechanism.  cost_ns: the sender (pinned to --src) times
  * 64 back-to-back operations between two ordered TSC reads, one sample per
@@ -293,7 +295,8 @@ static void sc_help(FILE *out)
 "operations with an effect, \"bits to the wire\" (btw_ns: from the call until\n"
 "a reader spinning on --dst sees it).  The generic paths (write to an eventfd,\n"
 "nemo_am_send) beside the curried ones (io_uring with a registered file and\n"
-"fixed buffer, SQPOLL; nemo_am_send_bound, nemo_fast): seed 004's table.\n"
+"fixed buffer, SQPOLL; nemo_am_send_bound, nemo_fast): the table of\n"
+"Minnich, Floren & McKie (Using Currying and Process-Private System Calls).\n"
 "The curried writes wait, between trials and untimed, for the previous\n"
 "trial's writes (the cost of submitting while the kernel keeps up);\n"
 "uring-sqpoll-write-stream does not (a stream pays the kernel thread's rate).\n", OPS);

@@ -1,7 +1,8 @@
 /*
  * nemo/am.h - active messages: a message names the code that handles it.
  *
- * Two tables, as in the Nemo paper, made complete:
+ * Two tables, as in the Nemo paper (Hale & Dinda, "An Evaluation of
+ * Asynchronous Software Events on Modern Hardware"), made complete:
  *   - the Action Descriptor Table (ADT), one per domain, maps an action
  *     id to a handler and its context (nemo_action_register);
  *   - the Action Lookup Table (ALT), one per place, maps an event id to
@@ -209,7 +210,9 @@ int nemo_domain_am_send(nemo_domain *d, nemo_place_id dest, uint32_t id, uint64_
 			size_t len, unsigned flags);
 
 /* ------------------------------------------------------------------------
- * Bound sends (curried: seed 004's fastwrite)
+ * Bound sends (curried, as Plan 9's fastwrite in Minnich, Floren & McKie,
+ * "Using Currying and Process-Private System Calls to Break the
+ * One-Microsecond System Call Barrier")
  * ------------------------------------------------------------------------ */
 
 /** A binding of the calling place to one destination and action (or
@@ -256,7 +259,7 @@ int nemo_am_unbind(nemo_am_bound *b);
 
 /**
  * Set up or remove a private fast call of the calling place by a command
- * in words (seed 004's ctl file), so that tools and scripts can set up a
+ * in words (as Plan 9's ctl file in Minnich et al.), so that tools and scripts can set up a
  * program's fast paths:
  *   "bind am dest=D (action=A | event=E) slot=S [flags=F]"
  *   "bind notify dest=D chan=C slot=S [flags=F]"

@@ -4,7 +4,8 @@
  *
  * A domain is a set of places.  A place is a thread that joined the
  * domain (nemo_place_join), pinned to a CPU or not.  Every place has, for
- * every other place, its own incoming queues (Barrelfish TN-9): a
+ * every other place, its own incoming queues (as in the Barrelfish
+ * project's "Message Notifications", Barrelfish Technical Note 9): a
  * one-cache-line notification FIFO (nemo/notify.h) and a ring of active
  * messages (nemo/am.h).  Only the sender writes a queue's entries, so
  * senders never contend with each other; a receiver finds its non-empty

@@ -1,7 +1,9 @@
 /*
- * nemo/fastio.h - curried kernel I/O (seed 004): a write whose file and
- * buffer are validated and registered once, so that each later write is
- * the shortest path the kernel offers.
+ * nemo/fastio.h - curried kernel I/O (currying as in Minnich, Floren &
+ * McKie, "Using Currying and Process-Private System Calls to Break the
+ * One-Microsecond System Call Barrier"): a write whose file and buffer are
+ * validated and registered once, so that each later write is the shortest
+ * path the kernel offers.
  *
  * nemo_fastwrite_open registers the file descriptor and one fixed buffer
  * with a private io_uring (liburing): the kernel checks both once instead

@@ -1,7 +1,8 @@
 /*
  * nemo/mcast.h - acknowledged multicast to dynamic groups of places, over
  * static topologies (Flat, Tree, Diamond), with the SmAck, Help and Skip
- * mechanisms.
+ * mechanisms of Kuban, Rotta & Nolte, "Help Your Busy Neighbors: Dynamic
+ * Multicasts over Static Topologies".
  *
  * A group is a set of places of one domain, changed at any time with
  * nemo_mcast_add / nemo_mcast_remove.  nemo_multicast runs a function

@@ -40,7 +40,9 @@
  *                              sends; MPI_THREAD_FUNNELED suffices;
  *   NEMO_MPI_PROGRESS_CHECK    the same, and nemo_mpi_check() - a
  *                              threshold check to put in loops - polls
- *                              when threshold_ns has passed (seed 002);
+ *                              when threshold_ns has passed (Perkovic &
+ *                              Keleher, "Responsiveness without
+ *                              Interrupts");
  *   NEMO_MPI_PROGRESS_THREAD   a progress thread: it polls MPI while there
  *                              is traffic, then backs off (spin, then
  *                              futex sleeps that double up to idle_max_ns),

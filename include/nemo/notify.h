@@ -1,5 +1,7 @@
 /*
- * nemo/notify.h - notifications: "channel C has news for you", TN-9 style.
+ * nemo/notify.h - notifications: "channel C has news for you", as in the
+ * Barrelfish project's "Message Notifications" (Barrelfish Technical Note 9,
+ * ETH Zurich).
  *
  * Each receiving place has, for each sending place, a FIFO of sixteen
  * 64-bit entries (two cache lines), each a channel id with the

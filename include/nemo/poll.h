@@ -4,7 +4,8 @@
  * A place that computes handles its messages only where it polls (nemo/
  * domain.h, "Where messages are handled").  Polling often delays nothing
  * but costs a scan of the place's queues each time; polling rarely is
- * cheap but delays messages.  Perkovic & Keleher's answer, kept here: a
+ * cheap but delays messages.  Perkovic & Keleher's answer ("Responsiveness
+ * without Interrupts"), kept here: a
  * threshold check that reads the cycle counter and polls only when the
  * place's threshold has passed since its last poll.  Not due, it is a
  * handful of instructions (docs/polling.md has the callgrind count), so
@@ -252,9 +253,9 @@ int nemo_place_set_watchdog(uint64_t t_ns);
  *
  * In a domain created with NEMO_DOMAIN_DELAYS (nemo/domain.h), every
  * active message's delay - from its enqueue to the start of its handler -
- * is added to its receiving place's histogram: seed 002's measure of what
- * a polling strategy costs the messages.  Notifications (nemo_notify) are
- * not measured.
+ * is added to its receiving place's histogram: Perkovic & Keleher's
+ * measure of what a polling strategy costs the messages.  Notifications
+ * (nemo_notify) are not measured.
  * ------------------------------------------------------------------------ */
 
 /** Histogram buckets: bucket k counts delays of [2^k, 2^(k+1)) ns (bucket

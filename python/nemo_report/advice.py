@@ -19,7 +19,7 @@ into <code>, `nemo-report advice` prints it as it is).
 """
 import statistics
 
-from . import analysis
+from . import analysis, papers
 
 SAME = 1.1      # a ratio within 1/SAME .. SAME: "nemo does not help here"
 ADAPTIVE = "adaptive"
@@ -747,8 +747,8 @@ APP_API = {
 
 
 def polling_strategy(run):
-    """Seed 002's question: how should computing places serve each other's requests?"""
-    title = "Places that compute and serve each other's requests (seed 002's study)"
+    """Perkovic & Keleher's question: how should computing places serve each other's requests?"""
+    title = f"Places that compute and serve each other's requests ({papers.POLLING}'s study)"
     if run is None:
         return _not_measured("app", title, APP_RUN)
     rows = analysis.app_rows([run])
@@ -774,8 +774,8 @@ def polling_strategy(run):
 
 
 def fast_paths(run):
-    """Seed 004's question: what does currying save here?"""
-    title = "Sending the same kind of message many times (curried paths, seed 004)"
+    """Minnich, Floren & McKie's question: what does currying save here?"""
+    title = f"Sending the same kind of message many times (curried paths, as {papers.CURRYING}'s)"
     if run is None:
         return _not_measured("syscost", title, SYSCOST_RUN)
     rows = {r["mechanism"]: r for r in run.rows}

@@ -223,7 +223,7 @@ def throughput_rows(runs):
 
 
 def app_rows(runs):
-    """Rows of the app suite (seed 002's study), from the newest document."""
+    """Rows of the app suite (Perkovic & Keleher's study), from the newest document."""
     docs = [run for run in runs if run.suite == "app" and run.rows]
     if not docs:
         return []

@@ -76,8 +76,8 @@ def main(argv=None):
     m = sub.add_parser("simulate-multicast",
                        help="project nemo_multicast's latency with the discrete-event simulator",
                        description="Simulate nemo's acknowledged multicast (every topology x mechanism x "
-                                   "static/dynamic, 32 random groups per size, median) with the seed "
-                                   "paper's Xeon Phi constants or with this machine's, measured by nemo-bench.")
+                                   "static/dynamic, 32 random groups per size, median) with the Xeon "
+                                   "Phi constants of Kuban, Rotta & Nolte (Help Your Busy Neighbors) or with this machine's, measured by nemo-bench.")
     m.add_argument("--constants", choices=("paper", "measured"), default="paper")
     m.add_argument("--results", nargs="*", default=[],
                    help="with --constants measured: nemo-bench JSON files (syscost, unicast, multicast)")

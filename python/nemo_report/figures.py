@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from . import analysis  # noqa: E402
+from . import analysis, papers  # noqa: E402
 
 DPI = 110
 
@@ -449,7 +449,7 @@ def _app_mechs(rows):
 
 
 def app_delay_distribution(rows, outdir):
-    """Seed 002's Fig. 3: how many requests waited how long, per strategy (log-log)."""
+    """Perkovic & Keleher's Fig. 3: how many requests waited how long, per strategy (log-log)."""
     if not rows:
         return None
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
@@ -466,12 +466,12 @@ def app_delay_distribution(rows, outdir):
     ax.set_ylabel("requests")
     ax.set_title("Notification delay distribution (nemo-bench app)")
     ax.legend(fontsize=7)
-    return _save(fig, outdir, "app_delays.png"), ("Seed 002, Fig. 3: notification delays per strategy "
+    return _save(fig, outdir, "app_delays.png"), (f"After {papers.POLLING}, Fig. 3: notification delays per strategy "
                                                  "(all shapes), log-log")
 
 
 def app_delay_share(rows, outdir):
-    """Seed 002's Fig. 4: the cumulative share of the total delay contributed by delays up to x."""
+    """Perkovic & Keleher's Fig. 4: the cumulative share of the total delay contributed by delays up to x."""
     if not rows:
         return None
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
@@ -492,12 +492,12 @@ def app_delay_share(rows, outdir):
     ax.set_ylabel("share of the total delay from delays up to x")
     ax.set_title("Where the total delay comes from (nemo-bench app)")
     ax.legend(fontsize=7)
-    return _save(fig, outdir, "app_delay_share.png"), ("Seed 002, Fig. 4: cumulative share of the total "
+    return _save(fig, outdir, "app_delay_share.png"), (f"After {papers.POLLING}, Fig. 4: cumulative share of the total "
                                                       "notification delay, by delay length")
 
 
 def app_runtime(rows, outdir):
-    """Seed 002's Fig. 7: runtime per strategy relative to interrupt, per shape."""
+    """Perkovic & Keleher's Fig. 7: runtime per strategy relative to interrupt, per shape."""
     ratios = analysis.app_runtime_ratios(rows)
     if not ratios:
         return None
@@ -514,7 +514,7 @@ def app_runtime(rows, outdir):
     ax.set_ylabel("runtime / runtime with interrupts")
     ax.set_title("Runtime per strategy relative to interrupt (nemo-bench app)")
     ax.legend(fontsize=7)
-    return _save(fig, outdir, "app_runtime.png"), ("Seed 002, Fig. 7: runtime of the fixed work per "
+    return _save(fig, outdir, "app_runtime.png"), (f"After {papers.POLLING}, Fig. 7: runtime of the fixed work per "
                                                   "strategy, relative to interrupt mode, per loop shape")
 
 
@@ -524,7 +524,7 @@ def _mcast_rows(runs):
 
 
 def multicast_vs_n(runs, outdir):
-    """Seed 003's Fig. 4: median latency against group size, one panel per
+    """Kuban, Rotta & Nolte's Fig. 4: median latency against group size, one panel per
     topology x mechanism, static (triangles) and dynamic (circles)."""
     rows = _mcast_rows(runs)
     if not rows:
@@ -555,7 +555,7 @@ def multicast_vs_n(runs, outdir):
     fig.suptitle("nemo_multicast: latency against group size (red rings: oversubscribed places)")
     fig.tight_layout()
     return _save(fig, outdir, "multicast_vs_n.png"), (
-        "Seed 003, Fig. 4: median multicast latency against group size, per topology (columns) and "
+        f"After {papers.MULTICAST}, Fig. 4: median multicast latency against group size, per topology (columns) and "
         "mechanism (rows); triangles: static topology over every place, circles: dynamic, over the "
         "members only.  Red rings: more places than CPUs.")
 

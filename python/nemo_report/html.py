@@ -4,7 +4,7 @@ import base64
 import html
 import re
 
-from . import advice, analysis, load
+from . import advice, analysis, load, mpi, papers
 
 CSS = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222;line-height:1.45}
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
@@ -345,7 +345,7 @@ def _bound_sentences(arows, pooled):
 
 
 def app_sentences(arows, pooled=()):
-    """What this machine shows in the study (seed 002), in sentences computed from the rows."""
+    """What this machine shows in Perkovic & Keleher's study, in sentences computed from the rows."""
     out = []
     ratios = analysis.app_runtime_ratios(arows)
     for shape in ("short", "nested", "long"):
@@ -357,7 +357,7 @@ def app_sentences(arows, pooled=()):
             continue
         best = min(others, key=others.get)
         line = (f"{shape} loops: the best strategy is {best}, {others[best]:.2f}x the runtime of interrupt "
-                f"mode (seed 002: within 1.01x for its best polling)")
+                f"mode ({papers.POLLING}: within 1.01x for their best polling)")
         if "poll-send" in r and best != "poll-send":
             line += f"; poll-send, the base, takes {r['poll-send']:.2f}x"
             if r["poll-send"] <= 1.05 * others[best]:
@@ -401,8 +401,8 @@ def _syscost(srows):
     g, c = byname.get("nemo-am-send"), byname.get("nemo-am-bound")
     if g and c:
         parts.append(f"<p>The curried send costs {ns(c['cost_ns']['p50'])} against the generic "
-                     f"{ns(g['cost_ns']['p50'])} ({g['cost_ns']['p50'] / c['cost_ns']['p50']:.2f}x; seed 004: "
-                     f"3,000 / 620 cycles = 4.8x).</p>")
+                     f"{ns(g['cost_ns']['p50'])} ({g['cost_ns']['p50'] / c['cost_ns']['p50']:.2f}x; "
+                     f"{e(papers.CURRYING)}: 3,000 / 620 cycles = 4.8x).</p>")
     w, q = byname.get("write-eventfd"), byname.get("uring-sqpoll-write")
     if w and q:
         parts.append(f"<p>The curried kernel write (io_uring SQPOLL) costs {ns(q['cost_ns']['p50'])} against "
@@ -458,6 +458,11 @@ def _multicast(runs):
     return "\n".join(out)
 
 
+def _paper_heading(what, authors, title):
+    """A section's heading that names its paper by authors and title."""
+    return f"<h2>{e(what)} (after {e(authors)}, <i>{e(title)}</i>)</h2>"
+
+
 def page(runs, figures, problems, outdir):
     urows = analysis.unicast_rows(runs)
     brows = analysis.broadcast_rows(runs)
@@ -482,10 +487,13 @@ def page(runs, figures, problems, outdir):
              *(["<h2>Throughput</h2>", _throughput(trows)] if trows else []),
              *(["<h2>What the interposer does to real programs</h2>", _preload(prows)] if prows else []),
              *(["<h2>The default wait policy against fixed policies</h2>", policy] if policy else []),
-             *(["<h2>Polling strategies (seed 002's study)</h2>", _app(arows, analysis.app_pooled(runs))] if arows else []),
-             *(["<h2>Fast paths (seed 004's table)</h2>", _syscost(srows)] if srows else []),
-             *(["<h2>Acknowledged multicast (seed 003)</h2>", _multicast(runs)]
+             *([_paper_heading("Polling strategies", papers.POLLING, papers.POLLING_TITLE),
+                _app(arows, analysis.app_pooled(runs))] if arows else []),
+             *([_paper_heading("Fast paths by currying", papers.CURRYING, papers.CURRYING_TITLE), _syscost(srows)]
+               if srows else []),
+             *([_paper_heading("Acknowledged multicast", papers.MULTICAST, papers.MULTICAST_TITLE), _multicast(runs)]
                if any(run.suite == "multicast" for run in runs) else []),
+             *(["<h2>Across MPI ranks (nemo-bench-mpi)</h2>", mpi.section(runs)] if mpi.newest(runs) else []),
              "<h2>Figures</h2>"]
     for name, caption in figures:
         data = base64.b64encode((outdir / name).read_bytes()).decode()
@@ -493,7 +501,7 @@ def page(runs, figures, problems, outdir):
                      f"<figcaption>{e(caption)}</figcaption></figure>")
         if name == "coherence.png":
             parts.append(_coherence_classes(runs))
-    other = [r for run in runs if run.suite not in ("unicast", "broadcast", "coherence", "policy")
+    other = [r for run in runs if run.suite not in ("unicast", "broadcast", "coherence", "policy", mpi.SUITE)
              for r in run.rows if not load.is_throughput_row(run.suite, r)
              and not load.is_preload_row(run.suite, r) and not load.is_app_row(run.suite, r)
              and not load.is_syscost_row(run.suite, r) and not load.is_multicast_row(run.suite, r)]

@@ -6,6 +6,8 @@ recorded as "FILE: PATH: what" and everything valid is kept.
 import json
 import pathlib
 
+from . import mpi
+
 STATS = ("min", "p50", "p90", "p99", "max", "mean", "stddev")
 ROW_REQUIRED = ("mechanism", "scenario", "src_cpu", "dst_cpu", "trials", "latency_ns", "sender_ns")
 THROUGHPUT_REQUIRED = ("mechanism", "scenario", "src_cpu", "dst_cpu", "trials", "seconds", "batch",
@@ -90,12 +92,12 @@ def _check_preload_row(row, where, problems):
 
 
 def is_app_row(suite, row):
-    """A row of the app suite (seed 002's study)."""
+    """A row of the app suite (Perkovic & Keleher's study)."""
     return suite == "app" and isinstance(row, dict) and "latency_ns" not in row
 
 
 def is_syscost_row(suite, row):
-    """A row of the syscost suite (seed 004's table)."""
+    """A row of the syscost suite (the table of Minnich, Floren & McKie)."""
     return suite == "syscost" and isinstance(row, dict) and "latency_ns" not in row
 
 
@@ -156,6 +158,8 @@ def _check_row(row, where, problems, suite=None):
     if not isinstance(row, dict):
         problems.append(f"{where}: not an object")
         return False
+    if mpi.is_row(suite, row):
+        return mpi.check_row(row, where, problems)
     if is_app_row(suite, row):
         return _check_app_row(row, where, problems)
     if is_multicast_row(suite, row):

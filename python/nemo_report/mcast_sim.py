@@ -1,7 +1,8 @@
 """mcast_sim.py - a discrete-event simulator of nemo's acknowledged multicast
 (src/mcast/mcast.c), to project its latency to machines larger than the one
-measured, and to check the seed paper's figures (the Xeon Phi multicast
-study) against the same algorithm.
+measured, and to check the figures of the Xeon Phi multicast study
+(Kuban, Rotta & Nolte, "Help Your Busy Neighbors: Dynamic Multicasts over
+Static Topologies") against the same algorithm.
 
 The simulator runs the library's algorithm step by step: the same
 topologies (brackets built by the same rules: build_tree, build_diamond,

@@ -1,6 +1,7 @@
-"""The multicast simulator (nemo_report/mcast_sim.py): the seed paper's
-medians with its constants, the projection's shape, and topologies that
-match the library's rules (src/mcast/mcast.c)."""
+"""The multicast simulator (nemo_report/mcast_sim.py): the medians of
+Kuban, Rotta & Nolte (Help Your Busy Neighbors) with their constants, the
+projection's shape, and topologies that match the library's rules
+(src/mcast/mcast.c)."""
 import json
 import subprocess
 import sys

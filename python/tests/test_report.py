@@ -379,7 +379,7 @@ def test_coherence_classes_from_topology_for_old_files():
 
 
 def test_app_figures_and_section(tmp_path):
-    """An app document gives seed 002's three figures and a section whose
+    """An app document gives Perkovic & Keleher's three figures and a section whose
     sentences quote numbers of the input."""
     import json
     from nemo_report import cli
@@ -456,3 +456,83 @@ def test_app_watchdog_bound_pooled_and_per_round(tmp_path):
     page = (tmp_path / "out2" / "index.html").read_text()
     assert "watchdog-50us: p99 delay 120.0 us, above T + interrupt&#x27;s p99 (90.0 us); per round and shape, within in 5 of 6." \
         in page
+
+
+def test_mpi_section_from_a_real_run(tmp_path):
+    """A nemo-bench-mpi document (fixtures/mpi.json: `mpiexec -n 2
+    nemo-bench-mpi --quick`) gives the MPI section: the latency pair with
+    the ratio computed from its rows, the idle costs and every strategy."""
+    from nemo_report import mpi
+    runs, problems = load.load_all([FIX / "mpi.json"])
+    assert not problems
+    rows = mpi.newest(runs).rows
+    pair = mpi.latency_pairs(rows)[0]
+    want = pair["nemo"]["latency_ns"]["p50"] / pair["mpi"]["latency_ns"]["p50"]
+    assert pair["ratio"] == pytest.approx(want)
+    rc, out = build(tmp_path, ["mpi.json", "unicast.json"])
+    assert rc == 0
+    page = (out / "index.html").read_text()
+    assert "<h2>Across MPI ranks (nemo-bench-mpi)</h2>" in page
+    assert f"{want:.2f}x" in page
+    for r in rows:
+        if r["mechanism"] == "nemo-mpi-app":
+            assert f"<td>{r['scenario']}</td>" in page
+        if r["mechanism"] == "nemo-mpi-idle":
+            assert f"{r['cpu_percent']:.3f}%" in page
+    assert "Other results" not in page and "Problems with the input" not in page
+
+
+def test_mpi_bad_rows_are_named(tmp_path, capsys):
+    doc = json.loads((FIX / "mpi.json").read_text())
+    del doc["results"][0]["latency_ns"]["p50"]
+    doc["results"][2]["mechanism"] = "nemo-mpi-bogus"
+    del doc["results"][4]["runtime_s"]
+    f = tmp_path / "mpi.json"
+    f.write_text(json.dumps(doc))
+    assert cli.main(["build", str(f), "-o", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert "results[0].latency_ns.p50: missing" in err
+    assert "results[2].mechanism: 'nemo-mpi-bogus' is not a row of nemo-bench-mpi" in err
+    assert "results[4].runtime_s: missing or not a number" in err
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "Across MPI ranks" in page         # the valid rows still make the section
+
+
+def _every_section_docs(tmp_path):
+    """The fixtures and synthetic documents of the suites that have no
+    fixture (app, syscost, multicast): every section of the report."""
+    from test_advice import _app_doc
+    st = lambda v: {"min": v, "p50": v, "p90": v, "p99": v * 1.5, "max": v * 2, "mean": v, "stddev": 1.0}
+    syscost = [{"mechanism": m, "trials": 10, "cost_ns": st(c), "btw_ns": st(c * 3)}
+               for m, c in (("nemo-am-send", 60.0), ("nemo-am-bound", 25.0), ("write-eventfd", 900.0),
+                            ("uring-sqpoll-write", 80.0))]
+    mcast = [{"mechanism": f"{t}-{m}", "scenario": "polling", "topology": t, "group": g, "n": n, "places": 4,
+              "trials": 10, "latency_ns": st(1000.0 * n)}
+             for t in ("flat", "tree", "diamond") for m in ("smack", "help", "skip")
+             for g in ("static", "dynamic") for n in (2, 3, 4)]
+    mcast.append({"mechanism": "mcast-constants", "scenario": "constants", "send": 100.0, "latency": 200.0,
+                  "atomic": 80.0, "node": 50.0, "call": 30.0, "recv": 0, "poll": 0, "check": 0, "action": 0})
+    paths = [FIX / n for n in GOOD + ["mpi.json"]]
+    for suite, rows in (("app", _app_doc({"interrupt": 1.0, "poll-send": 1.2, "poll-check": 0.97})),
+                        ("syscost", syscost), ("multicast", mcast)):
+        f = tmp_path / f"{suite}.json"
+        f.write_text(json.dumps({"tool": "nemo-bench", "suite": suite, "started_at": "2026-01-01",
+                                 "machine": {"cpus": 4}, "config": {}, "results": rows}))
+        paths.append(f)
+    return paths
+
+
+def test_papers_are_named_by_authors_and_titles(tmp_path, capsys):
+    """The report names the papers nemo follows as readers know them, by
+    authors and title, never by the project's own file numbers (no "seed
+    00N" in any heading, caption or sentence)."""
+    sys.path.insert(0, str(HERE))
+    assert cli.build(_every_section_docs(tmp_path), tmp_path / "out") == 0
+    assert capsys.readouterr().err == ""                 # every document read, every figure made
+    page = (tmp_path / "out" / "index.html").read_text()
+    for heading in ("Polling strategies", "Fast paths by currying", "Acknowledged multicast", "Across MPI ranks"):
+        assert f"<h2>{heading}" in page
+    assert "Perkovic &amp; Keleher, <i>Responsiveness without Interrupts</i>" in page
+    assert "Kuban, Rotta &amp; Nolte, <i>Help Your Busy Neighbors" in page
+    assert "Minnich, Floren &amp; McKie, <i>Using Currying" in page
+    assert not re.search(r"seed\s*0", page, re.I), re.search(r".{60}seed\s*0.{60}", page, re.I | re.S).group(0)

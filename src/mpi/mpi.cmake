@@ -15,7 +15,12 @@ target_compile_options(nemo-mpi PRIVATE ${NEMO_WARNINGS})
 target_include_directories(nemo-mpi PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(nemo-mpi PUBLIC nemo_shared MPI::MPI_C)
 add_library(nemo::mpi ALIAS nemo-mpi)
-install(TARGETS nemo-mpi LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# Installed: DT_RUNPATH $ORIGIN (it finds libnemo.so beside it), and
+# exported as nemo::mpi in its own file of the CMake package, which
+# nemoConfig.cmake loads when the consumer finds MPI (component mpi).
+set_target_properties(nemo-mpi PROPERTIES EXPORT_NAME mpi INSTALL_RPATH "$ORIGIN")
+install(TARGETS nemo-mpi EXPORT nemoMpiTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(EXPORT nemoMpiTargets NAMESPACE nemo:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/nemo)
 
 find_program(NEMO_MPIEXEC NAMES mpiexec.hydra mpiexec HINTS ${MPI_C_COMPILER_DIR})
 if(NOT NEMO_MPIEXEC)
@@ -48,7 +53,9 @@ if(NEMO_BUILD_BENCH)
   add_executable(nemo-bench-mpi ${PROJECT_SOURCE_DIR}/bench/mpi/nemo_bench_mpi.c ${PROJECT_SOURCE_DIR}/bench/core/stats.c)
   target_compile_options(nemo-bench-mpi PRIVATE ${NEMO_WARNINGS})
   target_link_libraries(nemo-bench-mpi PRIVATE nemo-mpi m)
-  set_target_properties(nemo-bench-mpi PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
+  set_target_properties(nemo-bench-mpi PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin
+    INSTALL_RPATH "${NEMO_BIN_RUNPATH}")
+  install(TARGETS nemo-bench-mpi RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   if(NEMO_BUILD_TESTS AND NEMO_SANITIZE STREQUAL "")
     add_test(NAME mpi.bench.smoke
              COMMAND ${NEMO_MPIEXEC} -n 2 $<TARGET_FILE:nemo-bench-mpi> --quick)

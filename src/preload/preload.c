@@ -31,12 +31,15 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef int (*init_fn)(pthread_cond_t *, const pthread_condattr_t *);
 typedef int (*one_fn)(pthread_cond_t *);
@@ -97,25 +100,151 @@ __attribute__((noinline, noipa)) static int is_null(const volatile void *p)
 	return p == NULL;
 }
 
-/* NEMO_STATS=1: at exit, one line on stderr with what the waits did
- * (how many polled, slept, and kicks issued or avoided) and the adaptive
- * policy's cost of blocking - to see what nemo did to a program without
- * changing it. */
-__attribute__((destructor)) static void stats_at_exit(void)
+/* ---------------------------------------------------------------- STATS
+ *
+ * NEMO_STATS: at exit, one line with what the interposer and the waits did
+ * - to see what nemo did to a program without changing it (nemo-run
+ * --stats sets it):
+ *   unset, empty or 0   nothing;
+ *   1                   the line on stderr;
+ *   a path (it has a /) the line appended to that file (a relative path is
+ *                       taken from the working directory at start), so
+ *                       that every process of a tree adds its own line.
+ * Anything else is refused at start with one message on stderr.
+ *
+ * The line: the calls interposed (condvar waits, signals and broadcasts,
+ * semaphore waits, and the calls on process-shared condvars left to
+ * glibc), then nemo_waiter_get_counters() (waits, how many polled, slept;
+ * kicks issued, avoided) and the adaptive policy's cost of blocking.
+ *
+ * The interposer counts its calls only when NEMO_STATS asks for the line
+ * (otherwise one predictable branch per call).  Each thread counts in a
+ * block of its own, a cache line taken from a static pool at its first
+ * counted call (no allocation: malloc may itself wait on a condvar), so
+ * that counting adds no sharing between threads; the blocks of threads
+ * that exited stay counted.  Past the pool's blocks, threads share one
+ * block with atomic additions. */
+
+enum { ST_COND_WAIT, ST_COND_WAKE, ST_SEM_WAIT, ST_GLIBC, ST_KINDS };
+
+struct st_block {
+	_Alignas(64) _Atomic uint64_t n[ST_KINDS];
+};
+
+#define ST_POOL 1024
+static struct st_block st_pool[ST_POOL];
+static struct st_block st_shared;   /* past the pool */
+static atomic_uint st_used;
+static __thread struct st_block *st_mine;
+static int st_mode;                 /* 0 off, 1 stderr, 2 file */
+static char st_path[4096];
+
+/* Only the owner writes its block: a relaxed load and store, no lock. */
+__attribute__((noinline)) static void st_count_slow(int kind)
+{
+	struct st_block *b = st_mine;
+	if (!b) {
+		unsigned i = atomic_fetch_add_explicit(&st_used, 1, memory_order_relaxed);
+		b = i < ST_POOL ? &st_pool[i] : &st_shared;
+		st_mine = b;
+	}
+	if (b == &st_shared) {
+		atomic_fetch_add_explicit(&b->n[kind], 1, memory_order_relaxed);
+		return;
+	}
+	atomic_store_explicit(&b->n[kind], atomic_load_explicit(&b->n[kind], memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+static inline void st_count(int kind)
+{
+	if (__builtin_expect(st_mode != 0, 0))
+		st_count_slow(kind);
+}
+
+/* A child of fork counts its own calls. */
+static void st_forked(void)
+{
+	unsigned used = atomic_load_explicit(&st_used, memory_order_relaxed);
+	for (unsigned i = 0; i < used && i < ST_POOL; i++)
+		for (int k = 0; k < ST_KINDS; k++)
+			atomic_store_explicit(&st_pool[i].n[k], 0, memory_order_relaxed);
+	for (int k = 0; k < ST_KINDS; k++)
+		atomic_store_explicit(&st_shared.n[k], 0, memory_order_relaxed);
+}
+
+__attribute__((constructor)) static void stats_init(void)
 {
 	const char *s = getenv("NEMO_STATS");
 	if (!s || !*s || !strcmp(s, "0"))
 		return;
-	nemo_waiter_counters c;
-	nemo_wait_calibration cal;
-	if (nemo_waiter_get_counters(&c) != 0 || nemo_wait_get_calibration(&cal) != 0)
+	if (!strcmp(s, "1")) {
+		st_mode = 1;
+	} else if (strchr(s, '/')) {
+		char cwd[2048];
+		int n = s[0] == '/' || !getcwd(cwd, sizeof cwd)
+				? snprintf(st_path, sizeof st_path, "%s", s)
+				: snprintf(st_path, sizeof st_path, "%s/%s", cwd, s);
+		if (n < 0 || (size_t)n >= sizeof st_path) {
+			fprintf(stderr, "nemo-preload: NEMO_STATS: the path is too long; no statistics\n");
+			return;
+		}
+		st_mode = 2;
+	} else {
+		fprintf(stderr,
+			"nemo-preload: NEMO_STATS='%s' is neither 1 (stderr) nor a path with a '/' "
+			"(./%s for a file here); no statistics\n", s, s);
 		return;
-	fprintf(stderr,
-		"nemo-preload: %llu waits: %llu polled, %llu sleeps; kicks %llu issued, %llu avoided; "
-		"cost of blocking %.0f ns (%s, %u samples)\n",
-		(unsigned long long)c.waits, (unsigned long long)c.waits_polled,
-		(unsigned long long)c.sleeps, (unsigned long long)c.kicks_issued,
-		(unsigned long long)c.kicks_avoided, cal.budget_ns, cal.source, cal.samples);
+	}
+	pthread_atfork(NULL, NULL, st_forked);
+}
+
+__attribute__((destructor)) static void stats_at_exit(void)
+{
+	if (!st_mode)
+		return;
+	uint64_t n[ST_KINDS] = {0};
+	unsigned used = atomic_load_explicit(&st_used, memory_order_relaxed);
+	for (unsigned i = 0; i < used && i < ST_POOL; i++)
+		for (int k = 0; k < ST_KINDS; k++)
+			n[k] += atomic_load_explicit(&st_pool[i].n[k], memory_order_relaxed);
+	for (int k = 0; k < ST_KINDS; k++)
+		n[k] += atomic_load_explicit(&st_shared.n[k], memory_order_relaxed);
+	nemo_waiter_counters c = {0};
+	nemo_wait_calibration cal = {0};
+	int have_cal = nemo_waiter_get_counters(&c) == 0 && nemo_wait_get_calibration(&cal) == 0;
+	char line[640];
+	int len = snprintf(line, sizeof line,
+			   "nemo-preload: pid %ld (%s): interposed %llu condvar waits, %llu signals/broadcasts, "
+			   "%llu semaphore waits, %llu process-shared calls left to glibc; "
+			   "%llu waits: %llu polled, %llu slept; kicks %llu issued, %llu avoided",
+			   (long)getpid(), program_invocation_short_name, (unsigned long long)n[ST_COND_WAIT],
+			   (unsigned long long)n[ST_COND_WAKE], (unsigned long long)n[ST_SEM_WAIT],
+			   (unsigned long long)n[ST_GLIBC], (unsigned long long)c.waits,
+			   (unsigned long long)c.waits_polled, (unsigned long long)c.sleeps,
+			   (unsigned long long)c.kicks_issued, (unsigned long long)c.kicks_avoided);
+	if (len > 0 && (size_t)len < sizeof line && have_cal)
+		len += snprintf(line + len, sizeof line - (size_t)len, "; cost of blocking %.0f ns (%s, %u samples)",
+				cal.budget_ns, cal.source, cal.samples);
+	if (len < 0)
+		return;
+	if ((size_t)len >= sizeof line - 1)
+		len = (int)sizeof line - 2;
+	line[len++] = '\n';
+	int fd = 2, saved = errno;
+	if (st_mode == 2) {
+		fd = open(st_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			fprintf(stderr, "nemo-preload: NEMO_STATS: cannot open %s: %s; the line goes here\n", st_path,
+				strerror(errno));
+			fd = 2;
+		}
+	}
+	ssize_t w = write(fd, line, (size_t)len);   /* one write: lines of processes never interleave */
+	(void)w;
+	if (fd != 2)
+		close(fd);
+	errno = saved;
 }
 
 /* Run a nemo_cond call with the caller's errno kept. */
@@ -150,8 +279,11 @@ int pthread_cond_signal(pthread_cond_t *c)
 {
 	if (is_null(c))
 		return EINVAL;
-	if (is_glibc(c))
+	if (is_glibc(c)) {
+		st_count(ST_GLIBC);
 		return glibc.signal(c);
+	}
+	st_count(ST_COND_WAKE);
 	KEEP_ERRNO(nemo_cond_signal(NC(c)));
 }
 
@@ -159,8 +291,11 @@ int pthread_cond_broadcast(pthread_cond_t *c)
 {
 	if (is_null(c))
 		return EINVAL;
-	if (is_glibc(c))
+	if (is_glibc(c)) {
+		st_count(ST_GLIBC);
 		return glibc.broadcast(c);
+	}
+	st_count(ST_COND_WAKE);
 	KEEP_ERRNO(nemo_cond_broadcast(NC(c)));
 }
 
@@ -168,8 +303,11 @@ int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 {
 	if (is_null(c))
 		return EINVAL;
-	if (is_glibc(c))
+	if (is_glibc(c)) {
+		st_count(ST_GLIBC);
 		return glibc.wait(c, m);
+	}
+	st_count(ST_COND_WAIT);
 	KEEP_ERRNO(nemo_cond_wait(NC(c), m));
 }
 
@@ -177,8 +315,11 @@ int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct t
 {
 	if (is_null(c))
 		return EINVAL;
-	if (is_glibc(c))
+	if (is_glibc(c)) {
+		st_count(ST_GLIBC);
 		return glibc.timedwait(c, m, t);
+	}
+	st_count(ST_COND_WAIT);
 	KEEP_ERRNO(nemo_cond_timedwait(NC(c), m, t));
 }
 
@@ -187,8 +328,11 @@ int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clk,
 {
 	if (is_null(c))
 		return EINVAL;
-	if (is_glibc(c))
+	if (is_glibc(c)) {
+		st_count(ST_GLIBC);
 		return glibc.clockwait(c, m, clk, t);
+	}
+	st_count(ST_COND_WAIT);
 	KEEP_ERRNO(nemo_cond_clockwait(NC(c), m, clk, t));
 }
 
@@ -264,6 +408,7 @@ static inline int sem_wait_for(sem_t *s, clockid_t clk, const struct timespec *a
 		return -1;
 	}
 	pthread_once(&glibc_sem_once, glibc_sem_load);
+	st_count(ST_SEM_WAIT);
 	int saved = errno;
 	/* The uncontended path, as glibc's: checks, cancellation, one try.
 	 * (Bad arguments go on to nemo_wait_foreign, which names them.) */
