@@ -341,8 +341,25 @@ void *nemo_place_context(void);
  */
 int nemo_place_fd(int *fd);
 
-/** The calling thread's place id, or NEMO_PLACE_NONE. */
+/** The calling thread's place id (of this process's domain, or - for a
+ *  thread that holds a place of a shared domain, nemo/xproc.h - that
+ *  place's public id), or NEMO_PLACE_NONE. */
 nemo_place_id nemo_place_self(void);
+
+/**
+ * Places that died - their process (a shared domain's place, nemo/xproc.h)
+ * or their MPI rank (nemo/mpi.h) ended without leaving - among those the
+ * calling thread's places talk to.  A send to such a place fails with
+ * ECONNRESET, and a wait of a place that talks to it returns ECONNRESET
+ * once when the death is found.  Places of this process cannot die apart
+ * from it.
+ * @param ids  receives up to cap of their ids, the latest death first
+ * @param n    receives how many were stored
+ * @param total receives (if not NULL) how many such deaths were seen in
+ *             all: compare two readings to learn of a new one
+ * @return 0; EINVAL for NULL n, or NULL ids with cap > 0.
+ */
+int nemo_dead_places(nemo_place_id *ids, size_t cap, size_t *n, uint64_t *total);
 
 /** The calling thread's domain, or NULL. */
 nemo_domain *nemo_place_domain(void);

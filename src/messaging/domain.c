@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "messaging_internal.h"
+#include "remote.h"
 
 
 #include <errno.h>
@@ -37,7 +38,25 @@ __thread uint64_t nemo__poll_due __attribute__((tls_model("initial-exec"))) = UI
 nemo_place_id nemo_place_self(void)
 {
 	nemo_place *me = tls_place;
-	return me ? me->id : NEMO_PLACE_NONE;
+	if (me)
+		return me->id;
+	/* A place of a shared domain's (remote.h), or none. */
+	nemo_place_id id = NEMO_PLACE_NONE;
+	if (nemo__remote_self(NEMO__SELF_ID, &(nemo__remote_self_args){ .self_id = &id }, NULL) != 0)
+		return NEMO_PLACE_NONE;
+	return id;
+}
+
+int nemo_dead_places(nemo_place_id *ids, size_t cap, size_t *n, uint64_t *total)
+{
+	if (!n || (cap && !ids))
+		return NEMO__FAIL(EINVAL, "%s", !n ? "n is NULL" : "ids is NULL with cap > 0");
+	*n = 0;
+	uint64_t t = 0;
+	int rc = nemo__remote_dead(ids, cap, n, &t);
+	if (total)
+		*total = t;
+	return rc;
 }
 
 nemo_domain *nemo_place_domain(void)

@@ -132,10 +132,10 @@ void nemo__fd_arm(nemo_place *me)
 int nemo_place_fd(int *fd)
 {
 	nemo_place *me = nemo__place_self();
-	if (!me)
-		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	if (!fd)
 		return NEMO__FAIL(EINVAL, "fd is NULL");
+	if (!me)  /* a place of a shared domain's, or none (remote.h) */
+		return nemo__remote_self(NEMO__SELF_FD, &(nemo__remote_self_args){ .fd = fd }, __func__);
 	int e = atomic_load_explicit(&me->efd, memory_order_relaxed);
 	if (e < 0) {
 		e = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -321,10 +321,13 @@ int nemo_place_wait_for(const uint64_t *word, uint64_t old, const struct timespe
 			unsigned *handled)
 {
 	nemo_place *me = nemo__place_self();
-	if (!me)
-		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	if (!word)
 		return NEMO__FAIL(EINVAL, "word is NULL");
 	int rc = nemo__check_deadline(__func__, CLOCK_MONOTONIC, abstime);
-	return rc ? rc : place_wait(me, abstime, handled, word, old);
+	if (rc)
+		return rc;
+	if (!me)  /* a place of a shared domain's, or none (remote.h) */
+		return nemo__remote_self(NEMO__SELF_WAIT_FOR, &(nemo__remote_self_args){ .word = word, .old = old,
+					 .abstime = abstime, .handled = handled }, __func__);
+	return place_wait(me, abstime, handled, word, old);
 }

@@ -83,6 +83,17 @@ int nemo__remote_broadcast(const nemo_place_id *set, size_t n, uint32_t id, uint
 	return first;
 }
 
+int nemo__remote_dead(nemo_place_id *ids, size_t cap, size_t *n, uint64_t *total)
+{
+	for (unsigned t = 0; t < NEMO__REMOTE_N; t++) {
+		const nemo__remote_ops *o = atomic_load_explicit(&remote_ops[t], memory_order_acquire);
+		int rc = o && o->dead ? o->dead(ids, cap, n, total) : 0;
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 int nemo__remote_self(nemo__remote_self_op op, const nemo__remote_self_args *a, const char *fn)
 {
 	for (unsigned t = 0; t < NEMO__REMOTE_N; t++) {
@@ -91,5 +102,6 @@ int nemo__remote_self(nemo__remote_self_op op, const nemo__remote_self_args *a, 
 		if (rc >= 0)
 			return rc;
 	}
-	return nemo__fail(ENOTCONN, fn, "the calling thread is not a place (nemo_place_join first)");
+	/* fn NULL: a query (nemo_place_self), not a failure: no text. */
+	return fn ? nemo__fail(ENOTCONN, fn, "the calling thread is not a place (nemo_place_join first)") : ENOTCONN;
 }

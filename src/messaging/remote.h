@@ -53,6 +53,9 @@ typedef enum nemo__remote_self_op {
 	NEMO__SELF_WAIT,                 /* nemo_place_wait(abstime, handled) */
 	NEMO__SELF_NOTIFY_HANDLER,       /* nemo_notify_set_handler(fn, ctx) */
 	NEMO__SELF_BROADCAST,            /* nemo_am_broadcast(NULL, 0, ...) */
+	NEMO__SELF_WAIT_FOR,             /* nemo_place_wait_for(word, old, abstime, handled) */
+	NEMO__SELF_ID,                   /* nemo_place_self(): *id := the place's public id */
+	NEMO__SELF_FD,                   /* nemo_place_fd(fd) */
 } nemo__remote_self_op;
 
 /** The arguments of a self call (the fields its op names). */
@@ -67,6 +70,10 @@ typedef struct nemo__remote_self_args {
 	size_t len;
 	unsigned flags;
 	size_t *sent;
+	const uint64_t *word;            /* NEMO__SELF_WAIT_FOR */
+	uint64_t old;
+	nemo_place_id *self_id;          /* NEMO__SELF_ID */
+	int *fd;                         /* NEMO__SELF_FD */
 } nemo__remote_self_args;
 
 /** What a transport does for the public calls. */
@@ -89,6 +96,12 @@ typedef struct nemo__remote_ops {
 	 *  no place of this transport's either, else the call's result
 	 *  (NULL: the transport has no places of its own). */
 	int (*self)(nemo__remote_self_op op, const nemo__remote_self_args *a);
+	/** nemo_dead_places for this transport's places that the calling
+	 *  thread's places talk to: add the ids of those whose process or
+	 *  rank died (latest first) into ids[*n..cap), *n += how many were
+	 *  stored, *total += how many died in all (NULL: none of its places
+	 *  can die).  Returns 0 or an error. */
+	int (*dead)(nemo_place_id *ids, size_t cap, size_t *n, uint64_t *total);
 } nemo__remote_ops;
 
 /** Register transport t's table (NULL: none).  Returns the previous one. */
@@ -104,7 +117,11 @@ int nemo__remote_broadcast(const nemo_place_id *set, size_t n, uint32_t id, uint
 			   const void *payload, size_t len, unsigned flags, size_t *sent);
 /** A self call by a thread that is no place of this process: the first
  *  transport that knows the thread answers; else ENOTCONN with the text
- *  of the calls that have no place ("the calling thread is not a place"). */
+ *  of the calls that have no place ("the calling thread is not a place");
+ *  fn NULL: ENOTCONN bare (a query that is no failure). */
 int nemo__remote_self(nemo__remote_self_op op, const nemo__remote_self_args *a, const char *fn);
+
+/** nemo_dead_places over every transport (remote.c). */
+int nemo__remote_dead(nemo_place_id *ids, size_t cap, size_t *n, uint64_t *total);
 
 #endif /* NEMO_MESSAGING_REMOTE_H */

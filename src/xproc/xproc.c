@@ -1743,6 +1743,13 @@ static int xp_self(nemo__remote_self_op op, const nemo__remote_self_args *a)
 	if (!n)
 		return -1;
 	switch (op) {
+	case NEMO__SELF_ID:
+		*a->self_id = public_id(last->x, last->id);
+		return 0;
+	case NEMO__SELF_WAIT_FOR:
+	case NEMO__SELF_FD:
+		return nemo__fail(ENOTSUP, op == NEMO__SELF_FD ? "nemo_place_fd" : "nemo_place_wait_for",
+				  "not offered for a shared domain's place yet (nemo_xproc_wait)");
 	case NEMO__SELF_POLL: {
 		unsigned total = 0;
 		int first = 0;
