@@ -56,8 +56,8 @@ nemo_c_test(test_watchdog SOURCES test_watchdog.c LABELS unit)
 # Notification delays (NEMO_DOMAIN_DELAYS).
 nemo_c_test(test_delays SOURCES test_delays.c LABELS "unit;concurrency")
 
-# Bound sends (nemo/am.h): behaviour, and their instruction count against
-# the generic send (callgrind: at least 2x fewer).
+# Bound sends (nemo/am.h) and the generic send's curry: behaviour, and
+# their instruction counts (callgrind: send.cost, bound.cost).
 nemo_c_test(test_bound SOURCES test_bound.c LABELS "unit;concurrency")
 # Stream grants (queue.c, THE STREAM GRANT): granted, revoked before a
 # sleep or an eventfd, nothing lost; once more without membarrier.
@@ -67,9 +67,15 @@ set_tests_properties(test_grant.nomembarrier PROPERTIES ENVIRONMENT NEMO_MEMBARR
 add_executable(bound_cost bound_cost.c)
 target_compile_options(bound_cost PRIVATE ${NEMO_WARNINGS})
 target_link_libraries(bound_cost PRIVATE nemo_static Threads::Threads)
+add_executable(send_cost send_cost.c)
+target_compile_options(send_cost PRIVATE ${NEMO_WARNINGS})
+target_link_libraries(send_cost PRIVATE nemo_static)
 if(NOT NEMO_SANITIZE)
   add_test(NAME bound.cost COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/test_bound_cost.sh $<TARGET_FILE:bound_cost>)
   set_tests_properties(bound.cost PROPERTIES LABELS unit TIMEOUT 300)
+  # nemo_am_send <= 130 and nemo_am_send_bound <= 70 instructions a send.
+  add_test(NAME send.cost COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/test_send_cost.sh $<TARGET_FILE:send_cost>)
+  set_tests_properties(send.cost PROPERTIES LABELS unit TIMEOUT 300)
 endif()
 # Private fast calls set up by a control string (nemo_ctl, nemo_fast).
 nemo_c_test(test_ctl SOURCES test_ctl.c LABELS unit)

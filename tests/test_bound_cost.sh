@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # test_bound_cost.sh PROGRAM - instructions per nemo_am_send and per
-# nemo_am_send_bound in the same steady state (callgrind: a count, not a
-# time); the bound send must take at most half the instructions (issue
-# 14's bar; Minnich, Floren & McKie's curried write took 1/4.8 of the generic one).
+# nemo_am_send_bound to two receivers that never poll (every send pays
+# the fence and hint test of P-S4), callgrind counts: the bound send may
+# cost no more than the generic one.  (The bar was 2x fewer until the
+# generic send curried itself - src/messaging/bound.c - which closed the
+# gap the curried write of Minnich, Floren & McKie's paper measured;
+# tests/test_send_cost.sh holds both to absolute bars.)
 set -eu
 prog=$1
 n=20000
@@ -17,4 +20,4 @@ g=$(count loop_generic)
 b=$(count loop_bound)
 awk -v g="$g" -v b="$b" -v n="$n" 'BEGIN {
 	printf "nemo_am_send: %.1f instructions per send; nemo_am_send_bound: %.1f; ratio %.2fx\n", g / n, b / n, g / b
-	exit !(g / b >= 2) }'
+	exit !(g / b >= 1) }'

@@ -213,10 +213,6 @@ int nemo_am_sendv(nemo_place_id dest, uint32_t id, uint64_t arg, const void *pay
 	return err ? err : send_one(me, dest, id, arg, payload, len, flags, 0, __func__);
 }
 
-int nemo_am_send(nemo_place_id dest, uint32_t id, uint64_t arg, unsigned flags)
-{
-	return nemo_am_sendv(dest, id, arg, NULL, 0, flags);
-}
 
 int nemo__am_sendv_flags(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload, size_t len,
 			 unsigned flags)

@@ -34,32 +34,11 @@
  */
 #define _GNU_SOURCE
 #include "messaging_internal.h"
+#include "remote.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
-struct nemo_am_bound {
-	nemo_place *me;
-	uint64_t gen;                 /* the binding occupant's generation */
-	nemo_place *dst;
-	uint64_t st;                  /* dst's status word at bind time */
-	nemo_place_id dest;
-	unsigned r;
-	unsigned flags;
-	uint32_t meta;                /* action, event + 1, length 0 (ring); channel (FIFO) */
-	bool notify;
-	nemo__out *o;
-	nemo__link *lk;               /* the pair's link (ours -> dst) */
-	_Atomic uint32_t *held;       /* dst keeps sends for us (overflow.c) */
-	nemo__slot *ring;
-	uint32_t mask, rbits;
-	uint32_t seq[2];              /* the head seq for an even and an odd lap (nemo__slot_seq) */
-	_Atomic uint64_t *hint;       /* our hint word at dst, and our bit in it */
-	uint64_t bit;
-	_Atomic uint64_t *grant;      /* dst's grant word with our bit (queue.c, THE STREAM GRANT) */
-	bool always_slow;             /* a notification's, NEMO_MORE, delay stamps, or no
-	                                 membarrier (S2 would fence): the generic path */
-};
 
 static int stale(const char *fn)
 {
@@ -67,38 +46,47 @@ static int stale(const char *fn)
 			  "(it left, or another thread calls)");
 }
 
+/* Fill binding b of the calling place me for dst (status st). */
+static void bind_fill(nemo_am_bound *b, nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest,
+		      uint32_t id, unsigned flags, bool notify, uint32_t meta, bool curry)
+{
+	struct nemo_domain *d = me->d;
+	unsigned r = nemo_place_index(dest);
+	nemo__out *o = &me->out_row[r];
+	uint32_t rtag = nemo__rtag(nemo__id_gen(dest));
+	bool base_slow = notify || d->stamps || (flags & NEMO_MORE) || !nemo__asym;
+	*b = (nemo_am_bound){
+		.me = me, .gen = me->gen, .dst = dst, .st = st, .dest = dest, .id = id, .r = r, .flags = flags,
+		.meta = meta, .notify = notify, .curry = curry, .o = o, .lk = nemo__link_of(d, r, me->idx),
+		.held = &me->link_row[r].held, .ring = nemo__ring_of(d, r, me->idx), .mask = d->R - 1,
+		.lapshift = d->Rbits - 1, .seq0 = nemo__slot_seq(0, d->Rbits, rtag),
+		.hint = nemo__hint_row(d, r) + me->idx / 64, .bit = 1ull << (me->idx % 64),
+		.grant = nemo__grant_row(d, r) + me->idx / 64,
+		.base_slow = base_slow, .always_slow = base_slow || o->ring_gen != me->gen,
+	};
+	b->fast_gen = b->always_slow ? 0 : b->gen;
+}
+
 static int bind_common(nemo_place_id dest, unsigned flags, bool notify, uint32_t meta, nemo_am_bound **out,
 		       const char *fn)
 {
 	nemo_place *me = nemo__place_self();
-	struct nemo_domain *d = me->d;
 	uint64_t st;
-	nemo_place *dst = nemo__dest(d, dest, &st);
+	nemo_place *dst = nemo__dest(me->d, dest, &st);
 	if (!dst)
 		return nemo__fail(ESRCH, fn, "place %#llx is not in the domain (never was, or left)",
 				  (unsigned long long)dest);
 	nemo_am_bound *b = calloc(1, sizeof *b);
 	if (!b)
 		return ENOMEM;
-	unsigned r = nemo_place_index(dest);
-	nemo__out *o = &me->out_row[r];
-	uint32_t rtag = nemo__rtag(nemo__id_gen(dest));
+	nemo__out *o = &me->out_row[nemo_place_index(dest)];
 	if (!o->bound) {
 		/* From now on the pair's other sends keep mark (nemo__out_settle):
 		 * nothing is uncounted yet. */
 		o->mark = o->tail;
 		o->bound = 1;
 	}
-	*b = (nemo_am_bound){
-		.me = me, .gen = me->gen, .dst = dst, .st = st, .dest = dest, .r = r, .flags = flags,
-		.meta = meta, .notify = notify, .o = o, .lk = nemo__link_of(d, r, me->idx),
-		.held = &me->link_row[r].held, .ring = nemo__ring_of(d, r, me->idx), .mask = d->R - 1,
-		.rbits = d->Rbits,
-		.hint = nemo__hint_row(d, r) + me->idx / 64, .bit = 1ull << (me->idx % 64),
-		.grant = nemo__grant_row(d, r) + me->idx / 64,
-		.seq = { nemo__slot_seq(0, d->Rbits, rtag), nemo__slot_seq(d->R, d->Rbits, rtag) },
-		.always_slow = notify || d->stamps || (flags & NEMO_MORE) || !nemo__asym,
-	};
+	bind_fill(b, me, dst, st, dest, 0, flags, notify, meta, false);
 	*out = b;
 	return 0;
 }
@@ -160,6 +148,11 @@ static __attribute__((noinline)) int slow(nemo_am_bound *b, nemo_place *me, uint
 				       (unsigned long long)b->dest);
 	}
 	nemo__busy_exit(me);
+	/* The queue is claimed now (WHO SENT IT): the fast path may take it. */
+	if (!err && b->always_slow && !b->base_slow && b->o->ring_gen == b->gen) {
+		b->always_slow = false;
+		b->fast_gen = b->gen;
+	}
 	return err;
 }
 
@@ -175,98 +168,199 @@ static __attribute__((noinline, cold)) int spent(nemo_am_bound *b, const char *f
 	return nemo__fail(ESRCH, fn, "place %#llx left: the binding is spent", (unsigned long long)b->dest);
 }
 
+/* A curry's send at position p was delivered: count it as the generic
+ * path counts (nemo__out_advance: the bound sends before it first). */
+static inline __attribute__((always_inline)) void curry_count(nemo_place *me, nemo__out *o, uint32_t p)
+{
+	if (__builtin_expect(o->bound, 0)) {
+		/* The bound sends of [mark, p) first, then ours: mark past it. */
+		NEMO__PADD(me, c_am_sent, p - o->mark + 1);
+		o->mark = p + 1;
+		return;
+	}
+	NEMO__PCOUNT(me, c_am_sent);
+}
+
 /* S3 found the destination leaving after S1 (queue.c, SEND): take the
  * entry back unless it was delivered. */
 static __attribute__((noinline, cold)) int raced(nemo_am_bound *b, nemo_place *me, nemo__slot *hs, uint32_t seq,
-						 uint32_t p, const char *fn)
+						 uint32_t p)
 {
 	struct nemo__ring_back back = { b->o, b->lk, hs, seq, p, p + 1 };
 	if (nemo__ring_back(&back)) {
 		NEMO__PCOUNT(me, c_send_failures);
-		return nemo__fail(ESRCH, fn, "place %#llx left during the send: not delivered",
-				  (unsigned long long)b->dest);
+		return nemo__fail(ESRCH, b->curry ? "nemo_am_send" : "nemo_am_send_bound",
+				  "place %#llx left during the send: not delivered", (unsigned long long)b->dest);
 	}
-	return 0;    /* read before, or taken by, the leave: counted with [mark, tail) */
+	/* Read before, or taken by, the leave: a binding's is counted with
+	 * [mark, tail), a curry's now. */
+	if (b->curry)
+		curry_count(me, b->o, p);
+	return 0;
 }
 
-/* P-S5 when the receiver does not grant the stream. */
-static __attribute__((noinline)) void publish(nemo_am_bound *b, nemo_place *me)
+/* P-S5 when the receiver does not grant the stream; the send's result. */
+static __attribute__((noinline)) int publish(nemo_am_bound *b, nemo_place *me)
 {
 	NEMO__FENCE();                                                       /* P */
 	if (nemo__hint_test_set(me, b->hint, b->bit, b->flags & NEMO_PUSH))  /* S4 */
 		nemo__kick(me, b->dst);                                      /* S5 */
+	return 0;
+}
+
+/* S1-S5 of a bound send whose checks and S0 passed (fast(), below). */
+static inline __attribute__((always_inline)) int put(nemo_am_bound *b, nemo_place *me, uint64_t arg,
+						     nemo__out *o, uint32_t p, const bool curry)
+{
+	nemo__slot *hs = &b->ring[p & b->mask];                          /* S1 */
+	hs->meta = b->meta;
+	hs->arg = arg;
+	uint32_t seq = b->seq0 | ((p >> b->lapshift) & 2u);             /* the lap bit */
+	atomic_store_explicit(&hs->seq, seq, memory_order_release);
+	o->tail = p + 1;
+	/* S2 is no fence: base_slow sends everything through the generic
+	 * path where membarrier is missing. */
+	if (__builtin_expect(atomic_load_explicit(&b->dst->status, memory_order_seq_cst) != b->st, 0))   /* S3 */
+		return raced(b, me, hs, seq, p);
+	if (curry)
+		curry_count(me, o, p);
+	else if (p + 1 - o->mark >= NEMO__BOUND_SETTLE)
+		/* Counted later, NEMO__BOUND_SETTLE at a time (nemo__out_settle):
+		 * a counter store per message cost a stream a fifth of its rate. */
+		nemo__out_settle(me, o);
+	/* Not NEMO_MORE (base_slow): publish.  (A NEMO_MORE generic send
+	 * before it may have left o->deferred set: this publication covers
+	 * its entry too, and the flag's next reader publishes once more,
+	 * which costs it one hint load.) */
+	atomic_signal_fence(memory_order_seq_cst);
+	if (!nemo__granted(b->grant, b->bit))                                /* S4g */
+		return publish(b, me);                                       /* P-S5 */
+	return 0;
+}
+
+/* put() in interrupt mode: E1 and E2 of irq.c around it, without
+ * nemo__busy_enter's tests (busy is 0 and the place is not served,
+ * checked).  With interrupts off the signal handler touches nothing but
+ * irq_pending (H1), which the next nemo call handles, and only this
+ * thread turns them on: so only here does a bound send store busy (a
+ * stream's sender waits on its store buffer: docs/messaging.md, "Stream
+ * grants"). */
+static __attribute__((noinline)) int put_irq(nemo_am_bound *b, nemo_place *me, uint64_t arg, nemo__out *o,
+					     uint32_t p)
+{
+	atomic_store_explicit(&me->busy, 1, memory_order_relaxed);
+	atomic_signal_fence(memory_order_seq_cst);
+	int err = b->curry ? put(b, me, arg, o, p, true) : put(b, me, arg, o, p, false);
+	atomic_signal_fence(memory_order_seq_cst);
+	atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
+	atomic_signal_fence(memory_order_seq_cst);
+	if (__builtin_expect(atomic_load_explicit(&me->irq_pending, memory_order_relaxed), 0)) {
+		nemo__busy_enter(me);    /* what an interrupt deferred meanwhile */
+		nemo__busy_exit(me);
+	}
+	return err;
+}
+
+static int send_and_curry(nemo_place *me, nemo_place_id dest, uint32_t id, uint64_t arg, unsigned flags);
+
+/* A curry that cannot take the fast path: the generic send. */
+static __attribute__((noinline)) int curry_slow(nemo_am_bound *c, nemo_place *me, uint64_t arg)
+{
+	return send_and_curry(me, c->dest, c->id, arg, c->flags);
 }
 
 /*
  * The fast path: one test for everything out of the ordinary (a new
  * occupant of the calling thread's index, a queue not yet claimed, a
- * notification binding or delay stamps, a handler sending, kept sends,
- * a full ring, a nested call, a served place, a receiver keeping sends
- * for us), then S0, S1, S3 and - unless the receiver granted the stream
- * (queue.c, THE STREAM GRANT) - P-S5 out of line.  The rare outcomes
- * are cold functions, so the common one is a straight line.
+ * notification binding or delay stamps, kept sends, a full ring, a
+ * nested call - a handler's send included -, a served place, a receiver
+ * keeping sends for us), then S0, S1, S3 and - unless the receiver
+ * granted the stream (queue.c, THE STREAM GRANT) - P-S5 out of line.
+ * Every rare outcome is a tail call of a function out of line, so the
+ * common one is a straight line that keeps nothing across a call.
  */
+static inline __attribute__((always_inline)) int fast(nemo_am_bound *b, nemo_place *me, uint64_t arg,
+						      const bool curry)
+{
+	nemo__out *o = b->o;
+	uint32_t p = o->tail;
+	/* fast_key (messaging_internal.h) is 0 while the place is served or
+	 * keeps sends, and fast_gen 0 while the binding must go the generic
+	 * way: one compare for the place's generation and all four. */
+	if (__builtin_expect((me->fast_key != b->fast_gen) | (p - o->ack_seen > b->mask) |
+			     (atomic_load_explicit(&me->busy, memory_order_relaxed) != 0) |
+			     (atomic_load_explicit(b->held, memory_order_relaxed) != 0), 0))
+		return curry ? curry_slow(b, me, arg) : slow(b, me, arg, "nemo_am_send_bound");
+	if (__builtin_expect(atomic_load_explicit(&b->dst->status, memory_order_acquire) != b->st, 0))   /* S0 */
+		return curry ? curry_slow(b, me, arg) : spent(b, "nemo_am_send_bound");
+	if (__builtin_expect(atomic_load_explicit(&me->irq_on, memory_order_relaxed), 0))
+		return put_irq(b, me, arg, o, p);
+	return put(b, me, arg, o, p, curry);
+}
+
 int nemo_am_send_bound(nemo_am_bound *b, uint64_t arg)
 {
 	nemo_place *me = nemo__tls_place;
 	if (__builtin_expect(!b || me != b->me, 0))     /* b->me is never NULL */
 		return refused(b, __func__);
-	nemo__out *o = b->o;
-	uint32_t p = o->tail;
-	if (__builtin_expect(((me->gen ^ b->gen) | (o->ring_gen ^ b->gen)) != 0 ||
-			     (b->always_slow | (me->hdepth != 0) | (o->ovf_ring != 0) | (p - o->ack_seen > b->mask) |
-			      (atomic_load_explicit(&me->busy, memory_order_relaxed) != 0) |
-			      (atomic_load_explicit(&me->delegated, memory_order_relaxed) != 0) |
-			      (atomic_load_explicit(b->held, memory_order_relaxed) != 0)), 0))
-		return slow(b, me, arg, __func__);
-	nemo_place *dst = b->dst;
-	if (__builtin_expect(atomic_load_explicit(&dst->status, memory_order_acquire) != b->st, 0))   /* S0 */
-		return spent(b, __func__);
-	/* E1 (irq.c) without nemo__busy_enter's tests (busy is 0 and the
-	 * place is not served, checked above), and only in interrupt mode:
-	 * with interrupts off the signal handler touches nothing but
-	 * irq_pending (H1), which the next nemo call handles, and only this
-	 * thread turns them on.  Fewer stores matter here: a stream's sender
-	 * waits on its store buffer (docs/messaging.md, "Stream grants"). */
-	bool irq = atomic_load_explicit(&me->irq_on, memory_order_relaxed);
-	if (irq) {
-		atomic_store_explicit(&me->busy, 1, memory_order_relaxed);
-		atomic_signal_fence(memory_order_seq_cst);
+	return fast(b, me, arg, false);
+}
+
+/*
+ * THE GENERIC SEND CURRIES ITSELF
+ *
+ * A program that calls nemo_am_send again and again sends to the same
+ * destination with the same action and flags far more often than not -
+ * a client to its server, a stage to the next, a worker back to its
+ * client.  So each place keeps a binding of its last (destination,
+ * action, flags), its curry, made by the generic path after a send that
+ * succeeded, and nemo_am_send compares the three words and runs the
+ * bound send's fast path (fast(), above) on a match.  Everything fast()
+ * sends through the generic path (a full ring, a handler's send that may
+ * have to be kept, kept sends, a receiver keeping ours, a served or
+ * nested call, NEMO_MORE, delay stamps) falls back to it here too, and
+ * so do a receiver that left (its generic send says why) and a new
+ * occupant of our index (the generation check).  Actions cannot be
+ * unregistered and a destination's id names one occupant, so a curry
+ * that matches is still the resolution the generic path would compute;
+ * events are not curried (their action is the destination's ALT's, which
+ * may change between sends).  Unlike a user's binding, the curry counts
+ * each send in am_sent as the generic path does.  A key is curried at
+ * its second send in a row, so a place that sends round the houses pays
+ * three compares a send and no refill; docs/messaging.md has the counts.
+ */
+static __attribute__((noinline)) int send_and_curry(nemo_place *me, nemo_place_id dest, uint32_t id,
+						    uint64_t arg, unsigned flags)
+{
+	int err = nemo_am_sendv(dest, id, arg, NULL, 0, flags);
+	if (err || !me || nemo__id_is_remote(dest) || (id & 0x80000000u))
+		return err;
+	if (atomic_load_explicit(&me->busy, memory_order_relaxed) || me->hdepth)
+		return 0;    /* a handler's send: leave the caller's curry be */
+	if (me->curry_miss.dest != dest || me->curry_miss.id != id || me->curry_miss.flags != flags) {
+		me->curry_miss.dest = dest;
+		me->curry_miss.id = id;
+		me->curry_miss.flags = flags;
+		return 0;
 	}
-	nemo__slot *hs = &b->ring[p & b->mask];                          /* S1 */
-	hs->meta = b->meta;
-	hs->arg = arg;
-	uint32_t seq = b->seq[(p >> b->rbits) & 1u];
-	atomic_store_explicit(&hs->seq, seq, memory_order_release);
-	o->tail = p + 1;
-	int err = 0;
-	/* S2 is no fence: always_slow sends everything through the generic
-	 * path where membarrier is missing. */
-	if (__builtin_expect(atomic_load_explicit(&dst->status, memory_order_seq_cst) != b->st, 0)) { /* S3 */
-		err = raced(b, me, hs, seq, p, __func__);
-	} else {
-		/* Counted later, NEMO__BOUND_SETTLE at a time (nemo__out_settle):
-		 * a counter store per message cost a stream a fifth of its rate. */
-		if (p + 1 - o->mark >= NEMO__BOUND_SETTLE)
-			nemo__out_settle(me, o);
-		/* Not NEMO_MORE (always_slow): publish. */
-		if (o->deferred)
-			o->deferred = 0;
-		atomic_signal_fence(memory_order_seq_cst);
-		if (!nemo__granted(b->grant, b->bit))                          /* S4g */
-			publish(b, me);                                      /* P-S5 */
+	uint64_t st;
+	nemo_place *dst = nemo__dest(me->d, dest, &st);
+	if (!dst)
+		return 0;
+	/* The same meta word the generic path made: an action, no payload. */
+	bind_fill(&me->curry, me, dst, st, dest, id, flags, false, nemo__meta(id, 0, 0), true);
+	return 0;
+}
+
+int nemo_am_send(nemo_place_id dest, uint32_t id, uint64_t arg, unsigned flags)
+{
+	nemo_place *me = nemo__tls_place;
+	if (__builtin_expect(me != NULL, 1)) {
+		nemo_am_bound *c = &me->curry;
+		if (__builtin_expect(((c->dest ^ dest) | (c->id ^ id) | (c->flags ^ flags)) == 0, 1))
+			return fast(c, me, arg, true);
 	}
-	if (irq) {
-		/* E2 (irq.c), for the same reason without nemo__busy_exit's tests. */
-		atomic_signal_fence(memory_order_seq_cst);
-		atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
-		atomic_signal_fence(memory_order_seq_cst);
-		if (__builtin_expect(atomic_load_explicit(&me->irq_pending, memory_order_relaxed), 0)) {
-			nemo__busy_enter(me);    /* what an interrupt deferred meanwhile */
-			nemo__busy_exit(me);
-		}
-	}
-	return err;
+	return send_and_curry(me, dest, id, arg, flags);
 }
 
 bool nemo__bound_is_notify(const nemo_am_bound *b)

@@ -452,6 +452,18 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 			p->leaving = false;
 			p->in_irq = false;
 			p->send_by = NULL;
+			/* An empty curry (bound.c): its key matches no send that
+			 * could be curried, and should a user's odd key match it,
+			 * fast() finds gen 0 and always_slow, and reads only
+			 * memory of this place. */
+			memset(&p->curry, 0, sizeof p->curry);
+			p->curry.dest = NEMO_PLACE_NONE;
+			p->curry.id = UINT32_MAX;
+			p->curry.always_slow = p->curry.base_slow = true;
+			p->curry.o = &d->out[(size_t)i * d->P];
+			p->curry.held = &d->links[(size_t)i * d->P].held;
+			p->curry_miss.dest = NEMO_PLACE_NONE;
+			nemo__fast_key_update(p);
 			atomic_store_explicit(&p->efd, -1, memory_order_relaxed);
 			atomic_store_explicit(&p->fd_armed, 0, memory_order_relaxed);
 			for (unsigned h = 0; h < NEMO__HOT; h++)
@@ -555,7 +567,7 @@ int nemo_place_leave(void)
 		/* No longer served by the progress thread (src/poll/progress.c):
 		 * wait for it to finish with us, then drain ourselves. */
 		pthread_mutex_lock(&me->plock);
-		atomic_store_explicit(&me->delegated, 0, memory_order_relaxed);
+		nemo__place_set_delegated(me, false);
 		pthread_mutex_unlock(&me->plock);
 	}
 	nemo__busy_enter(me);
@@ -614,6 +626,7 @@ int nemo_place_leave(void)
 	if (pinned)
 		memcpy(&old, me->old_mask, me->old_mask_len);
 	uint64_t gen = me->gen;
+	me->fast_key = 0;
 	tls_place = NULL;
 	nemo__poll_due = UINT64_MAX;
 	atomic_signal_fence(memory_order_seq_cst);

@@ -224,6 +224,39 @@ typedef struct nemo__in {
 
 struct nemo_domain;
 
+/* A binding (bound.c): what a curried send keeps.  Also each place's
+ * curry, the binding its generic nemo_am_send makes of the last
+ * (destination, action, flags) it sent to (bound.c, THE GENERIC SEND
+ * CURRIES ITSELF). */
+struct nemo_am_bound {
+	struct nemo_place *me;
+	uint64_t gen;                 /* the binding occupant's generation */
+	struct nemo_place *dst;
+	uint64_t st;                  /* dst's status word at bind time */
+	nemo_place_id dest;
+	uint32_t id;                  /* the action id it was made for (the curry's key) */
+	unsigned r;
+	unsigned flags;
+	uint32_t meta;                /* action, event + 1, length 0 (ring); channel (FIFO) */
+	bool notify;
+	bool curry;                   /* a place's curry: counts each send (c_am_sent) as the generic path does */
+	bool base_slow;               /* a notification's, NEMO_MORE, delay stamps, or no membarrier
+	                                 (S2 would fence): the generic path, always */
+	bool always_slow;             /* base_slow, or the pair's queue not yet claimed by this
+	                                 occupant (WHO SENT IT, G1): cleared once it is */
+	uint64_t fast_gen;            /* gen, or 0 (no generation) while always_slow: the fast
+	                                 path's one compare for both */
+	nemo__out *o;
+	nemo__link *lk;               /* the pair's link (ours -> dst) */
+	_Atomic uint32_t *held;       /* dst keeps sends for us (overflow.c) */
+	nemo__slot *ring;
+	uint32_t mask, lapshift;      /* lapshift: rbits - 1 (the lap bit to bit 1 of seq) */
+	uint32_t seq0;                /* the head seq of an even lap (nemo__slot_seq); odd: | 2 */
+	_Atomic uint64_t *hint;       /* our hint word at dst, and our bit in it */
+	uint64_t bit;
+	_Atomic uint64_t *grant;      /* dst's grant word with our bit (queue.c, THE STREAM GRANT) */
+};
+
 /* One index of a domain. */
 typedef struct nemo_place {
 	/* Read by senders; written at join/leave and mode changes. */
@@ -293,6 +326,18 @@ typedef struct nemo_place {
 	uint64_t wf_old;              /* ... and the value it waits to see change */
 	int hdepth;                   /* handlers running on this thread now (nested) */
 	void *user_ctx;               /* nemo_place_set_context: passed to handlers */
+	struct nemo_am_bound curry;   /* nemo_am_send's last resolution (bound.c); gen 0: empty */
+	/* gen while a bound send may take its fast path as far as the place
+	 * is concerned: not served by the progress thread and nothing kept in
+	 * its overflow; else 0.  One compare with a binding's fast_gen
+	 * (bound.c) covers the three.  Written where they change
+	 * (nemo__fast_key_update). */
+	uint64_t fast_key;
+	struct {                      /* the last key that missed it (bound.c) */
+		nemo_place_id dest;
+		uint32_t id;
+		unsigned flags;
+	} curry_miss;
 	const struct timespec *send_by; /* the deadline of the send in progress (nemo_am_send_timed,
 	                                   nemo_notify_timed; NULL: none), read by nemo__wait_room */
 	bool guest;                   /* joined by a send from a plain thread */
@@ -432,6 +477,20 @@ static inline _Atomic uint64_t *nemo__grant_row(struct nemo_domain *d, unsigned 
 static inline _Atomic uint32_t *nemo__alt_row(struct nemo_domain *d, unsigned p)
 {
 	return &d->alt[(size_t)p * d->E];
+}
+
+/* Recompute me->fast_key after gen, delegated or ovf_n changed (owner). */
+static inline void nemo__fast_key_update(struct nemo_place *me)
+{
+	me->fast_key = (me->ovf_n || atomic_load_explicit(&me->delegated, memory_order_relaxed)) ? 0 : me->gen;
+}
+
+/* Served by the progress thread or not (src/poll/progress.c, under the
+ * place's plock): the flag, and the fast paths it turns off. */
+static inline void nemo__place_set_delegated(struct nemo_place *me, bool on)
+{
+	atomic_store_explicit(&me->delegated, on ? 1 : 0, memory_order_seq_cst);
+	nemo__fast_key_update(me);
 }
 
 /* Owner-only counter update (relaxed load + store, no RMW). */

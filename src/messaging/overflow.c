@@ -141,6 +141,7 @@ void nemo__ovf_free(nemo_place *me)
 		munmap(me->ovf, (size_t)me->ovf_cap * sizeof *me->ovf);
 	me->ovf = NULL;
 	me->ovf_cap = me->ovf_head = me->ovf_tail = me->ovf_n = 0;
+	nemo__fast_key_update(me);
 }
 
 /* Keep a send that found its queue full inside a handler (OVERFLOW). */
@@ -165,7 +166,8 @@ static int ovf_push(nemo_place *me, unsigned kind, nemo_place_id dest, uint32_t 
 	e->len = (uint8_t)len;
 	if (len)
 		memcpy(e->payload, payload, len);
-	me->ovf_n++;
+	if (me->ovf_n++ == 0)
+		nemo__fast_key_update(me);    /* bound sends take the generic path now */
 	if (!o->ovf_ring && !o->ovf_nf) {  /* tell r: its sends to us wait now */
 		atomic_store_explicit(&nemo__link_of(me->d, r, me->idx)->held, 1, memory_order_relaxed);
 		me->ovf_rmask[r / 64] |= 1ull << (r % 64);

@@ -1366,7 +1366,8 @@ static void ovf_done(nemo_place *me, nemo__ovf_entry *e, uint8_t kind)
 		me->ovf_rmask[r / 64] &= ~(1ull << (r % 64));
 	}
 	e->kind = kind;
-	me->ovf_n--;
+	if (--me->ovf_n == 0)
+		nemo__fast_key_update(me);
 	if (kind == NEMO__OVF_DROPPED)
 		me->ovf_undelivered++;
 }

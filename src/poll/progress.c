@@ -286,7 +286,7 @@ int nemo_place_set_progress(bool on)
 	if (on)
 		nemo__grant_revoke(me);   /* granted senders would not wake the progress thread */
 	pthread_mutex_lock(&me->plock);
-	atomic_store_explicit(&me->delegated, on ? 1 : 0, memory_order_seq_cst);
+	nemo__place_set_delegated(me, on);
 	pthread_mutex_unlock(&me->plock);
 	if (on) {
 		/* What is already queued: the progress thread's next pass sees
