@@ -7,7 +7,8 @@
  * armed gets one eventfd write (F3: exchange(armed, 0) == 1 -> write,
  * then count the write).  The receiver loops as the documented event
  * loop does: block until the eventfd is readable (epoll_wait), then
- * nemo_poll: F4 disarm, F5 read back the counted writes, drain (D2:
+ * nemo_poll: F4 disarm, F5 read back the counted writes and those of
+ * kickers still in their bracket (fd_kickers > 0), drain (D2:
  * exchange the hint word, take what is queued), F1 arm, F2 re-check:
  * anything pending -> exchange(armed, 0), and if it was still ours, write
  * the eventfd itself.
@@ -15,8 +16,11 @@
  * Checked: the receiver never blocks in epoll_wait with a message queued
  * and nobody left to write the eventfd (an invalid end state: the wait is
  * not an end label; the receiver ends only once it has taken all 2*M).
- * All operations are seq_cst in the C code; spin's interleavings are
- * sequentially consistent.
+ * And the descriptor is never left readable after F5 by a write already
+ * made (asserted at F5: no unit left behind, counted or not), so the loop
+ * does not spin on it while a kicker that wrote is off the CPU before it
+ * counted.  All operations are seq_cst in the C code; spin's
+ * interleavings are sequentially consistent.
  *
  * Broken variants that spin must reject:
  *   -DBROKEN_NO_RECHECK   arm without F2 (a message queued before the
@@ -25,6 +29,10 @@
  *                         flag taken (a write whose count arrives late
  *                         is never read: the loop spins - here: a
  *                         counted write is left unread at the end)
+ *   -DBROKEN_COUNTED_ONLY F5 reads only when counted writes are ahead
+ *                         (the code before 2026-11-27: a kicker between
+ *                         its write and its count left the descriptor
+ *                         readable, and the loop spun empty)
  */
 #define M 2
 #define N (2 * M)
@@ -37,15 +45,18 @@ byte writes;        /* fd_writes: writes counted */
 byte rd;            /* fd_read: writes read back */
 byte taken;
 byte done;          /* senders finished */
+byte kickers;       /* fd_kickers: kickers between their bracket's ends */
 
 inline kick() {
-	/* F3, with the kicker bracket left out (it guards close only) */
+	/* F3 in its bracket */
+	kickers++;
 	if
 	:: atomic { armed == 1 -> armed = 0 };
 	   efd++;
 	   writes++
 	:: else -> skip
-	fi
+	fi;
+	kickers--
 }
 
 inline arm() {
@@ -64,8 +75,16 @@ inline poll() {
 	atomic { mine = armed; armed = 0 };                /* F4 */
 #ifdef BROKEN_SKIP_READ
 	if :: !mine && writes != rd -> rd = rd + efd; efd = 0 :: else -> skip fi;
+#elif defined(BROKEN_COUNTED_ONLY)
+	atomic {
+		if :: writes != rd -> rd = rd + efd; efd = 0 :: else -> skip fi;
+		assert(efd == 0)
+	}
 #else
-	if :: writes != rd -> rd = rd + efd; efd = 0 :: else -> skip fi;   /* F5 */
+	atomic {                                           /* F5 */
+		if :: writes != rd || kickers > 0 -> rd = rd + efd; efd = 0 :: else -> skip fi;
+		assert(efd == 0)
+	}
 #endif
 	/* D2: exchange each hint bit, then take what is queued */
 	hint[0] = 0; atomic { taken = taken + q[0]; q[0] = 0 };

@@ -107,6 +107,7 @@ must_fail place.pml -DGRANT -DBROKEN_REVOKE_NO_BARRIER # revoked without membarr
 must_pass placefd.pml
 must_fail placefd.pml -DBROKEN_NO_RECHECK     # arm without re-checking the hints
 must_fail placefd.pml -DBROKEN_SKIP_READ      # read back only when the flag was taken
+must_fail placefd.pml -DBROKEN_COUNTED_ONLY   # read back only counted writes (the loop spins)
 # A shared-domain place (src/xproc/xproc.c, THE SLEEP, PEER DEATH): two
 # senders in other processes, a shared futex, no lost wake-up without the
 # 100 ms slices; a peer's death (D2 before D3) always reaches a sleeper.

@@ -9,13 +9,19 @@
  *   - a place woken from a sleep by a message teaches the wake-up latency
  *     (policy.c, THE COST OF BLOCKING): the calibration's sample count
  *     grows.  No time is asserted.
+ *   - the event-loop descriptor is not left readable by a kicker that
+ *     wrote it and has not counted its write yet (THE FILE DESCRIPTOR,
+ *     F5): the loop spun on it, empty, while such a kicker was off the
+ *     CPU.  The kicker's steps are made by hand, with the place's fields.
  */
 #define _GNU_SOURCE
 #include "messaging/messaging_internal.h"
 
 #include "check.h"
 
+#include <poll.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <sched.h>
 #include <string.h>
 
@@ -178,8 +184,44 @@ static void test_sleep_teaches(void)
 	CHECK(nemo_domain_destroy(dom2) == 0);
 }
 
+static bool readable(int fd)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	return poll(&pf, 1, 0) == 1;
+}
+
+static void test_fd_uncounted(void)
+{
+	nemo_domain *d;
+	CHECK(nemo_domain_create(NULL, &d) == 0);
+	CHECK(nemo_place_join(d, NULL, NULL) == 0);
+	int fd = -1;
+	CHECK(nemo_place_fd(&fd) == 0);
+	nemo_place *me = nemo__place_self();
+	CHECK(!readable(fd));
+	/* A kicker (kick.c, fd_kick) that took the arming and wrote, then
+	 * lost the CPU before it counted its write. */
+	atomic_fetch_add(&me->fd_kickers, 1);
+	CHECK(atomic_exchange(&me->fd_armed, 0) == 1);
+	uint64_t one = 1;
+	CHECK(write(fd, &one, sizeof one) == (ssize_t)sizeof one);
+	CHECK(readable(fd));
+	unsigned h = 9;
+	CHECK(nemo_poll(&h) == 0);
+	CHECK(h == 0);
+	CHECK(!readable(fd));            /* read back, though not counted yet */
+	/* The kicker counts and leaves its bracket: nothing more to read. */
+	atomic_fetch_add(&me->fd_writes, 1);
+	atomic_fetch_sub(&me->fd_kickers, 1);
+	CHECK(nemo_poll(&h) == 0);
+	CHECK(!readable(fd));
+	CHECK(nemo_place_leave() == 0);
+	CHECK(nemo_domain_destroy(d) == 0);
+}
+
 int main(void)
 {
+	test_fd_uncounted();
 	test_sleep_teaches();
 	cpu_set_t all;
 	CHECK(sched_getaffinity(0, sizeof all, &all) == 0);
