@@ -82,8 +82,14 @@ static void seg_name(const char *tag)
 static int child_exit(pid_t pid)
 {
 	int st = 0;
-	if (waitpid(pid, &st, 0) != pid)
+	pid_t w;
+	do
+		w = waitpid(pid, &st, 0);
+	while (w < 0 && errno == EINTR);
+	if (w != pid) {
+		fprintf(stderr, "waitpid(%d): %s\n", (int)pid, strerror(errno));
 		return -1;
+	}
 	if (WIFSIGNALED(st))
 		return 1000 + WTERMSIG(st);
 	return WEXITSTATUS(st);
