@@ -1,6 +1,6 @@
 /*
  * overflow.pml - the overflow of a place (src/messaging/overflow.c) and
- * the wait for room (src/messaging/queue.c, THE WAIT FOR ROOM), checked
+ * the wait for room (src/messaging/overflow.c, THE WAIT FOR ROOM), checked
  * with spin: what a handler kept is delivered, and a place holding kept
  * sends never sleeps (or computes) through the room that would let it
  * deliver them.
@@ -37,10 +37,10 @@
  *     the ring (tail - ack < CAP) and nothing kept before it -> the put
  *     (S1) and its publication (P, S4 hint at C, S5 kick C); else kept++,
  *     held := 1
- *   flush() nemo__ovf_flush (queue.c, K2): while kept and room (W loads
+ *   flush() nemo__ovf_flush (overflow.c, K2): while kept and room (W loads
  *     ack): deliver the oldest; held := 0 with the last; publish
  *   arm() nemo__ovf_arm (overflow.c, K4 ROOM KICKS) and RW1-RW3 of
- *     room_sleep_begin (queue.c): while kept: a request standing (room
+ *     room_sleep_begin (overflow.c): while kept: a request standing (room
  *     seen set, in memory or W's own buffer) -> done; else RW1 room := 1
  *     (buffered), RW2 membarrier (both buffers empty), RW3 a look as the
  *     wait's try_take looks: the drain (which exchanges W's hint word,
@@ -49,7 +49,7 @@
  *     then sleep_begin: arm(), W2 state := SLEEPING (an xchg: W's buffer
  *     empties), W3 hint bit from C set -> RUNNING, look again; else W4
  *     blocked until a kick moves state off SLEEPING
- *   C's drain of W's ring (queue.c, drain_link and room_made): consume
+ *   C's drain of W's ring (drain.c, drain_link and room_made): consume
  *     (D3-D5: got++), RK1 ack := rd (buffered), RK2 a compiler fence only
  *     (-DFENCED: the fallback's fence, C's buffer empties), RK3 load room:
  *     set -> RK4 exchange(room, 0) (locked: C's buffer empties), P, S4 our

@@ -13,7 +13,7 @@
  *       occupant of the sender index that wrote it, although the index
  *       changes hands between two messages of one queue.
  * The protocol is written out in src/messaging/: send S0-S5 and G1-G2,
- * receive D1-D5 at the top of queue.c; wait W1-W6 and B1 at the top of
+ * receive D1-D5 at the top of send.c and drain.c; wait W1-W6 and B1 at the top of
  * placewait.c; leave L1-L3 in domain.c, beside nemo_place_leave (WHY A
  * SEND RACING A LEAVE IS DELIVERED XOR FAILED).  The labels here are
  * theirs.
@@ -69,7 +69,7 @@
  * MAPPING TO THE C CODE
  *
  * Sender (nemo__ring_put for the ring, nemo__notify_put for the FIFO, in
- * src/messaging/queue.c, both ending in nemo__send_commit (S2-S5), the
+ * src/messaging/send.c, both ending in nemo__send_commit (S2-S5), the
  * inline commit of src/messaging/messaging_internal.h):
  *   S0  nemo__dest(): load(status) != ACTIVE of the id's generation -> ESRCH
  *   G1  (-DGEN, claim(): the second occupant's first entry) wait until
@@ -86,7 +86,7 @@
  *       instruction; success: rewind the tail, ESRCH; failure: return 0
  *   P   nemo__send_commit(): atomic_thread_fence(seq_cst) (batches,
  *       broadcasts, nemo_flush and the overflow publish through
- *       nemo__publish() or nemo__publish_many() in queue.c)
+ *       nemo__publish() or nemo__publish_many() in send.c)
  *   S4  nemo__hint_test_set(): load(hint word, seq_cst) has bit s -> stop
  *       (kicks_skipped); else fetch_or(hint word, bit s, seq_cst)
  *   S5  nemo__kick() (src/messaging/kick.c) -> nemo__waiter_kick_issued():
@@ -136,11 +136,11 @@
  *                    the leaver does not call membarrier.
  *   -DRING           the ring's read-only consumption instead of the
  *                    FIFO's load-and-clear (matters for P2 only).
- *                    It includes queue.c's ack check (ACK_RECHECK): at
+ *                    It includes send.c's ack check (ACK_RECHECK): at
  *                    S3, after the status load found a change, the sender
  *                    first loads link->ack; if R's published position is
  *                    past its entry, R handled it: return 0, no CAS.
- *   -DGRANT          stream grants (queue.c, THE STREAM GRANT): each
+ *   -DGRANT          stream grants (grant.c, THE STREAM GRANT): each
  *                    drain may grant any hot queue (G1: grant |= bit);
  *                    a sender that finds its grant bit after S3 returns
  *                    0 at once (S4g), with no fence P, no hint and no
@@ -202,7 +202,7 @@
  * in->head (both carry over to the next occupant of the index), which
  * desynchronises that ring for good.  The FIFO is safe: its consumer
  * stores 0, so the sender's CAS fails and it returns 0.  The fix, now in
- * queue.c and in -DRING here, is the ack check (R publishes ack at the
+ * send.c and in -DRING here, is the ack check (R publishes ack at the
  * end of every drain_link, which is before L1; a sender that saw L1's
  * store sees that ack).  The rejected alternative was a FIFO-like store
  * of 0 into the head slot's seq on consumption: a consumer write per

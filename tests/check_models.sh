@@ -65,7 +65,7 @@ must_pass broadcast.pml -DPOLL -DPOLL1
 must_fail broadcast.pml -DBROKEN_ONE_BIT
 must_fail broadcast.pml -DBROKEN_NO_FENCE
 must_fail broadcast.pml -DPOLL -DPOLL1 -DBROKEN_ALWAYS_WAKE
-# The messaging layer (src/messaging/queue.c, kick.c): no lost wake-up of a
+# The messaging layer (src/messaging/send.c, drain.c, kick.c): no lost wake-up of a
 # place sleeping on the domain's shared word (default), a send racing
 # nemo_place_leave is delivered xor failed with the asymmetric barrier
 # (-DLEAVE: entry stores may sit in the sender's store buffer past S3),
@@ -95,7 +95,7 @@ must_pass place.pml -DGEN -DMAXSPUR=2
 must_pass place.pml -DGEN -DRING -DMAXSPUR=2
 must_fail place.pml -DGEN -DBROKEN_NO_GEN_WAIT      # no G1: the old message names the new sender
 must_fail place.pml -DGEN -DRING -DBROKEN_LATE_D4   # word read after the ack: the same
-# Stream grants (queue.c, THE STREAM GRANT): a granted sender skips the
+# Stream grants (grant.c, THE STREAM GRANT): a granted sender skips the
 # fence, the hint and the kick; the receiver's revocation before it sleeps
 # pays with a membarrier.  Entry stores buffered (x86-TSO) in every run.
 must_pass place.pml -DGRANT -DMAXSPUR=1
@@ -116,7 +116,7 @@ must_pass xproc.pml -DDEATH -DMAXSPUR=2
 must_fail xproc.pml -DBROKEN_KICK_FIRST                 # S2 before S1
 must_fail xproc.pml -DBROKEN_CHECK_FIRST                # W3 before W2
 must_fail xproc.pml -DDEATH -DBROKEN_DEATH_KICK_FIRST   # D3 before D2
-# The overflow and the wait for room (src/messaging/overflow.c, queue.c,
+# The overflow and the wait for room (src/messaging/overflow.c,
 # THE WAIT FOR ROOM): a worker that keeps replies for a client is kicked
 # when the client frees room - sleeping, or computing in interrupt mode -
 # and a leave delivers what its final drain kept.

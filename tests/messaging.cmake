@@ -4,7 +4,7 @@
 nemo_c_test(test_messaging SOURCES test_messaging.c LABELS "unit;concurrency")
 
 # The same with the per-send fence instead of the leaver's membarrier
-# (queue.c, THE ASYMMETRIC BARRIER): the fallback path stays tested.
+# (src/platform/asym.c): the fallback path stays tested.
 add_test(NAME test_messaging_fenced COMMAND test_messaging)
 set_tests_properties(test_messaging_fenced PROPERTIES LABELS "unit;concurrency"
   ENVIRONMENT NEMO_MEMBARRIER=0 TIMEOUT 120)
@@ -59,7 +59,7 @@ nemo_c_test(test_delays SOURCES test_delays.c LABELS "unit;concurrency")
 # Bound sends (nemo/am.h) and the generic send's curry: behaviour, and
 # their instruction counts (callgrind: send.cost, bound.cost).
 nemo_c_test(test_bound SOURCES test_bound.c LABELS "unit;concurrency")
-# Stream grants (queue.c, THE STREAM GRANT): granted, revoked before a
+# Stream grants (grant.c, THE STREAM GRANT): granted, revoked before a
 # sleep or an eventfd, nothing lost; once more without membarrier.
 nemo_c_test(test_grant SOURCES test_grant.c LABELS "unit;concurrency")
 add_test(NAME test_grant.nomembarrier COMMAND test_grant)

@@ -1,5 +1,5 @@
 /*
- * test_grant.c - stream grants (src/messaging/queue.c, THE STREAM GRANT):
+ * test_grant.c - stream grants (src/messaging/grant.c, THE STREAM GRANT):
  * a receiver that keeps finding a sender's stream grants it, so that the
  * sender's sends need no fence, hint or kick; before the receiver stops
  * watching - it sleeps in nemo_place_wait, or turns to its eventfd - it

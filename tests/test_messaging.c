@@ -83,7 +83,7 @@ static void spin_until(atomic_uint *v, unsigned want)
 /* --------------------------------------------------- the barrier in use */
 
 /* NEMO_MEMBARRIER=0 (ctest: test_messaging_fenced) turns the leaver's
- * membarrier off and every send fences instead (queue.c, THE ASYMMETRIC
+ * membarrier off and every send fences instead (src/platform/asym.c
  * BARRIER): the process must then not be registered for the expedited
  * membarrier, or that run tests the default path a second time.  The
  * kernel says which: MEMBARRIER_CMD_PRIVATE_EXPEDITED fails with EPERM in

@@ -2,7 +2,7 @@
  * am.c - active messages: the Action Descriptor Table (per domain), the
  * Action Lookup Tables (per place), and sends that name an action or an
  * event.  The transport is the messaging layer's ring (src/messaging/
- * queue.c, which also dispatches a drained message to its action); this
+ * drain.c, which also dispatches a drained message to its action); this
  * file fills the tables and names things.
  *
  * Tables.  adt[a] = {fn, ctx}: fn is published with release after ctx,
@@ -129,7 +129,7 @@ int nemo__am_resolve(struct nemo_domain *d, nemo_place_id dest, uint32_t id, siz
 	return resolve(d, dest, id, len, meta, &dst, &st, fn);
 }
 
-/* Validate and resolve id for dest: the destination (S0 of queue.c),
+/* Validate and resolve id for dest: the destination (S0 of send.c),
  * its status word and the meta word, or an error.  Inlined, as send_one
  * below: a call per step cost the generic send 64 of its 350 instructions
  * (callgrind, tests/bound_cost.c) and one-send-per-message streams 16% of
@@ -236,7 +236,7 @@ int nemo_am_sendv_timed(nemo_place_id dest, uint32_t id, uint64_t arg, const voi
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	if ((err = nemo__am_check_args(payload, len, flags, __func__)))
 		return err;
-	/* The deadline reaches the wait for room through the place (queue.c,
+	/* The deadline reaches the wait for room through the place (overflow.c,
 	 * nemo__wait_room), not through every put's arguments. */
 	const struct timespec *outer = me->send_by;
 	me->send_by = abstime;

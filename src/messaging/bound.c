@@ -20,8 +20,8 @@
  *     overflow) whenever anything is out of the ordinary: a handler
  *     sending, a full ring, kept sends, a receiver holding kept sends for
  *     us, a served place, nested calls, delay stamps;
- *   - S1-S5 exactly as queue.c writes them (S3 with the same take-back),
- *     S4g included: a receiver that granted the stream (queue.c, THE
+ *   - S1-S5 exactly as send.c writes them (S3 with the same take-back),
+ *     S4g included: a receiver that granted the stream (grant.c, THE
  *     STREAM GRANT) spares it P-S5.
  * What it does differently: it counts its sends in c_am_sent 64 at a
  * time (nemo__out_settle), and sets the interrupt-deferral flag only in
@@ -181,7 +181,7 @@ static inline __attribute__((always_inline)) void curry_count(nemo_place *me, ne
 	NEMO__PCOUNT(me, c_am_sent);
 }
 
-/* S3 found the destination leaving after S1 (queue.c, SEND): take the
+/* S3 found the destination leaving after S1 (send.c, SEND): take the
  * entry back unless it was delivered. */
 static __attribute__((noinline, cold)) int raced(nemo_am_bound *b, nemo_place *me, nemo__slot *hs, uint32_t seq,
 						 uint32_t p)
@@ -275,7 +275,7 @@ static __attribute__((noinline)) int curry_slow(nemo_am_bound *c, nemo_place *me
  * notification binding or delay stamps, kept sends, a full ring, a
  * nested call - a handler's send included -, a served place, a receiver
  * keeping sends for us), then S0, S1, S3 and - unless the receiver
- * granted the stream (queue.c, THE STREAM GRANT) - P-S5 out of line.
+ * granted the stream (grant.c, THE STREAM GRANT) - P-S5 out of line.
  * Every rare outcome is a tail call of a function out of line, so the
  * common one is a straight line that keeps nothing across a call.
  */

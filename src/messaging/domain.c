@@ -8,7 +8,7 @@
  * left - and only places send.  A place record is reused by the next
  * occupant of its index with the next generation: senders compare the
  * status word (generation and state) before and after enqueueing
- * (queue.c, S0 and S3), and entries carry the receiver's generation tag,
+ * (send.c, S0 and S3), and entries carry the receiver's generation tag,
  * so nothing meant for one occupant ever reaches the next.
  *
  * A destroyed domain keeps its small header, marked dead, so that a stale
@@ -582,7 +582,7 @@ int nemo_place_leave(void)
 	nemo__irq_quiesce(me);      /* no signal reaches the thread once we are gone */
 	atomic_store_explicit(&me->status, nemo__status(me->gen, NEMO__ST_LEAVING),
 			      memory_order_seq_cst);                        /* L1 */
-	me->leaving = true;       /* every drain from here on is final (queue.c) */
+	me->leaving = true;       /* every drain from here on is final (drain.c) */
 	nemo__asym_heavy();       /* every sender's S3 now sees L1, or L2 its entry */
 	/* L2: the final drain, and what its handlers kept (a reply into a
 	 * full queue) delivered before we go - waiting for room with final

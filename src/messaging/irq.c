@@ -183,7 +183,7 @@ int nemo_place_set_interrupts(bool on)
 	sigemptyset(&set);
 	sigaddset(&set, me->d->sig);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-	/* Granted senders would not signal (queue.c, THE STREAM GRANT). */
+	/* Granted senders would not signal (grant.c, THE STREAM GRANT). */
 	nemo__grant_revoke(me);
 	atomic_store_explicit(&me->irq_on, 1, memory_order_seq_cst);
 	/* What arrived while interrupts were off (a sender that saw them off

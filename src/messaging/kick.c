@@ -4,7 +4,7 @@
  *
  * A sender gets here only when the decision to kick at all has been made
  * at S4 (nemo__hint_test_set, messaging_internal.h; called by
- * nemo__send_commit for a single send, and by queue.c's nemo__publish /
+ * nemo__send_commit for a single send, and by send.c's nemo__publish /
  * nemo__publish_many for the rest): its hint bit at the receiver was
  * clear, so its queue turned non-empty since the receiver last looked, or
  * the sender asked for NEMO_PUSH.  What remains is how, and that depends on
@@ -33,7 +33,7 @@
  *             message at its next poll point or wait.
  *
  * Why the order of the two reads is safe: state is read with seq_cst
- * after the hint RMW (queue.c, S4), and a place moving RUNNING ->
+ * after the hint RMW (send.c, S4), and a place moving RUNNING ->
  * POLLING -> RUNNING re-checks its hints after each seq_cst publication
  * (placewait.c, W1/W6), so a sender that reads a stale POLLING misses
  * nothing: the place sees the hint on its way out of the wait.

@@ -11,7 +11,7 @@
  *   hints[P][HW]       each receiver's hint bitmap, HW = ceil(P/64) words,
  *                      on cache lines of its own
  *   grants[P][HW]      each receiver's stream grants, bit s: sender s may
- *                      skip P-S5 (queue.c, THE STREAM GRANT); the same
+ *                      skip P-S5 (grant.c, THE STREAM GRANT); the same
  *                      geometry, right after the hints (grant_off words
  *                      from a hint word to the grant word of the pair)
  *   links[r*P + s]     the queues from sender s to receiver r: the
@@ -23,9 +23,10 @@
  *   out[s][r], in[r][s] sender-private and receiver-private positions
  *   adt[A], alt[P][E]  the active-message tables (am.c)
  *
- * The protocol over these is written out at the top of queue.c (send
- * and receive) and of placewait.c (wait), and in domain.c beside
- * nemo_place_leave (leave).
+ * The protocol over these is written out at the top of send.c (the
+ * queues and the send), drain.c (receive), grant.c (stream grants),
+ * overflow.c (kept sends and the wait for room) and placewait.c (wait),
+ * and in domain.c beside nemo_place_leave (leave).
  */
 #ifndef NEMO_MESSAGING_INTERNAL_H
 #define NEMO_MESSAGING_INTERNAL_H
@@ -34,6 +35,7 @@
 #include <nemo/domain.h>
 #include <nemo/notify.h>
 
+#include "../platform/asym.h"
 #include "../platform/fail.h"
 #include "../platform/invariant.h"
 #include "../waiter/waiter_internal.h"
@@ -82,7 +84,7 @@ static inline uint64_t nemo__status_gen(uint64_t status)
 }
 
 /* The receiver tag of queue entries: the low 30 bits of the receiving
- * occupant's generation (queue.c, WHY A LATE ENTRY REACHES NO LATER
+ * occupant's generation (send.c, WHY A LATE ENTRY REACHES NO LATER
  * OCCUPANT, for the bound this leaves). */
 #define NEMO__RTAG_MASK 0x3FFFFFFFu
 static inline uint32_t nemo__rtag(uint64_t gen)
@@ -95,7 +97,7 @@ static inline uint32_t nemo__rtag(uint64_t gen)
  * consumed or retracted head, is 0), bit 1 the parity of the position's
  * lap (pos >> rbits), bits 2-31 rtag.  The slot of position pos holds
  * this lap's head, the previous lap's (written R positions back), or 0
- * (queue.c, THE QUEUES), so one lap bit tells them apart. */
+ * (send.c, THE QUEUES), so one lap bit tells them apart. */
 static inline uint32_t nemo__slot_seq(uint32_t pos, unsigned rbits, uint32_t rtag)
 {
 	return (rtag << 2) | (((pos >> rbits) & 1u) << 1) | 1u;
@@ -114,6 +116,13 @@ static inline bool nemo__nf_match(uint64_t v, uint32_t rtag)
 static inline uint32_t nemo__nf_chan(uint64_t v)
 {
 	return (uint32_t)(v >> 32) & 0xFFFFu;
+}
+
+/* Ring slots a message of len payload bytes takes: its head, and one
+ * per 12 bytes of payload. */
+static inline uint32_t nemo__slots_for(size_t len)
+{
+	return 1u + (uint32_t)((len + 11) / 12);
 }
 
 /* Message meta word: action (12 bits), event + 1 (13 bits), length (6),
@@ -157,7 +166,7 @@ typedef struct nemo__link {
 	_Alignas(NEMO__CACHELINE) _Atomic uint64_t nf[NEMO_NOTIFY_FIFO_LEN];
 	/* The receiver's line: it writes ack, and reads the sender
 	 * generations once per entry; the sender writes those only before
-	 * its first entry on the queue (queue.c, WHO SENT IT). */
+	 * its first entry on the queue (send.c, WHO SENT IT). */
 	_Alignas(NEMO__CACHELINE) _Atomic uint32_t ack;  /* ring position the receiver has consumed */
 	_Atomic uint64_t ring_sgen;   /* generation of the occupant of s that wrote the ring's entries */
 	_Atomic uint64_t nf_sgen;     /* the same for the FIFO's */
@@ -165,7 +174,7 @@ typedef struct nemo__link {
 	 * then r's own sends to s wait until they are delivered. */
 	_Atomic uint32_t held;
 	/* 1 while s asks r to tell it of room in these queues: s waits for
-	 * room (queue.c, THE WAIT FOR ROOM) or keeps sends for r (overflow.c,
+	 * room (overflow.c, THE WAIT FOR ROOM) or keeps sends for r (overflow.c,
 	 * ROOM KICKS).  r's drain that consumed something clears it and
 	 * kicks s. */
 	_Atomic uint32_t room;
@@ -209,7 +218,7 @@ typedef struct nemo__in {
 } nemo__in;
 
 #define NEMO__HOT 4               /* senders a polling receiver watches directly */
-/* THE STREAM GRANT (queue.c): at most this many granted senders (a
+/* THE STREAM GRANT (grant.c): at most this many granted senders (a
  * subset of the hot ones, which keeps a hot slot free to rotate); a
  * stream is granted after grant_need messages with fewer than
  * NEMO__GRANT_IDLE empty hot polls between two of them; grant_need
@@ -254,7 +263,7 @@ struct nemo_am_bound {
 	uint32_t seq0;                /* the head seq of an even lap (nemo__slot_seq); odd: | 2 */
 	_Atomic uint64_t *hint;       /* our hint word at dst, and our bit in it */
 	uint64_t bit;
-	_Atomic uint64_t *grant;      /* dst's grant word with our bit (queue.c, THE STREAM GRANT) */
+	_Atomic uint64_t *grant;      /* dst's grant word with our bit (grant.c, THE STREAM GRANT) */
 };
 
 /* One index of a domain. */
@@ -306,7 +315,7 @@ typedef struct nemo_place {
 	int serve_depth;              /* handlers nested in full-queue waits */
 	unsigned hot[NEMO__HOT];      /* senders recently found non-empty (P: none) */
 	unsigned hot_next;
-	unsigned grant_n;             /* senders granted now (queue.c, THE STREAM GRANT) */
+	unsigned grant_n;             /* senders granted now (grant.c, THE STREAM GRANT) */
 	unsigned grant_need;          /* messages of a stream before it is granted */
 	uint64_t grant_from;          /* handled count when the first grant was made */
 	nemo_wait_policy policy;
@@ -400,7 +409,7 @@ int nemo__am_sendv_flags(nemo_place_id dest, uint32_t id, uint64_t arg, const vo
 /* Is a binding a notification's (bound.c)? */
 bool nemo__bound_is_notify(const nemo_am_bound *b);
 
-/* Run one ring message's action (queue.c, beside the drain; the tables
+/* Run one ring message's action (drain.c, beside the drain; the tables
  * are filled by am.c): the ring's payload format is the active
  * message's, and its dispatch is part of this layer. */
 void nemo__am_deliver(nemo_place *me, nemo_place_id src, uint32_t meta, uint64_t arg,
@@ -468,7 +477,7 @@ static inline _Atomic uint64_t *nemo__hint_row(struct nemo_domain *d, unsigned r
 {
 	return &d->hints[(size_t)r * d->hw_stride];
 }
-/* Receiver r's grant words (THE STREAM GRANT, queue.c). */
+/* Receiver r's grant words (THE STREAM GRANT, grant.c). */
 static inline _Atomic uint64_t *nemo__grant_row(struct nemo_domain *d, unsigned r)
 {
 	return nemo__hint_row(d, r) + d->grant_off;
@@ -536,7 +545,7 @@ static inline void nemo__out_rewind(nemo__out *o, uint32_t to)
 }
 
 /* S4 at our hint word w (bit: ours) of a receiver, after the fence P
- * (queue.c, SEND): set the bit unless it is set already.  Returns whether
+ * (send.c, SEND): set the bit unless it is set already.  Returns whether
  * S5 (the kick) must follow: the bit was clear, or push. */
 static inline bool nemo__hint_test_set(nemo_place *me, _Atomic uint64_t *w, uint64_t bit, bool push)
 {
@@ -549,7 +558,7 @@ static inline bool nemo__hint_test_set(nemo_place *me, _Atomic uint64_t *w, uint
 	return true;
 }
 
-/* S4g (queue.c, THE STREAM GRANT), in place of P-S5: does the receiver
+/* S4g (grant.c, THE STREAM GRANT), in place of P-S5: does the receiver
  * whose grant word is g grant us (bit) its stream?  Then it watches our
  * queue until it revokes, and the entry needs no fence, hint or kick.  A
  * plain load after a compiler barrier: the receiver's revocation pays
@@ -668,9 +677,11 @@ nemo_place *nemo__dest(struct nemo_domain *d, nemo_place_id id, uint64_t *st);
 
 
 
-/* The raw puts (queue.c): S0-S5 for one entry, waiting for room (unless
- * NEMO_NONBLOCK) but without the overflow's rules, which nemo__msg_send /
- * nemo__msg_send_batch / nemo__notify_send add (overflow.c). */
+/* The raw puts (send.c): S0-S5 for one entry, or a batch; they never
+ * wait: EAGAIN when the queue is full or still holds a previous
+ * occupant's entries (a batch: with *sent the prefix that fit).  The
+ * overflow's rules and the waits are nemo__msg_send / nemo__msg_send_batch
+ * / nemo__notify_send's (overflow.c). */
 int nemo__ring_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
 		   uint64_t arg, const void *payload, size_t len, unsigned flags);
 int nemo__batch_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
@@ -692,8 +703,11 @@ static inline int nemo__msg_send(nemo_place *me, nemo_place *dst, uint64_t st, n
 {
 	unsigned r = nemo_place_index(dest);
 	if (__builtin_expect(!me->out_row[r].ovf_ring && !me->hdepth &&
-			     !atomic_load_explicit(&me->link_row[r].held, memory_order_relaxed), 1))
-		return nemo__ring_put(me, dst, st, dest, meta, arg, payload, len, flags);
+			     !atomic_load_explicit(&me->link_row[r].held, memory_order_relaxed), 1)) {
+		int err = nemo__ring_put(me, dst, st, dest, meta, arg, payload, len, flags);
+		if (__builtin_expect(err != EAGAIN, 1) || (flags & NEMO_NONBLOCK))
+			return err;
+	}
 	return nemo__msg_send_slow(me, dst, st, dest, meta, arg, payload, len, flags);
 }
 /* nemo_notify's send, with the overflow's rules (overflow.c). */
@@ -701,16 +715,16 @@ int nemo__notify_send(nemo_place *me, nemo_place_id dest, uint32_t chan, unsigne
 
 /* S3 found the receiver leaving: take the ring entry (head hs, seq,
  * ending before position end) back unless it was delivered; true when
- * taken back (queue.c). */
+ * taken back (send.c). */
 bool nemo__ring_take_back(nemo__link *lk, nemo__slot *hs, uint32_t seq, uint32_t end);
 
-/* The queue to dst is full (or still holds a previous occupant's
- * entries): wait for room, serving our own queues (queue.c).  room(arg)
- * says whether there is room now.  Returns 0, ESRCH, EAGAIN, EDEADLK. */
-int nemo__wait_room(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r, unsigned flags,
-		    bool (*room)(void *), void *arg);
+/* The raw puts' EAGAIN (a full queue, or one still holding a previous
+ * occupant's entries) turned into a wait (overflow.c, THE WAIT FOR ROOM),
+ * unless NEMO_NONBLOCK: what a send from outside a handler does. */
+int nemo__ring_put_wait(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
+			uint64_t arg, const void *payload, size_t len, unsigned flags);
 
-/* RW1 of THE WAIT FOR ROOM for the overflow (queue.c): ask every
+/* RW1 of THE WAIT FOR ROOM for the overflow (overflow.c): ask every
  * receiver we keep sends for to tell us of room (link.room); true when a
  * flag was newly set (then the asymmetric barrier must follow before we
  * look at their queues again). */
@@ -728,16 +742,6 @@ void nemo__ovf_arm(nemo_place *me);
 int nemo__msg_send_batch(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id dest, uint32_t meta,
 			 const uint64_t *args, size_t n, unsigned flags, size_t *sent);
 
-/* The asymmetric barrier (queue.c, THE ASYMMETRIC BARRIER): true when
- * leavers call membarrier, so senders need no fence at S2.  Set once,
- * when the first domain is created. */
-extern bool nemo__asym;
-
-/* The leaver's side of it: membarrier, or a fence where unavailable. */
-void nemo__asym_heavy(void);
-/* Register this process for the asymmetric barrier, once (domain create). */
-void nemo__asym_setup(void);
-
 /* Publish deferred sends to one destination index (hint + kick). */
 void nemo__publish(nemo_place *me, unsigned dst_idx, bool push);
 
@@ -745,7 +749,7 @@ void nemo__publish(nemo_place *me, unsigned dst_idx, bool push);
 void nemo__kick(nemo_place *me, nemo_place *dst);
 
 /* S3 found the receiver leaving, for a ring entry: take it back unless it
- * was delivered, and rewind the sender's tail if it was taken (queue.c). */
+ * was delivered, and rewind the sender's tail if it was taken (send.c). */
 struct nemo__ring_back {
 	nemo__out *o;
 	nemo__link *lk;
@@ -757,7 +761,7 @@ bool nemo__ring_back(void *arg);
 /*
  * S2-S3: after writing entries to dst (S1), is dst still the occupant the
  * send resolved (status == st)?  The fence S2 only where the asymmetric
- * barrier is not registered (queue.c).  false: it is leaving; the caller
+ * barrier is not registered (src/platform/asym.c).  false: it is leaving; the caller
  * settles its entries (take them back, or find them taken).  The one
  * place both single and batched sends make this check.
  */
@@ -770,7 +774,7 @@ static inline __attribute__((always_inline)) bool nemo__dest_still(nemo_place *d
 
 /*
  * S2-S5, the commit every single send ends with, after its entry is
- * written (S1): queue.c's puts and the bound send (bound.c).  If S3 finds
+ * written (S1): send.c's puts and the bound send (bound.c).  If S3 finds
  * the receiver leaving, take_back(arg) decides (true: the entry was taken
  * back, rewinding the sender's position -> ESRCH; false: the receiver
  * took it -> 0, no kick needed).  *sent counts the entry (c_am_sent or
@@ -824,7 +828,7 @@ void nemo__kick_many(nemo_place *me, nemo_place *const *dsts, size_t n);
 void nemo__publish_many(nemo_place *me, const unsigned *rs, size_t n, bool push);
 
 /* The overflow (overflow.c, OVERFLOW): try to deliver what is kept,
- * without waiting (busy held; queue.c, beside the puts it calls); returns
+ * without waiting (busy held; overflow.c); returns
  * how many entries are left.  And release its memory (overflow.c; leave,
  * after the last flush). */
 uint32_t nemo__ovf_flush(nemo_place *me);
@@ -846,7 +850,7 @@ void nemo__fd_close(nemo_place *me);
  * drain (every link, consuming by CAS).  Returns the number handled. */
 unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final);
 
-/* THE STREAM GRANT (queue.c): before the place stops watching its
+/* THE STREAM GRANT (grant.c): before the place stops watching its
  * granted queues - before it sleeps, arms its eventfd, turns interrupts
  * on or is served by the progress thread - take every grant back (one
  * membarrier) and set their hint bits, so that it looks at them again
@@ -870,7 +874,7 @@ int nemo__place_adopt(struct nemo_domain *d, const char *fn);
  * domain.c, which resets it at join and leave: the place's lifecycle). */
 extern __thread uint64_t nemo__poll_due __attribute__((tls_model("initial-exec")));
 
-/* Record one notification delay of me (queue.c; owner only). */
+/* Record one notification delay of me (drain.c; owner only). */
 void nemo__delay_record(nemo_place *me, uint64_t enq_ticks);
 
 /* Signal handler install (irq.c). */

@@ -1,7 +1,7 @@
 /*
  * notify.c - the public calls of notifications (nemo/notify.h) and
  * nemo_flush (nemo/domain.h): argument checks, the busy section, then
- * the send paths of overflow.c and queue.c.  Nothing below calls up here.
+ * the send paths of overflow.c and send.c.  Nothing below calls up here.
  */
 #define _GNU_SOURCE
 #include "messaging_internal.h"

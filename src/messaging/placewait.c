@@ -18,7 +18,7 @@
  *   W6  leaving the wait: store(state, RUNNING, seq_cst), and if interrupt
  *       mode is on, check nemo__pending() once more and drain.
  *
- * (Why no wake-up is lost: queue.c, WHY NO WAKE-UP IS LOST.)
+ * (Why no wake-up is lost: drain.c, WHY NO WAKE-UP IS LOST.)
  *
  * THE FILE DESCRIPTOR
  *
@@ -131,7 +131,7 @@ static void fd_self_write(nemo_place *me)
 void nemo__fd_arm(nemo_place *me)
 {
 	NEMO__INVARIANT(atomic_load_explicit(&me->efd, memory_order_relaxed) >= 0, "armed without a descriptor");
-	nemo__grant_revoke(me);   /* the descriptor, not the queues, is watched now (queue.c) */
+	nemo__grant_revoke(me);   /* the descriptor, not the queues, is watched now (grant.c) */
 	atomic_store_explicit(&me->fd_armed, 1, memory_order_seq_cst);                    /* F1 */
 	/* Kept sends need no self-write: their receivers kick us (a write,
 	 * now that we are armed) when they free room (overflow.c, ROOM
@@ -209,7 +209,7 @@ static bool place_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_
 {
 	nemo_place *me = arg;
 	nemo_waiter *w = atomic_load_explicit(&me->waiter, memory_order_relaxed);
-	/* Stop watching granted queues first (queue.c, THE STREAM GRANT):
+	/* Stop watching granted queues first (grant.c, THE STREAM GRANT):
 	 * their senders send without hint or kick.  The revocation sets
 	 * their hint bits, so W3 below finds them and the loop drains them
 	 * once more before it sleeps. */

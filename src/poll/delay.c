@@ -19,7 +19,7 @@
 #include <string.h>
 
 /* The receiver's side, nemo__delay_record, is in the messaging layer
- * (src/messaging/queue.c, beside the drain that calls it): this file
+ * (src/messaging/drain.c, beside the drain that calls it): this file
  * only reads what it recorded. */
 _Static_assert(NEMO__DELAY_BUCKETS == NEMO_DELAY_BUCKETS, "messaging's histogram matches nemo_delay_stats");
 

@@ -15,7 +15,7 @@
  *   W2  kick wd_w (the waiter layer's kick: a FUTEX_WAKE only if the
  *       watchdog sleeps).  A sender that finds the clock running already
  *       does nothing: the one that started it did W2.
- *   W3  every drain of the place (queue.c, nemo__drain) first stores
+ *   W3  every drain of the place (drain.c, nemo__drain) first stores
  *       wd_since := 0 (seq_cst, only if set), then reads its hint words;
  *       a drain that leaves work (its budget) starts the clock itself.
  *   W4  the watchdog's pass: for every watched, active place with
@@ -45,7 +45,7 @@
  * tick no later than m's enqueue, or it was running already from an
  * earlier tick.  The clock is cleared only by W3 - a drain that reads the
  * hint words after the clear, so it takes m if m's bit was set before
- * (the ordinary argument of queue.c), and otherwise m's sender reaches W1
+ * (the ordinary argument of drain.c), and otherwise m's sender reaches W1
  * after the clear and starts it again - or by W4, which signals r, whose
  * handler drains.  A sender whose bit was already set relies on the
  * sender that set it: the bit stays set until a drain (W3) exchanges it,

@@ -373,7 +373,7 @@ static bool slot_try_take(void *arg)
  * shared word to sleep on; W3 the waiter's own re-check of its condition
  * (seq_cst loads: the token of a slot, the hint words of a place...),
  * against a kicker's store-then-load of the condition and the state
- * (WHY NO WAKE-UP IS LOST above; queue.c, WHY NO WAKE-UP IS LOST); W4
+ * (WHY NO WAKE-UP IS LOST above; drain.c, WHY NO WAKE-UP IS LOST); W4
  * futex_wait; W5 RUNNING; W6 leaving.  Written once here: a waiter of
  * another layer brings only its condition.
  */
