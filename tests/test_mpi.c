@@ -20,6 +20,12 @@
  *                   sends to it fail with ECONNRESET and their finalize
  *                   returns ECONNRESET instead of hanging (run by
  *                   test_mpi_abort.sh under -disable-auto-cleanup).
+ *   finalize-race   cycles of nemo_mpi_create / nemo_mpi_finalize (each
+ *                   strategy in turn) while two other places of the rank
+ *                   send to a remote place without pause: each send
+ *                   returns 0, ESHUTDOWN or ESRCH (unbound), never
+ *                   touches a freed binding (run under ASan and TSan
+ *                   too).
  *
  * Nothing here asserts a time; a hang is caught by ctest's timeout.
  */
@@ -452,6 +458,93 @@ static int run_abort(void)
 	_exit(atomic_load(&failures) ? 1 : 0);   /* MPI_Finalize would wait for the dead rank */
 }
 
+/* ---- finalize-race: sends from other places while the owner finalizes ---- */
+
+enum { RACE_CYCLES = 40, RACE_THREADS = 2 };
+static _Atomic nemo_place_id race_dst;
+static _Atomic int race_stop, race_joined;
+static _Atomic uint64_t race_sent, race_shutdown, race_unbound;
+
+static void on_race(const nemo_am_msg *msg, void *ctx)
+{
+	(void)msg;
+	(void)ctx;
+}
+
+static void *race_main(void *arg)
+{
+	(void)arg;
+	if (nemo_place_join(d, NULL, NULL)) {
+		FAIL("race: join");
+		return NULL;
+	}
+	atomic_fetch_add(&race_joined, 1);
+	for (uint64_t i = 0; !atomic_load(&race_stop); i++) {
+		nemo_place_id dst = atomic_load(&race_dst);
+		if (!dst) {
+			sched_yield();
+			continue;
+		}
+		int err = nemo_am_send(dst, A_MSG, i, 0);
+		if (!err)
+			atomic_fetch_add(&race_sent, 1);
+		else if (err == ESHUTDOWN)
+			atomic_fetch_add(&race_shutdown, 1);
+		else if (err == ESRCH)
+			atomic_fetch_add(&race_unbound, 1);
+		else
+			FAIL("race: send: %d (%s)", err, nemo_last_error());
+		if (err)
+			sched_yield();   /* between two bindings: let the owner run */
+		if (i % 64 == 0)
+			nemo_poll(NULL);
+	}
+	nemo_place_leave();
+	return NULL;
+}
+
+static int run_finalize_race(void)
+{
+	nemo_domain_attr da = {.max_places = 8};
+	if (nemo_domain_create(&da, &d)) {
+		FAIL("domain");
+		exit(1);
+	}
+	nemo_action_register(d, A_MSG, on_race, NULL);
+	if (nemo_place_join(d, NULL, NULL)) {
+		FAIL("join");
+		exit(1);
+	}
+	pthread_t t[RACE_THREADS];
+	for (int i = 0; i < RACE_THREADS; i++)
+		pthread_create(&t[i], NULL, race_main, NULL);
+	while (atomic_load(&race_joined) < RACE_THREADS)
+		sched_yield();
+	for (int cycle = 0; cycle < RACE_CYCLES; cycle++) {
+		/* Every strategy in turn: a progress or watchdog thread to stop,
+		 * handed messages still being kicked about. */
+		nemo_mpi_attr ma = {.progress = (nemo_mpi_progress)(cycle % 4)};
+		int err = nemo_mpi_create(d, MPI_COMM_WORLD, &ma, &m);
+		if (err) {
+			FAIL("nemo_mpi_create: %d (%s)", err, nemo_last_error());
+			break;
+		}
+		nemo_place_id dst;
+		nemo_mpi_place(m, (rank + 1) % size, 0, &dst);
+		atomic_store(&race_dst, dst);
+		for (int i = 0; i < 200; i++)
+			nemo_mpi_poll(m, NULL);
+		err = nemo_mpi_finalize(m);
+		EXPECT(!err, "finalize in cycle %d: %d (%s)", cycle, err, nemo_last_error());
+	}
+	atomic_store(&race_stop, 1);
+	for (int i = 0; i < RACE_THREADS; i++)
+		pthread_join(t[i], NULL);
+	printf("rank %d: finalize-race: %d cycles, %llu sent, %llu ESHUTDOWN, %llu ESRCH\n", rank, RACE_CYCLES,
+	       (unsigned long long)race_sent, (unsigned long long)race_shutdown, (unsigned long long)race_unbound);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "order-send";
@@ -471,6 +564,8 @@ int main(int argc, char **argv)
 		run_errors();
 	else if (!strcmp(mode, "abort"))
 		run_abort();
+	else if (!strcmp(mode, "finalize-race"))
+		run_finalize_race();
 	else {
 		fprintf(stderr, "test_mpi: unknown mode %s\n", mode);
 		MPI_Abort(MPI_COMM_WORLD, 2);

@@ -39,7 +39,7 @@
  * message for an index with slots outstanding through another path waits
  * (EAGAIN, the head of the pending FIFO) until they are done.
  *
- * THE ONE LOCK-FREE HANDSHAKE: slot->done.  States of a slot (agent-only
+ * THE LOCK-FREE HANDSHAKE: slot->done.  States of a slot (agent-only
  * field st): POSTED (MPI owns the buffer) -> RECEIVED -> HANDED (a local
  * place's ring holds a pointer to it) -> POSTED again.  While HANDED, the
  * destination's handler reads the wire, runs the user's handler, then
@@ -49,7 +49,32 @@
  * local ring's publication, a release) orders that store and the wire's
  * contents before the handler's reads.  So MPI never overwrites a wire
  * that a handler still reads, and a slot whose done the agent missed is
- * seen at its next pass: nothing is lost, only reposted later.
+ * seen at its next pass: nothing is lost, only reposted later.  The
+ * handler touches neither the slot nor the binding after its done store,
+ * except to kick a progress thread (THREAD): that kick is bracketed by
+ * kicking (fetch_add before the done store, fetch_sub with release after
+ * the kick), and finalize frees the binding only once it has seen every
+ * slot back and kicking == 0 (acquire).
+ *
+ * THE BINDING'S LIFETIME: PINS.  A send finds its domain's binding in a
+ * static table of BIND_MAX slots {d, m, pins} and uses it pinned:
+ *   P0  load d (acquire): not its domain -> next slot; load m (relaxed):
+ *       NULL -> the binding is finalizing (ESHUTDOWN), next slot;
+ *   P1  fetch_add pins (seq_cst);  P2  load m (seq_cst): NULL, or
+ *       another domain's (the slot was reused) -> fetch_sub, next slot;
+ *   P3  the send; then fetch_sub pins (release).
+ * nemo_mpi_finalize: F1 closing = 1 (seq_cst: a send that reads it, also
+ * one waiting for room, leaves with ESHUTDOWN); F2 store m = NULL
+ * (seq_cst); F3 wait until a load of pins (seq_cst) reads 0.  Either P2
+ * reads NULL (the sender never touches the binding), or P2 precedes F2
+ * in the seq_cst order, so P1 precedes F3, and F3 waits for P3, whose
+ * release orders the sender's last access before everything finalize
+ * does next.  After F2 no sender passes P0 with this m, so F3's wait
+ * ends.  From F3 on only the owner (and the binding's thread, stopped
+ * next) uses the binding; at the end d is cleared and the binding freed
+ * (a later send: ESRCH, the domain is not bound).  Publication at create
+ * stores m, then d (release): P0's acquire of d sees m's contents.
+ *
  *
  * THE PROGRESS THREAD'S SLEEP (NEMO_MPI_PROGRESS_THREAD).  MPI gives no
  * descriptor or futex to sleep on, so the thread cannot be woken by MPI
@@ -171,6 +196,8 @@ struct nemo_mpi {
 	pthread_mutex_t agent_lock;
 	_Atomic uint64_t next_live;            /* ticks of the next liveness check */
 	_Atomic int closing;
+	_Atomic unsigned kicking;              /* handed handlers between done and their kick */
+	unsigned slot;                         /* its entry in bindings[] */
 	/* funneled sends */
 	pthread_mutex_t sendq_lock;
 	wire *sendq;
@@ -198,22 +225,57 @@ struct nemo_mpi {
 #define CADD(m, f) atomic_fetch_add_explicit(&(m)->f, 1, memory_order_relaxed)
 
 /* ------------------------------------------------------------------------
- * Bindings: one per domain, found from the sending place's domain.
+ * Bindings: one per domain, found from the sending place's domain, used
+ * pinned (THE BINDING'S LIFETIME, above).
  * ------------------------------------------------------------------------ */
 
 #define BIND_MAX 16
-static nemo_mpi *_Atomic bindings[BIND_MAX];
+typedef struct bslot {
+	_Atomic(nemo_domain *) d;
+	nemo_mpi *_Atomic m;
+	_Atomic unsigned pins;
+} bslot;
+static bslot bindings[BIND_MAX];
 static pthread_mutex_t bind_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned nbound;
 
-static nemo_mpi *bound_of(nemo_domain *d)
+/* The binding of domain d, pinned (*slot: unpin it there), or NULL;
+ * *closing: d's binding is finalizing. */
+static nemo_mpi *pin(nemo_domain *d, unsigned *slot, bool *closing)
 {
+	*closing = false;
 	for (unsigned i = 0; i < BIND_MAX; i++) {
-		nemo_mpi *m = atomic_load_explicit(&bindings[i], memory_order_acquire);
-		if (m && m->d == d)
+		bslot *b = &bindings[i];
+		if (atomic_load_explicit(&b->d, memory_order_acquire) != d)                  /* P0 */
+			continue;
+		if (!atomic_load_explicit(&b->m, memory_order_relaxed)) {
+			*closing = true;
+			continue;
+		}
+		atomic_fetch_add_explicit(&b->pins, 1, memory_order_seq_cst);                 /* P1 */
+		nemo_mpi *m = atomic_load_explicit(&b->m, memory_order_seq_cst);              /* P2 */
+		if (m && m->d == d) {
+			*slot = i;
 			return m;
+		}
+		atomic_fetch_sub_explicit(&b->pins, 1, memory_order_release);
+		*closing |= !m;
 	}
 	return NULL;
+}
+
+static void unpin(unsigned slot)
+{
+	atomic_fetch_sub_explicit(&bindings[slot].pins, 1, memory_order_release);            /* P3 */
+}
+
+/* Is d bound (a binding published or finalizing)?  (bind_lock held) */
+static bool bound_locked(nemo_domain *d)
+{
+	for (unsigned i = 0; i < BIND_MAX; i++)
+		if (atomic_load_explicit(&bindings[i].d, memory_order_relaxed) == d)
+			return true;
+	return false;
 }
 
 static int op_am(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload, size_t len,
@@ -391,7 +453,7 @@ static int funnel(nemo_mpi *m, int r, const wire *w, unsigned flags)
 		pthread_mutex_unlock(&m->sendq_lock);
 		if (flags & NEMO_NONBLOCK)
 			return NEMO__FAIL(EAGAIN, "the funneled send queue (%u) is full", m->sq_cap);
-		if (atomic_load_explicit(&m->closing, memory_order_relaxed) && !m->has_thr)
+		if (atomic_load_explicit(&m->closing, memory_order_seq_cst))
 			return NEMO__FAIL(ESHUTDOWN, "the binding is finalizing");
 		nemo_poll(NULL);   /* serve our own queues while we wait, as a local send does */
 		sched_yield();
@@ -457,16 +519,23 @@ static void deliver_here(nemo_mpi *m, nemo_place *me, const wire *w, nemo_am_con
 	}
 }
 
-/* The reserved action: a handed slot, on its destination's thread. */
+/* The reserved action: a handed slot, on its destination's thread.
+ * Nothing of the slot or the binding is touched after the done store,
+ * but the kick, bracketed by kicking (THE LOCK-FREE HANDSHAKE). */
 static void handed_handler(const nemo_am_msg *msg, void *ctx)
 {
 	(void)ctx;
 	rslot *s = (rslot *)(uintptr_t)msg->arg;
 	nemo_mpi *m = s->m;
 	deliver_here(m, nemo__place_self(), &s->w, msg->context);
+	if (m->prog != NEMO_MPI_PROGRESS_THREAD) {
+		atomic_store_explicit(&s->done, 1, memory_order_release);
+		return;
+	}
+	atomic_fetch_add_explicit(&m->kicking, 1, memory_order_relaxed);
 	atomic_store_explicit(&s->done, 1, memory_order_release);
-	if (m->prog == NEMO_MPI_PROGRESS_THREAD)
-		thr_kick(m);
+	thr_kick(m);
+	atomic_fetch_sub_explicit(&m->kicking, 1, memory_order_release);
 }
 
 /* Hand slot i to its local place: 0 (handed, dropped or done), EAGAIN. */
@@ -579,28 +648,35 @@ static unsigned try_progress(nemo_mpi *m)
  * The sends (the messaging layer's hook calls these)
  * ------------------------------------------------------------------------ */
 
-/* Checks shared by both sends: the binding and the rank. */
-static int route(nemo_place_id dest, nemo_place **mep, nemo_mpi **mp, int *rp, const char *fn)
+/* Checks shared by both sends: the binding (pinned on success: unpin
+ * *slot) and the rank. */
+static int route(nemo_place_id dest, nemo_place **mep, nemo_mpi **mp, unsigned *slot, int *rp, const char *fn)
 {
 	nemo_place *me = nemo__place_self();
 	if (!me)
 		return nemo__fail(ENOTCONN, fn, "the calling thread is not a place (nemo_place_join first)");
-	nemo_mpi *m = bound_of(me->d);
+	bool closing;
+	nemo_mpi *m = pin(me->d, slot, &closing);
 	if (!m)
-		return nemo__fail(ESRCH, fn, "place %#llx is remote, and this domain is not bound to MPI",
-				  (unsigned long long)dest);
-	int r = nemo_mpi_rank_of(dest);
+		return closing ? nemo__fail(ESHUTDOWN, fn, "this rank's binding is finalizing")
+			       : nemo__fail(ESRCH, fn, "place %#llx is remote, and this domain is not bound to MPI",
+					    (unsigned long long)dest);
+	int r = nemo_mpi_rank_of(dest), err = 0;
 	if (r >= m->size)
-		return nemo__fail(EHOSTUNREACH, fn, "rank %d of place %#llx is not in the communicator (size %d)", r,
-				  (unsigned long long)dest, m->size);
-	if (atomic_load_explicit(&m->closing, memory_order_relaxed))
-		return nemo__fail(ESHUTDOWN, fn, "this rank's binding is finalizing");
-	if (r != m->rank) {
+		err = nemo__fail(EHOSTUNREACH, fn, "rank %d of place %#llx is not in the communicator (size %d)", r,
+				 (unsigned long long)dest, m->size);
+	else if (atomic_load_explicit(&m->closing, memory_order_seq_cst))
+		err = nemo__fail(ESHUTDOWN, fn, "this rank's binding is finalizing");
+	else if (r != m->rank) {
 		live_check(m);
 		if (atomic_load_explicit(&m->peers[r].dead, memory_order_relaxed))
-			return nemo__fail(ECONNRESET, fn, "rank %d is dead", r);
-		if (atomic_load_explicit(&m->peers[r].bye, memory_order_relaxed))
-			return nemo__fail(ESHUTDOWN, fn, "rank %d has finalized its binding", r);
+			err = nemo__fail(ECONNRESET, fn, "rank %d is dead", r);
+		else if (atomic_load_explicit(&m->peers[r].bye, memory_order_relaxed))
+			err = nemo__fail(ESHUTDOWN, fn, "rank %d has finalized its binding", r);
+	}
+	if (err) {
+		unpin(*slot);
+		return err;
 	}
 	*mep = me;
 	*mp = m;
@@ -628,24 +704,29 @@ static int op_am(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payl
 	const char *fn = tag ? "nemo_am_reply" : "nemo_am_sendv";
 	nemo_place *me;
 	nemo_mpi *m;
+	unsigned slot;
 	int r;
-	int err = route(dest, &me, &m, &r, fn);
+	int err = route(dest, &me, &m, &slot, &r, fn);
 	if (err)
 		return err;
 	if ((err = nemo__am_check_args(payload, len, flags, fn)))
-		return err;
-	if (id & 0x80000000u ? (id & 0x7FFFFFFFu) >= me->d->E : id >= me->d->A)
-		return nemo__fail(ERANGE, fn, "id %#x is out of range of this domain's tables", id);
+		goto out;
+	if (id & 0x80000000u ? (id & 0x7FFFFFFFu) >= me->d->E : id >= me->d->A) {
+		err = nemo__fail(ERANGE, fn, "id %#x is out of range of this domain's tables", id);
+		goto out;
+	}
 	if (r == m->rank) {
 		nemo_place_id to = local_of(m, dest);
-		if (!to)
-			return nemo__fail(ESRCH, fn, "place %#llx is not in the domain (never was, or left)",
-					  (unsigned long long)dest);
-		if (tag) {
+		if (!to) {
+			err = nemo__fail(ESRCH, fn, "place %#llx is not in the domain (never was, or left)",
+					 (unsigned long long)dest);
+		} else if (tag) {
 			nemo_am_msg req = {.src = to, .arg = *tag};
-			return nemo_am_reply(&req, id, arg, payload, len, flags);
+			err = nemo_am_reply(&req, id, arg, payload, len, flags);
+		} else {
+			err = nemo_am_sendv(to, id, arg, payload, len, flags);
 		}
-		return nemo_am_sendv(to, id, arg, payload, len, flags);
+		goto out;
 	}
 	wire w = {.src = rid(m->rank, me->idx, nemo__id_gen(me->id)), .dest = dest, .arg = arg,
 		  .kind = K_AM, .id = id, .len = (uint32_t)len, .tagged = tag != NULL};
@@ -660,6 +741,8 @@ static int op_am(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payl
 	nemo__busy_enter(me);
 	err = send_wire(m, r, &w, flags);
 	nemo__busy_exit(me);
+out:
+	unpin(slot);
 	return err;
 }
 
@@ -668,25 +751,32 @@ static int op_notify(nemo_place_id dest, uint32_t chan, unsigned flags, const st
 	(void)abstime;   /* TODO(issue 30): the wait for room honours it */
 	nemo_place *me;
 	nemo_mpi *m;
+	unsigned slot;
 	int r;
-	int err = route(dest, &me, &m, &r, "nemo_notify");
+	int err = route(dest, &me, &m, &slot, &r, "nemo_notify");
 	if (err)
 		return err;
 	if ((err = nemo__check_flags(flags, "nemo_notify")))
-		return err;
-	if (chan > NEMO_NOTIFY_CHAN_MAX)
-		return nemo__fail(ERANGE, "nemo_notify", "channel %u is above %u", chan, NEMO_NOTIFY_CHAN_MAX);
+		goto out;
+	if (chan > NEMO_NOTIFY_CHAN_MAX) {
+		err = nemo__fail(ERANGE, "nemo_notify", "channel %u is above %u", chan, NEMO_NOTIFY_CHAN_MAX);
+		goto out;
+	}
 	if (r == m->rank) {
 		nemo_place_id to = local_of(m, dest);
 		if (!to)
-			return nemo__fail(ESRCH, "nemo_notify", "place %#llx is not in the domain",
-					  (unsigned long long)dest);
-		return nemo_notify(to, chan, flags);
+			err = nemo__fail(ESRCH, "nemo_notify", "place %#llx is not in the domain",
+					 (unsigned long long)dest);
+		else
+			err = nemo_notify(to, chan, flags);
+		goto out;
 	}
 	wire w = {.src = rid(m->rank, me->idx, nemo__id_gen(me->id)), .dest = dest, .kind = K_NOTIFY, .id = chan};
 	nemo__busy_enter(me);
 	err = send_wire(m, r, &w, flags);
 	nemo__busy_exit(me);
+out:
+	unpin(slot);
 	return err;
 }
 
@@ -892,7 +982,10 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 	if (level < need)
 		return NEMO__FAIL(EPROTONOSUPPORT, "progress %d needs MPI thread level %d; MPI granted %d",
 				  (int)a.progress, need, level);
-	if (bound_of(d))
+	pthread_mutex_lock(&bind_lock);
+	bool bound = bound_locked(d);
+	pthread_mutex_unlock(&bind_lock);
+	if (bound)
 		return NEMO__FAIL(EALREADY, "the domain is bound to MPI already");
 	nemo_am_handler cur = atomic_load_explicit(&d->adt[a.action].fn, memory_order_acquire);
 	if (cur && cur != handed_handler)
@@ -958,9 +1051,9 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 	pthread_mutex_lock(&bind_lock);
 	unsigned slot = BIND_MAX;
 	for (unsigned i = 0; i < BIND_MAX && slot == BIND_MAX; i++)
-		if (!atomic_load_explicit(&bindings[i], memory_order_relaxed))
+		if (!atomic_load_explicit(&bindings[i].d, memory_order_relaxed))
 			slot = i;
-	if (slot == BIND_MAX || bound_of(d)) {
+	if (slot == BIND_MAX || bound_locked(d)) {
 		pthread_mutex_unlock(&bind_lock);
 		for (unsigned i = 0; i < m->K; i++)
 			if (m->slots[i].st == ST_POSTED) {
@@ -973,7 +1066,9 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 	}
 	if (!nbound++)
 		nemo__remote_register(NEMO__REMOTE_MPI, &ops);
-	atomic_store_explicit(&bindings[slot], m, memory_order_release);
+	m->slot = slot;
+	atomic_store_explicit(&bindings[slot].m, m, memory_order_release);                 /* m, then d */
+	atomic_store_explicit(&bindings[slot].d, d, memory_order_release);
 	pthread_mutex_unlock(&bind_lock);
 
 	if (m->prog == NEMO_MPI_PROGRESS_THREAD || m->prog == NEMO_MPI_PROGRESS_WATCHDOG) {
@@ -1005,7 +1100,12 @@ int nemo_mpi_finalize(nemo_mpi *m)
 		return NEMO__FAIL(EINVAL, "m is NULL");
 	if (!pthread_equal(pthread_self(), m->owner))
 		return NEMO__FAIL(EPERM, "only the thread that created the binding finalizes it");
-	atomic_store_explicit(&m->closing, 1, memory_order_seq_cst);
+	bslot *bs = &bindings[m->slot];
+	atomic_store_explicit(&m->closing, 1, memory_order_seq_cst);                          /* F1 */
+	atomic_store_explicit(&bs->m, NULL, memory_order_seq_cst);                            /* F2 */
+	while (atomic_load_explicit(&bs->pins, memory_order_seq_cst))                         /* F3 */
+		sched_yield();
+	atomic_thread_fence(memory_order_acquire);
 	if (m->has_thr) {
 		atomic_store_explicit(&m->stop, 1, memory_order_seq_cst);
 		thr_kick(m);
@@ -1036,10 +1136,10 @@ int nemo_mpi_finalize(nemo_mpi *m)
 			sched_yield();
 	}
 	pthread_mutex_unlock(&m->agent_lock);
+	while (atomic_load_explicit(&m->kicking, memory_order_acquire))
+		sched_yield();
 	pthread_mutex_lock(&bind_lock);
-	for (unsigned i = 0; i < BIND_MAX; i++)
-		if (atomic_load_explicit(&bindings[i], memory_order_relaxed) == m)
-			atomic_store_explicit(&bindings[i], NULL, memory_order_release);
+	atomic_store_explicit(&bs->d, NULL, memory_order_release);
 	if (!--nbound)
 		nemo__remote_register(NEMO__REMOTE_MPI, NULL);
 	pthread_mutex_unlock(&bind_lock);
