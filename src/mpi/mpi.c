@@ -56,6 +56,46 @@
  * the kick), and finalize frees the binding only once it has seen every
  * slot back and kicking == 0 (acquire).
  *
+ * SENDS: A RANK'S WINDOW AND QUEUE.  Every send to rank r goes through
+ * r's peer record, under its lock (a leaf: only MPI is called inside it).
+ * The record holds up to FLIGHT_MAX sends MPI has taken (MPI_Isend
+ * posted, not yet complete; MPI owns their buffers, copies of the wire),
+ * in posting order, and a FIFO of sends not yet given to MPI: kept by
+ * handlers, or funneled by threads that may not call MPI.
+ *   W1  A send goes to MPI only when the FIFO is empty and the window has
+ *       room.  Otherwise it is kept at the FIFO's tail (a handler's, up
+ *       to DEFER_MAX: ENOBUFS; a thread's that may not call MPI, while
+ *       the FIFO holds fewer than FUNNEL_MAX), or it waits (W4), or it
+ *       returns having sent nothing: EAGAIN under NEMO_NONBLOCK (a
+ *       handler's NONBLOCK send too, as locally), ETIMEDOUT at its
+ *       deadline, ESHUTDOWN once finalize began, ECONNRESET once r is
+ *       dead.  So MPI gets r's sends in the order they entered the
+ *       record, and MPI keeps that order: per-place order, never a
+ *       duplicate (a send is posted once, or not at all).
+ *   W2  Whoever holds the lock and may call MPI first reaps (MPI_Test of
+ *       the window, oldest first, stopping at the first incomplete; a
+ *       completion rings r's doorbell) and moves the FIFO's head into
+ *       the window while it has room.  The agent's pass does it for
+ *       every rank with work (npending > 0): what handlers kept is sent
+ *       by the binding's progress, in order.
+ *   W3  A handler never waits, and neither does NEMO_NONBLOCK.
+ *   W4  A blocking send that finds no room polls for SEND_SPIN_NS (each
+ *       round reaps, serves its place's queues; the owner progresses
+ *       MPI), then sleeps between rounds, SEND_NAP_MIN_NS doubling to
+ *       SEND_NAP_MAX_NS, never past its deadline.  Room appears only
+ *       when r drains and someone here calls MPI, so a long wait costs
+ *       one round per nap, not a CPU.
+ *   W5  A dead rank's FIFO is dropped by the next holder of the lock,
+ *       its window (MPI_Cancel, MPI_Request_free) by the next that may
+ *       call MPI: counted in send_dropped (their senders were told 0),
+ *       one NEMO_DEBUG line a batch.  A dropped window's buffers are
+ *       never freed or reused (MPI may still read them).
+ * fl_*, q_* change only under the lock.  busy (fl_n + q_n) is stored
+ * under it and read without it (relaxed): the agent's scan skips idle
+ * ranks by it, a hint (the lock orders the data).  npending counts the
+ * ranks with busy > 0 (seq_cst RMWs, read by the progress thread's sleep
+ * check T3 after its T1).
+ *
  * THE BINDING'S LIFETIME: PINS.  A send finds its domain's binding in a
  * static table of BIND_MAX slots {d, m, pins} and uses it pinned:
  *   P0  load d (acquire): not its domain -> next slot; load m (relaxed):
@@ -75,22 +115,22 @@
  * (a later send: ESRCH, the domain is not bound).  Publication at create
  * stores m, then d (release): P0's acquire of d sees m's contents.
  *
- *
  * THE PROGRESS THREAD'S SLEEP (NEMO_MPI_PROGRESS_THREAD).  MPI gives no
  * descriptor or futex to sleep on, so the thread cannot be woken by MPI
  * traffic.  It polls while traffic flows and for spin_ns after, then
  * sleeps with a timeout that doubles from 16 us up to idle_max_ns: a
- * message that arrives while it sleeps waits at most idle_max_ns (1 ms by
- * default), and an idle thread wakes 1000 times a second, a few
- * microseconds each (docs/mpi.md has the measured CPU share).  Local
- * kicks wake it at once: a funneled send, a handler that finished a
- * handed slot, finalize.  The store-buffering handshake:
+ * message that arrives while it sleeps waits at most idle_max_ns; with
+ * every peer able to ring its doorbell the timeout is long, a safety
+ * net, unless sends wait in its ranks' records (npending), which need
+ * its MPI calls to move: then the backoff.  Local kicks wake it at once:
+ * a funneled send, a handler that finished a handed slot, finalize.  The
+ * store-buffering handshake:
  *   thread:  T1 store sleeping = 1 (seq_cst); T2 s = load kick (seq_cst);
- *            T3 sendq non-empty or stop (seq_cst loads) -> cancel;
+ *            T3 a last pass (try_progress) and stop (seq_cst) -> cancel;
  *            T4 futex_wait(kick, s, timeout); store sleeping = 0.
- *   kicker:  K1 its work (sendq push under sendq_lock, done store, stop);
- *            K2 fetch_add kick (seq_cst); K3 load sleeping (seq_cst): 1 ->
- *            FUTEX_WAKE.
+ *   kicker:  K1 its work (a FIFO push under its rank's lock, a done
+ *            store, stop); K2 fetch_add kick (seq_cst); K3 load sleeping
+ *            (seq_cst): 1 -> FUTEX_WAKE.
  * Either K3 sees T1 (and wakes, or T4 sees kick changed and does not
  * sleep), or K2 precedes T1 in the seq_cst order, so T2 reads the new
  * kick and T3 sees the work.  A lost kick would cost at most one backoff
@@ -108,9 +148,10 @@
  * rank's host and pid at create; an agent or a sender checks the peers on
  * its host every 50 ms (kill(pid, 0), and /proc for a zombie that the
  * process manager has not reaped yet), and a send to a rank on another
- * host that MPI has not completed within peer_timeout_ns declares that
- * rank dead (on this host the pid says it: a slow peer is not a dead one).
- * Sends to a dead rank fail with ECONNRESET; finalize does not wait for it.
+ * host that stays incomplete in its window for peer_timeout_ns declares
+ * that rank dead (on this host the pid says it: a slow peer is not a dead
+ * one).  Sends to a dead rank fail with ECONNRESET (dead_sends); finalize
+ * does not wait for it.
  */
 #define _GNU_SOURCE
 #include <nemo/mpi.h>
@@ -141,6 +182,15 @@
 #define GEN24 0xFFFFFFull
 #define LIVE_CHECK_NS 50000000ull
 
+/* A rank's record (SENDS, above). */
+#define FLIGHT_MAX 16u            /* sends MPI holds, not yet complete */
+#define FUNNEL_MAX 4096u          /* sends queued by threads that may not call MPI */
+#define DEFER_MAX 65536u          /* sends kept in all (handlers' too), as overflow_max */
+#define Q_FIRST 64u               /* the FIFO's first capacity; it doubles */
+#define SEND_SPIN_NS 50000.0      /* W4: a blocked send polls this long, */
+#define SEND_NAP_MIN_NS 16000ull  /* then sleeps from this, */
+#define SEND_NAP_MAX_NS 1000000ull /* doubling up to this */
+
 enum { K_AM = 1, K_NOTIFY = 2, K_BYE = 3 };
 enum { ST_POSTED = 0, ST_HANDED = 1, ST_PENDING = 2, ST_IDLE = 3 };
 
@@ -149,6 +199,11 @@ typedef struct wire {
 	uint32_t kind, id, len, tagged;
 	unsigned char payload[NEMO__WIRE_PAYLOAD_MAX];
 } wire;
+
+static inline int wire_bytes(const wire *w)
+{
+	return (int)(offsetof(wire, payload) + w->len);
+}
 
 struct nemo_mpi;
 typedef struct rslot {
@@ -161,25 +216,41 @@ typedef struct rslot {
 } rslot;
 
 /* A rank's doorbell: a page of shared memory that peers on its host map
- * (THE DOORBELL, above).  kick is the futex word; sleeping is 1 while
- * the rank's progress thread sleeps on it. */
+ * (THE PROGRESS THREAD'S SLEEP).  kick is the futex word; sleeping is 1
+ * while the rank's progress thread sleeps on it. */
 typedef struct bell {
 	_Atomic uint32_t kick;
 	char pad[60];
 	_Atomic uint32_t sleeping;
 } bell;
 
+/* A send MPI holds (W2): the buffer is MPI's until req completes. */
+typedef struct flight {
+	wire w;
+	MPI_Request req;
+	uint64_t posted;              /* ticks */
+} flight;
+
 typedef struct peer {
 	uint64_t host;
 	int pid;
 	_Atomic int bye, dead;
 	bell *bell;                   /* mapped when on this host (THREAD bindings) */
+	/* Sends to it (SENDS, above): under lock. */
+	pthread_mutex_t lock;
+	flight *fl;                   /* FLIGHT_MAX entries (mmap'd at first use) */
+	unsigned fl_head, fl_n;
+	bool fl_lost;                 /* a window dropped while MPI held it: never freed */
+	wire *q;                      /* the FIFO: q_cap entries (mmap'd), q_n from q_head */
+	unsigned q_head, q_n, q_cap;
+	_Atomic unsigned busy;        /* fl_n + q_n */
 } peer;
 
 struct nemo_mpi {
 	nemo_domain *d;
 	MPI_Comm comm;
 	int rank, size, level;
+	unsigned slot;                /* its entry in bindings[] */
 	nemo_mpi_progress prog;
 	uint32_t action;
 	nemo_place_id owner_id;
@@ -196,14 +267,8 @@ struct nemo_mpi {
 	pthread_mutex_t agent_lock;
 	_Atomic uint64_t next_live;            /* ticks of the next liveness check */
 	_Atomic int closing;
+	_Atomic unsigned npending;             /* ranks with busy > 0 */
 	_Atomic unsigned kicking;              /* handed handlers between done and their kick */
-	unsigned slot;                         /* its entry in bindings[] */
-	/* funneled sends */
-	pthread_mutex_t sendq_lock;
-	wire *sendq;
-	int *sendq_rank;
-	unsigned sq_head, sq_cap;
-	_Atomic unsigned sq_n;
 	/* thread / watchdog */
 	pthread_t thr;
 	bool has_thr;
@@ -219,7 +284,7 @@ struct nemo_mpi {
 	nemo_mpi_attr attr;
 	/* counters */
 	_Atomic uint64_t c_sent, c_funneled, c_received, c_direct, c_handed, c_dropped, c_progress,
-		c_sleeps, c_wakeups, c_takeovers, c_dead;
+		c_sleeps, c_wakeups, c_takeovers, c_dead, c_deferred, c_send_dropped, c_dead_sends;
 };
 
 #define CADD(m, f) atomic_fetch_add_explicit(&(m)->f, 1, memory_order_relaxed)
@@ -314,13 +379,18 @@ static nemo_place_id local_of(nemo_mpi *m, nemo_place_id r)
 }
 
 /* ------------------------------------------------------------------------
- * Liveness
+ * Liveness (DEAD RANKS, above)
  * ------------------------------------------------------------------------ */
 
 static void mark_dead(nemo_mpi *m, int r)
 {
 	if (!atomic_exchange_explicit(&m->peers[r].dead, 1, memory_order_relaxed))
 		CADD(m, c_dead);
+}
+
+static inline bool is_dead(const peer *p)
+{
+	return atomic_load_explicit(&p->dead, memory_order_relaxed) != 0;
 }
 
 /* Is process pid gone?  kill(pid, 0) fails with ESRCH once it is reaped;
@@ -358,58 +428,172 @@ static void live_check(nemo_mpi *m)
 }
 
 /* ------------------------------------------------------------------------
- * MPI sends
+ * Sends: a rank's window and FIFO (SENDS, above)
  * ------------------------------------------------------------------------ */
 
 static void ring(nemo_mpi *m, int r);
-
-/* Send one wire to rank r and wait for MPI to complete it (eager for
- * these sizes: at once), checking the peer's life meanwhile. */
-static int mpi_send(nemo_mpi *m, int r, const wire *w)
-{
-	MPI_Request q;
-	if (MPI_Isend(w, (int)(offsetof(wire, payload) + w->len), MPI_BYTE, r, NEMO_MPI_TAG, m->comm, &q) != MPI_SUCCESS) {
-		mark_dead(m, r);
-		return NEMO__FAIL(ECONNRESET, "MPI_Isend to rank %d failed", r);
-	}
-	uint64_t t0 = 0;
-	for (unsigned i = 0;; i++) {
-		int flag = 0;
-		if (MPI_Test(&q, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-			mark_dead(m, r);
-			return NEMO__FAIL(ECONNRESET, "MPI_Test of a send to rank %d failed", r);
-		}
-		if (flag)
-			break;
-		if (i == 0)
-			t0 = nemo_ticks();
-		live_check(m);
-		/* On this host live_check knows (the pid): a live peer that is
-		 * slow to take its messages - descheduled on a loaded machine -
-		 * is not dead.  The timeout is for ranks on other hosts, which
-		 * nothing else can check.  (A stress run declared two live ranks
-		 * of one host dead this way, and their senders' floods failed.) */
-		if (atomic_load_explicit(&m->peers[r].dead, memory_order_relaxed) ||
-		    (m->peers[r].host != m->host &&
-		     nemo_ticks_to_ns((int64_t)(nemo_ticks() - t0)) > (double)m->attr.peer_timeout_ns)) {
-			mark_dead(m, r);
-			MPI_Cancel(&q);
-			MPI_Request_free(&q);
-			return NEMO__FAIL(ECONNRESET, "rank %d is dead: a send to it did not complete", r);
-		}
-		if (i > 64)
-			sched_yield();
-	}
-	CADD(m, c_sent);
-	ring(m, r);
-	return 0;
-}
 
 static bool is_agent_thread(nemo_mpi *m)
 {
 	if (m->prog == NEMO_MPI_PROGRESS_THREAD)
 		return m->has_thr && pthread_equal(pthread_self(), m->thr);
 	return pthread_equal(pthread_self(), m->owner);
+}
+
+/* May the calling thread call MPI? */
+static inline bool may_call_mpi(nemo_mpi *m)
+{
+	return m->level == MPI_THREAD_MULTIPLE || is_agent_thread(m);
+}
+
+static double since_ns(uint64_t t)
+{
+	return nemo_ticks_to_ns((int64_t)(nemo_ticks() - t));
+}
+
+/* Memory that may be taken in a handler run by a signal (interrupt
+ * mode): mmap, as the local overflow does. */
+static void *pages(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* busy and npending after a change of the record (lock held). */
+static void settle(nemo_mpi *m, peer *p)
+{
+	unsigned b = p->fl_n + p->q_n, was = atomic_load_explicit(&p->busy, memory_order_relaxed);
+	if (b == was)
+		return;
+	atomic_store_explicit(&p->busy, b, memory_order_relaxed);
+	if (!was)
+		atomic_fetch_add_explicit(&m->npending, 1, memory_order_seq_cst);
+	else if (!b)
+		atomic_fetch_sub_explicit(&m->npending, 1, memory_order_seq_cst);
+}
+
+/* W5: drop what the record of dead rank r holds: the FIFO
+ * always, the window if this thread may call MPI.  Lock held. */
+static void drop_record(nemo_mpi *m, peer *p, int r, bool mpi)
+{
+	unsigned n = 0;   /* the user's sends among them (not finalize's BYE) */
+	for (unsigned i = 0; i < p->q_n; i++)
+		n += p->q[(p->q_head + i) % p->q_cap].kind != K_BYE;
+	p->q_head = p->q_n = 0;
+	if (mpi && p->fl_n) {
+		for (unsigned i = 0; i < p->fl_n; i++) {
+			flight *f = &p->fl[(p->fl_head + i) % FLIGHT_MAX];
+			MPI_Cancel(&f->req);
+			MPI_Request_free(&f->req);
+			n += f->w.kind != K_BYE;
+		}
+		p->fl_n = 0;
+		p->fl_lost = true;
+	}
+	if (n) {
+		atomic_fetch_add_explicit(&m->c_send_dropped, n, memory_order_relaxed);
+		nemo__fail(ECONNRESET, "nemo_mpi", "%u sends to rank %d that had returned 0 were dropped: the rank died "
+			   "(counted in send_dropped)", n, r);
+	}
+}
+
+/* W2: test the window, oldest first; completed sends leave it.  Returns
+ * how many completed.  Lock held, MPI allowed. */
+static unsigned reap(nemo_mpi *m, peer *p, int r)
+{
+	unsigned k = 0;
+	while (p->fl_n) {
+		flight *f = &p->fl[p->fl_head];
+		int flag = 0;
+		if (MPI_Test(&f->req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+			mark_dead(m, r);
+			break;
+		}
+		if (!flag) {
+			/* Off this host nothing else can tell a dead rank from a
+			 * slow one; on it the pid does.  (A stress run declared
+			 * two live ranks of one host dead by a timeout, and their
+			 * senders' floods failed.) */
+			if (p->host != m->host && since_ns(f->posted) > (double)m->attr.peer_timeout_ns)
+				mark_dead(m, r);
+			break;
+		}
+		p->fl_head = (p->fl_head + 1) % FLIGHT_MAX;
+		p->fl_n--;
+		k++;
+		ring(m, r);
+	}
+	return k;
+}
+
+/* Post wire w to rank r in the window (room checked by the caller).
+ * Lock held, MPI allowed.  0, or ECONNRESET (MPI refused: r is dead). */
+static int isend(nemo_mpi *m, peer *p, int r, const wire *w)
+{
+	flight *f = &p->fl[(p->fl_head + p->fl_n) % FLIGHT_MAX];
+	memcpy(&f->w, w, (size_t)wire_bytes(w));
+	if (MPI_Isend(&f->w, wire_bytes(&f->w), MPI_BYTE, r, NEMO_MPI_TAG, m->comm, &f->req) != MPI_SUCCESS) {
+		mark_dead(m, r);
+		return ECONNRESET;
+	}
+	f->posted = nemo_ticks();
+	p->fl_n++;
+	CADD(m, c_sent);
+	return 0;
+}
+
+/* The window's buffers, at the first send to r (MPI or the
+ * FIFO's first move).  Lock held. */
+static bool have_window(peer *p)
+{
+	return p->fl || (p->fl = pages(FLIGHT_MAX * sizeof(flight))) != NULL;
+}
+
+/* W2 for rank r: reap, then move the FIFO's head into the window while
+ * it has room; a dead rank's record is dropped (W5).  Lock
+ * held.  Returns how much moved (completed or posted). */
+static unsigned push(nemo_mpi *m, peer *p, int r, bool mpi)
+{
+	unsigned n = 0;
+	if (mpi && p->fl_n)
+		n += reap(m, p, r);
+	if (mpi && p->q_n && !is_dead(p) && have_window(p)) {
+		unsigned posted = 0;
+		while (p->q_n && p->fl_n < FLIGHT_MAX && !isend(m, p, r, &p->q[p->q_head])) {
+			p->q_head = (p->q_head + 1) % p->q_cap;
+			p->q_n--;
+			posted++;
+		}
+		if (posted)
+			n += posted + reap(m, p, r);
+	}
+	if (is_dead(p) && (p->q_n || (mpi && p->fl_n)))
+		drop_record(m, p, r, mpi);
+	settle(m, p);
+	return n;
+}
+
+/* Keep w at the FIFO's tail (W1).  Lock held.  0, ENOBUFS, ENOMEM. */
+static int keep(peer *p, const wire *w)
+{
+	if (p->q_n >= DEFER_MAX)
+		return ENOBUFS;
+	if (p->q_n == p->q_cap) {
+		unsigned cap = p->q_cap ? p->q_cap * 2 : Q_FIRST;
+		wire *q = pages(cap * sizeof(wire));
+		if (!q)
+			return ENOMEM;
+		for (unsigned i = 0; i < p->q_n; i++)
+			q[i] = p->q[(p->q_head + i) % p->q_cap];
+		if (p->q)
+			munmap(p->q, p->q_cap * sizeof(wire));
+		p->q = q;
+		p->q_cap = cap;
+		p->q_head = 0;
+	}
+	memcpy(&p->q[(p->q_head + p->q_n) % p->q_cap], w, (size_t)wire_bytes(w));
+	p->q_n++;
+	return 0;
 }
 
 static void thr_kick(nemo_mpi *m)
@@ -419,8 +603,8 @@ static void thr_kick(nemo_mpi *m)
 		nemo_futex_wake((uint32_t *)&m->bell->kick, 1, m->bell_flags, NULL);
 }
 
-/* After a send to rank r: ring r's doorbell if its progress thread sleeps
- * (R1 fence, R2 load sleeping, R3 kick and FUTEX_WAKE). */
+/* After a send to rank r completed: ring r's doorbell if its progress
+ * thread sleeps (R1 fence, R2 load sleeping, R3 kick and FUTEX_WAKE). */
 static void ring(nemo_mpi *m, int r)
 {
 	bell *b = m->peers[r].bell;
@@ -433,49 +617,113 @@ static void ring(nemo_mpi *m, int r)
 	}
 }
 
-/* Queue a send for the agent (no MPI_THREAD_MULTIPLE). */
-static int funnel(nemo_mpi *m, int r, const wire *w, unsigned flags)
+/* Is CLOCK_MONOTONIC past abstime (NULL: never)? */
+static bool past(const struct timespec *abstime)
 {
-	for (;;) {
-		pthread_mutex_lock(&m->sendq_lock);
-		unsigned n = atomic_load_explicit(&m->sq_n, memory_order_relaxed);
-		if (n < m->sq_cap) {
-			unsigned i = (m->sq_head + n) % m->sq_cap;
-			m->sendq[i] = *w;
-			m->sendq_rank[i] = r;
-			atomic_store_explicit(&m->sq_n, n + 1, memory_order_seq_cst);
-			pthread_mutex_unlock(&m->sendq_lock);
-			CADD(m, c_funneled);
-			if (m->prog == NEMO_MPI_PROGRESS_THREAD)
-				thr_kick(m);
-			return 0;
-		}
-		pthread_mutex_unlock(&m->sendq_lock);
-		if (flags & NEMO_NONBLOCK)
-			return NEMO__FAIL(EAGAIN, "the funneled send queue (%u) is full", m->sq_cap);
-		if (atomic_load_explicit(&m->closing, memory_order_seq_cst))
-			return NEMO__FAIL(ESHUTDOWN, "the binding is finalizing");
-		nemo_poll(NULL);   /* serve our own queues while we wait, as a local send does */
-		sched_yield();
-	}
+	if (!abstime)
+		return false;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > abstime->tv_sec || (now.tv_sec == abstime->tv_sec && now.tv_nsec >= abstime->tv_nsec);
 }
 
-/* The agent sends what was funneled to it. */
-static unsigned drain_sendq(nemo_mpi *m)
+/* W4's rounds: poll for SEND_SPIN_NS from the first, then sleep between
+ * rounds, doubling, never past abstime (compared, never subtracted: a
+ * deadline 2^62 s away is a long one, not an overflow). */
+typedef struct naps {
+	uint64_t t0, nap_ns;
+} naps;
+
+static void nap_round(naps *b, const struct timespec *abstime)
 {
-	unsigned k = 0;
-	while (atomic_load_explicit(&m->sq_n, memory_order_seq_cst)) {
-		pthread_mutex_lock(&m->sendq_lock);
-		wire w = m->sendq[m->sq_head];
-		int r = m->sendq_rank[m->sq_head];
-		m->sq_head = (m->sq_head + 1) % m->sq_cap;
-		atomic_fetch_sub_explicit(&m->sq_n, 1, memory_order_seq_cst);
-		pthread_mutex_unlock(&m->sendq_lock);
-		if (!atomic_load_explicit(&m->peers[r].dead, memory_order_relaxed))
-			(void)mpi_send(m, r, &w);   /* a dead rank's: dropped, the rank is marked */
-		k++;
+	if (!b->t0) {
+		b->t0 = nemo_ticks();
+		return;
 	}
-	return k;
+	if (since_ns(b->t0) < SEND_SPIN_NS) {
+		nemo_cpu_relax();
+		return;
+	}
+	b->nap_ns = b->nap_ns ? b->nap_ns * 2 : SEND_NAP_MIN_NS;
+	if (b->nap_ns > SEND_NAP_MAX_NS)
+		b->nap_ns = SEND_NAP_MAX_NS;
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_nsec += (long)b->nap_ns;
+	while (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	if (abstime && (abstime->tv_sec < until.tv_sec ||
+			(abstime->tv_sec == until.tv_sec && abstime->tv_nsec < until.tv_nsec)))
+		until = *abstime;
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
+		;
+}
+
+static unsigned try_progress(nemo_mpi *m);
+
+/* Send w to rank r (W1-W4).  me: the sending place. */
+static int send_to(nemo_mpi *m, nemo_place *me, int r, const wire *w, unsigned flags,
+		   const struct timespec *abstime, const char *fn)
+{
+	peer *p = &m->peers[r];
+	bool mpi = may_call_mpi(m), handler = me->hdepth > 0;
+	bool owner = pthread_equal(pthread_self(), m->owner);
+	naps b = {0, 0};
+	for (;;) {
+		if (atomic_load_explicit(&m->closing, memory_order_seq_cst))
+			return nemo__fail(ESHUTDOWN, fn, "this rank's binding is finalizing");
+		int err = -1;          /* -1: no room */
+		bool kept = false;
+		pthread_mutex_lock(&p->lock);
+		if (!is_dead(p)) {
+			push(m, p, r, mpi);
+			if (mpi && !p->q_n && p->fl_n < FLIGHT_MAX && !is_dead(p)) {
+				err = have_window(p) ? isend(m, p, r, w) : ENOMEM;
+				if (!err)
+					reap(m, p, r);
+			} else if ((handler && !(flags & NEMO_NONBLOCK)) || (!mpi && p->q_n < FUNNEL_MAX)) {
+				err = keep(p, w);
+				kept = !err;
+			}
+			settle(m, p);
+		}
+		pthread_mutex_unlock(&p->lock);
+		if (is_dead(p) && err != 0) {
+			CADD(m, c_dead_sends);
+			return nemo__fail(ECONNRESET, fn, "rank %d is dead", r);
+		}
+		if (err == 0) {
+			if (kept) {
+				if (handler)
+					CADD(m, c_deferred);
+				else
+					CADD(m, c_funneled);
+				if (!mpi && m->prog == NEMO_MPI_PROGRESS_THREAD)
+					thr_kick(m);
+			}
+			return 0;
+		}
+		if (err == ENOBUFS)
+			return nemo__fail(ENOBUFS, fn, "%u sends to rank %d are kept already (its window is full)",
+					  DEFER_MAX, r);
+		if (err > 0)
+			return nemo__fail(err, fn, "no memory for rank %d's window or queue", r);
+		if (flags & NEMO_NONBLOCK)
+			return EAGAIN;   /* bare: flow control (fail.h) */
+		if (past(abstime))
+			return ETIMEDOUT;
+		/* W4: serve while waiting.  The owner progresses MPI (its
+		 * strategies have no other agent while it sends); every place
+		 * runs its handlers, whose sends are kept, never waited for. */
+		if (owner && m->prog != NEMO_MPI_PROGRESS_THREAD)
+			try_progress(m);
+		else
+			live_check(m);
+		nemo_poll(NULL);
+		nap_round(&b, abstime);
+	}
 }
 
 /* ------------------------------------------------------------------------
@@ -582,6 +830,24 @@ static int hand(nemo_mpi *m, unsigned i)
 	return 0;
 }
 
+/* The ranks' records with work (W2): the agent's share of the sends.
+ * Returns how much moved. */
+static unsigned push_all(nemo_mpi *m)
+{
+	unsigned n = 0;
+	if (!atomic_load_explicit(&m->npending, memory_order_seq_cst))
+		return 0;
+	for (int r = 0; r < m->size; r++) {
+		peer *p = &m->peers[r];
+		if (!atomic_load_explicit(&p->busy, memory_order_relaxed))
+			continue;
+		pthread_mutex_lock(&p->lock);
+		n += push(m, p, r, true);
+		pthread_mutex_unlock(&p->lock);
+	}
+	return n;
+}
+
 /* One pass of the agent (agent_lock held): sends, hand-overs, receives,
  * reposts.  Returns how much it did. */
 static unsigned progress(nemo_mpi *m)
@@ -589,8 +855,8 @@ static unsigned progress(nemo_mpi *m)
 	unsigned n = 0;
 	CADD(m, c_progress);
 	atomic_store_explicit(&m->last_progress, nemo_ticks(), memory_order_relaxed);
-	if (atomic_load_explicit(&m->sq_n, memory_order_relaxed))
-		n += drain_sendq(m);
+	live_check(m);   /* first: a record of a rank found dead is dropped, not sent */
+	n += push_all(m);
 	while (m->pend_n) {
 		if (hand(m, m->pendq[m->pend_head]) == EAGAIN)
 			break;
@@ -630,7 +896,6 @@ static unsigned progress(nemo_mpi *m)
 			post(m, i);   /* an MPI_Irecv that failed: retry */
 		}
 	}
-	live_check(m);
 	return n;
 }
 
@@ -669,10 +934,12 @@ static int route(nemo_place_id dest, nemo_place **mep, nemo_mpi **mp, unsigned *
 		err = nemo__fail(ESHUTDOWN, fn, "this rank's binding is finalizing");
 	else if (r != m->rank) {
 		live_check(m);
-		if (atomic_load_explicit(&m->peers[r].dead, memory_order_relaxed))
+		if (is_dead(&m->peers[r])) {
+			CADD(m, c_dead_sends);
 			err = nemo__fail(ECONNRESET, fn, "rank %d is dead", r);
-		else if (atomic_load_explicit(&m->peers[r].bye, memory_order_relaxed))
+		} else if (atomic_load_explicit(&m->peers[r].bye, memory_order_relaxed)) {
 			err = nemo__fail(ESHUTDOWN, fn, "rank %d has finalized its binding", r);
+		}
 	}
 	if (err) {
 		unpin(*slot);
@@ -684,24 +951,25 @@ static int route(nemo_place_id dest, nemo_place **mep, nemo_mpi **mp, unsigned *
 	return 0;
 }
 
-static int send_wire(nemo_mpi *m, int r, const wire *w, unsigned flags)
+/* A remote send proper: inside a nemo call for interrupt mode (a signal
+ * that comes while this thread is in MPI is deferred, so no handler
+ * re-enters MPI), then poll at send: the owner progresses MPI after each
+ * of its sends. */
+static int send_wire(nemo_mpi *m, nemo_place *me, int r, const wire *w, unsigned flags,
+		     const struct timespec *abstime, const char *fn)
 {
-	int err;
-	if (m->level == MPI_THREAD_MULTIPLE || is_agent_thread(m))
-		err = mpi_send(m, r, w);
-	else
-		err = funnel(m, r, w, flags);
-	/* Poll at send: the owner progresses MPI after each of its sends. */
+	nemo__busy_enter(me);
+	int err = send_to(m, me, r, w, flags, abstime, fn);
 	if (!err && m->prog != NEMO_MPI_PROGRESS_THREAD && pthread_equal(pthread_self(), m->owner))
 		try_progress(m);
+	nemo__busy_exit(me);
 	return err;
 }
 
 static int op_am(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload, size_t len,
 		 unsigned flags, const uint64_t *tag, const struct timespec *abstime)
 {
-	(void)abstime;   /* TODO(issue 30): the wait for room honours it */
-	const char *fn = tag ? "nemo_am_reply" : "nemo_am_sendv";
+	const char *fn = tag ? "nemo_am_reply" : abstime ? "nemo_am_sendv_timed" : "nemo_am_sendv";
 	nemo_place *me;
 	nemo_mpi *m;
 	unsigned slot;
@@ -724,7 +992,8 @@ static int op_am(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payl
 			nemo_am_msg req = {.src = to, .arg = *tag};
 			err = nemo_am_reply(&req, id, arg, payload, len, flags);
 		} else {
-			err = nemo_am_sendv(to, id, arg, payload, len, flags);
+			err = abstime ? nemo_am_sendv_timed(to, id, arg, payload, len, flags, abstime)
+				      : nemo_am_sendv(to, id, arg, payload, len, flags);
 		}
 		goto out;
 	}
@@ -736,11 +1005,7 @@ static int op_am(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payl
 	}
 	if (len)
 		memcpy(w.payload + (tag ? sizeof *tag : 0), payload, len);
-	/* Inside a nemo call for interrupt mode: a signal that comes while
-	 * this thread is in MPI is deferred, so no handler re-enters MPI. */
-	nemo__busy_enter(me);
-	err = send_wire(m, r, &w, flags);
-	nemo__busy_exit(me);
+	err = send_wire(m, me, r, &w, flags, abstime, fn);
 out:
 	unpin(slot);
 	return err;
@@ -748,33 +1013,30 @@ out:
 
 static int op_notify(nemo_place_id dest, uint32_t chan, unsigned flags, const struct timespec *abstime)
 {
-	(void)abstime;   /* TODO(issue 30): the wait for room honours it */
+	const char *fn = abstime ? "nemo_notify_timed" : "nemo_notify";
 	nemo_place *me;
 	nemo_mpi *m;
 	unsigned slot;
 	int r;
-	int err = route(dest, &me, &m, &slot, &r, "nemo_notify");
+	int err = route(dest, &me, &m, &slot, &r, fn);
 	if (err)
 		return err;
-	if ((err = nemo__check_flags(flags, "nemo_notify")))
+	if ((err = nemo__check_flags(flags, fn)))
 		goto out;
 	if (chan > NEMO_NOTIFY_CHAN_MAX) {
-		err = nemo__fail(ERANGE, "nemo_notify", "channel %u is above %u", chan, NEMO_NOTIFY_CHAN_MAX);
+		err = nemo__fail(ERANGE, fn, "channel %u is above %u", chan, NEMO_NOTIFY_CHAN_MAX);
 		goto out;
 	}
 	if (r == m->rank) {
 		nemo_place_id to = local_of(m, dest);
 		if (!to)
-			err = nemo__fail(ESRCH, "nemo_notify", "place %#llx is not in the domain",
-					 (unsigned long long)dest);
+			err = nemo__fail(ESRCH, fn, "place %#llx is not in the domain", (unsigned long long)dest);
 		else
-			err = nemo_notify(to, chan, flags);
+			err = abstime ? nemo_notify_timed(to, chan, flags, abstime) : nemo_notify(to, chan, flags);
 		goto out;
 	}
 	wire w = {.src = rid(m->rank, me->idx, nemo__id_gen(me->id)), .dest = dest, .kind = K_NOTIFY, .id = chan};
-	nemo__busy_enter(me);
-	err = send_wire(m, r, &w, flags);
-	nemo__busy_exit(me);
+	err = send_wire(m, me, r, &w, flags, abstime, fn);
 out:
 	unpin(slot);
 	return err;
@@ -822,18 +1084,19 @@ static void *thr_main(void *arg)
 			continue;
 		}
 		/* With every peer able to ring us, sleep long (the timeout is a
-		 * safety net); else the backoff, up to idle_max_ns. */
+		 * safety net) unless sends wait in the records, which only our
+		 * MPI calls move; else the backoff, up to idle_max_ns. */
 		backoff = backoff ? backoff * 2 : 16000;
 		if (backoff > m->attr.idle_max_ns)
 			backoff = m->attr.idle_max_ns;
-		uint64_t nap = m->all_belled ? 100000000ull : backoff;
+		bool waiting = atomic_load_explicit(&m->npending, memory_order_seq_cst) != 0;
+		uint64_t nap = m->all_belled && !waiting ? 100000000ull : backoff;
 		bell *b = m->bell;
 		atomic_store_explicit(&b->sleeping, 1, memory_order_seq_cst);                  /* T1 */
 		atomic_thread_fence(memory_order_seq_cst);   /* T1 before MPI's reads of T3 */
 		uint32_t k = atomic_load_explicit(&b->kick, memory_order_seq_cst);             /* T2 */
 		/* T3: a last look at MPI and the local work, after T1. */
-		if (!try_progress(m) && !atomic_load_explicit(&m->sq_n, memory_order_seq_cst) &&
-		    !atomic_load_explicit(&m->stop, memory_order_seq_cst)) {
+		if (!try_progress(m) && !atomic_load_explicit(&m->stop, memory_order_seq_cst)) {
 			struct timespec ts = {(time_t)(nap / 1000000000ull), (long)(nap % 1000000000ull)};
 			nemo_futex_wait((uint32_t *)&b->kick, k, &ts, m->bell_flags);          /* T4 */
 			CADD(m, c_sleeps);
@@ -919,17 +1182,21 @@ static void free_binding(nemo_mpi *m)
 {
 	if (m->bell && m->bell != &m->bell_local)
 		munmap(m->bell, sizeof(bell));
-	for (int r = 0; m->peers && r < m->size; r++)
-		if (m->peers[r].bell)
-			munmap(m->peers[r].bell, sizeof(bell));
+	for (int r = 0; m->peers && r < m->size; r++) {
+		peer *p = &m->peers[r];
+		if (p->bell)
+			munmap(p->bell, sizeof(bell));
+		if (p->fl && !p->fl_lost)
+			munmap(p->fl, FLIGHT_MAX * sizeof(flight));
+		if (p->q)
+			munmap(p->q, p->q_cap * sizeof(wire));
+		pthread_mutex_destroy(&p->lock);
+	}
 	free(m->slots);
 	free(m->postq);
 	free(m->pendq);
-	free(m->sendq);
-	free(m->sendq_rank);
 	free(m->peers);
 	pthread_mutex_destroy(&m->agent_lock);
-	pthread_mutex_destroy(&m->sendq_lock);
 	free(m);
 }
 
@@ -1005,10 +1272,8 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 	m->owner = pthread_self();
 	m->owner_id = me->id;
 	m->K = a.recv_depth;
-	m->sq_cap = 4096;
 	m->host = host_hash();
 	pthread_mutex_init(&m->agent_lock, NULL);
-	pthread_mutex_init(&m->sendq_lock, NULL);
 	if (MPI_Comm_dup(comm, &m->comm) != MPI_SUCCESS) {
 		free_binding(m);
 		return NEMO__FAIL(EIO, "MPI_Comm_dup failed");
@@ -1019,12 +1284,11 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 	m->slots = calloc(m->K, sizeof *m->slots);
 	m->postq = calloc(m->K, sizeof *m->postq);
 	m->pendq = calloc(m->K, sizeof *m->pendq);
-	m->sendq = calloc(m->sq_cap, sizeof *m->sendq);
-	m->sendq_rank = calloc(m->sq_cap, sizeof *m->sendq_rank);
 	m->peers = calloc((size_t)m->size, sizeof *m->peers);
+	for (int r = 0; m->peers && r < m->size; r++)
+		pthread_mutex_init(&m->peers[r].lock, NULL);
 	uint64_t *ids = calloc((size_t)m->size * 2, sizeof *ids);
-	if (!m->slots || !m->postq || !m->pendq || !m->sendq || !m->sendq_rank || !m->peers || !ids ||
-	    (unsigned)m->size > RANK_MAX) {
+	if (!m->slots || !m->postq || !m->pendq || !m->peers || !ids || (unsigned)m->size > RANK_MAX) {
 		MPI_Comm_free(&m->comm);
 		free(ids);
 		free_binding(m);
@@ -1094,6 +1358,45 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 	return 0;
 }
 
+/* Say BYE to every rank still waited for (through its record, behind
+ * what is queued for it).  Agent. */
+static void say_bye(nemo_mpi *m)
+{
+	wire bye = {.kind = K_BYE};
+	for (int r = 0; r < m->size; r++) {
+		peer *p = &m->peers[r];
+		if (r == m->rank || is_dead(p))
+			continue;
+		pthread_mutex_lock(&p->lock);
+		push(m, p, r, true);
+		if (!is_dead(p)) {
+			if (!p->q_n && p->fl_n < FLIGHT_MAX && have_window(p))
+				(void)isend(m, p, r, &bye);
+			else
+				(void)keep(p, &bye);
+		}
+		settle(m, p);
+		pthread_mutex_unlock(&p->lock);
+	}
+}
+
+/* Is everything of finalize done: every live rank has said BYE and
+ * taken ours, every handed slot is back?  Agent. */
+static bool finalize_done(nemo_mpi *m)
+{
+	for (int r = 0; r < m->size; r++) {
+		peer *p = &m->peers[r];
+		if (r == m->rank || is_dead(p))
+			continue;
+		if (!atomic_load_explicit(&p->bye, memory_order_relaxed) || atomic_load_explicit(&p->busy, memory_order_relaxed))
+			return false;
+	}
+	for (unsigned i = 0; i < m->K; i++)
+		if (m->slots[i].st == ST_HANDED || m->slots[i].st == ST_PENDING)
+			return false;
+	return !m->pend_n;
+}
+
 int nemo_mpi_finalize(nemo_mpi *m)
 {
 	if (!m)
@@ -1112,30 +1415,39 @@ int nemo_mpi_finalize(nemo_mpi *m)
 		pthread_join(m->thr, NULL);
 		m->has_thr = false;
 	}
-	/* The owner is the agent from here on. */
+	/* The owner is the agent from here on, and nobody else sends. */
+	nemo_place *me = nemo__place_self();
+	if (me)
+		nemo__busy_enter(me);   /* no interrupt-mode handler while we hold locks */
 	pthread_mutex_lock(&m->agent_lock);
-	drain_sendq(m);
-	wire bye = {.kind = K_BYE};
-	for (int r = 0; r < m->size; r++)
-		if (r != m->rank && !atomic_load_explicit(&m->peers[r].dead, memory_order_relaxed))
-			(void)mpi_send(m, r, &bye);
-	for (unsigned spins = 0;; spins++) {
-		progress(m);
-		nemo_poll(NULL);
-		bool all = true;
-		for (int r = 0; r < m->size && all; r++)
-			if (r != m->rank && !atomic_load_explicit(&m->peers[r].bye, memory_order_relaxed) &&
-			    !atomic_load_explicit(&m->peers[r].dead, memory_order_relaxed))
-				all = false;
-		for (unsigned i = 0; i < m->K && all; i++)
-			if (m->slots[i].st == ST_HANDED || m->slots[i].st == ST_PENDING)
-				all = false;
-		if (all && !m->pend_n && !atomic_load_explicit(&m->sq_n, memory_order_relaxed))
+	/* Drain the records, then BYE behind them, then receive until every
+	 * rank has said it (or is dead). */
+	naps b = {0, 0};
+	for (;;) {
+		unsigned n = progress(m);
+		if (me)
+			nemo_poll(NULL);
+		if (!atomic_load_explicit(&m->npending, memory_order_seq_cst))
 			break;
-		if (spins > 100)
-			sched_yield();
+		if (n)
+			b = (naps){0, 0};
+		nap_round(&b, NULL);
+	}
+	say_bye(m);
+	b = (naps){0, 0};
+	for (;;) {
+		unsigned n = progress(m);
+		if (me)
+			nemo_poll(NULL);
+		if (finalize_done(m))
+			break;
+		if (n)
+			b = (naps){0, 0};
+		nap_round(&b, NULL);
 	}
 	pthread_mutex_unlock(&m->agent_lock);
+	if (me)
+		nemo__busy_exit(me);
 	while (atomic_load_explicit(&m->kicking, memory_order_acquire))
 		sched_yield();
 	pthread_mutex_lock(&bind_lock);
@@ -1144,8 +1456,12 @@ int nemo_mpi_finalize(nemo_mpi *m)
 		nemo__remote_register(NEMO__REMOTE_MPI, NULL);
 	pthread_mutex_unlock(&bind_lock);
 	bool dead = false;
-	for (int r = 0; r < m->size; r++)
-		dead |= atomic_load_explicit(&m->peers[r].dead, memory_order_relaxed) != 0;
+	for (int r = 0; r < m->size; r++) {
+		peer *p = &m->peers[r];
+		dead |= is_dead(p);
+		if (is_dead(p) && (p->q_n || p->fl_n))
+			drop_record(m, p, r, true);
+	}
 	for (unsigned i = 0; i < m->K; i++)
 		if (m->slots[i].st == ST_POSTED) {
 			MPI_Cancel(&m->slots[i].req);
@@ -1239,15 +1555,6 @@ void nemo_mpi_check(nemo_mpi *m)
 	nemo_mpi_poll(m, NULL);
 }
 
-static bool past(const struct timespec *abstime)
-{
-	if (!abstime)
-		return false;
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec > abstime->tv_sec || (now.tv_sec == abstime->tv_sec && now.tv_nsec >= abstime->tv_nsec);
-}
-
 /* Handlers run on place me so far, wherever they ran: in its drains
  * (polls, waits, interrupts: the place's counters) or at once by the
  * agent (the binding's direct count; only the owner is handled at once
@@ -1336,7 +1643,8 @@ int nemo_mpi_get_counters(nemo_mpi *m, nemo_mpi_counters *out)
 		.direct = LD(c_direct), .handed = LD(c_handed), .dropped = LD(c_dropped),
 		.progress_calls = LD(c_progress), .thread_sleeps = LD(c_sleeps),
 		.thread_wakeups = LD(c_wakeups), .watchdog_takeovers = LD(c_takeovers),
-		.dead_ranks = LD(c_dead),
+		.dead_ranks = LD(c_dead), .deferred = LD(c_deferred), .send_dropped = LD(c_send_dropped),
+		.dead_sends = LD(c_dead_sends),
 	};
 #undef LD
 	out->thread_cpu_ns = m->thr_cpu_ns;

@@ -46,6 +46,9 @@ if(NEMO_BUILD_TESTS)
       add_test(NAME mpi.finalize-race.n${n} COMMAND ${NEMO_MPIEXEC} -n ${n} $<TARGET_FILE:test_mpi> finalize-race)
       set_tests_properties(mpi.finalize-race.n${n} PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
     endforeach()
+    # Flow control against a rank that takes nothing: two ranks suffice.
+    add_test(NAME mpi.flow.n2 COMMAND ${NEMO_MPIEXEC} -n 2 $<TARGET_FILE:test_mpi> flow)
+    set_tests_properties(mpi.flow.n2 PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
   else()
     # The binding's lifetime under the sanitizers: a freed binding used by
     # a sending thread is a heap-use-after-free (ASan) or a race (TSan).
