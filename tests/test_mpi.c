@@ -20,6 +20,19 @@
  *                   sends to it fail with ECONNRESET and their finalize
  *                   returns ECONNRESET instead of hanging (run by
  *                   test_mpi_abort.sh under -disable-auto-cleanup).
+ *   deadreuse       the same, and before anyone looks, rank 0 gives the
+ *                   dead rank's pid to a sleeping child of its own (a
+ *                   real pid reuse, tests/pidreuse.h): the dead rank must
+ *                   still be found dead (its sends fail, counted; the
+ *                   sends a handler of rank 0 had kept for it are
+ *                   dropped, counted; finalize returns ECONNRESET) - a
+ *                   pid alone would say it lives (test_mpi_abort.sh;
+ *                   MPI_THREAD_SERIALIZED, so that the worker's sends
+ *                   are kept for the owner to send).
+ *   finalize-stuck  the last rank lives but never finalizes (nor calls
+ *                   MPI): the others' finalize gives up on it after
+ *                   peer_timeout_ns with ETIMEDOUT, on this host too
+ *                   (test_mpi_abort.sh).
  *   flow            rank 1 takes nothing (no MPI call) while rank 0
  *                   sends to it: NEMO_NONBLOCK sends return EAGAIN once
  *                   the rank's window is full; a deadline in the past
@@ -42,6 +55,8 @@
 #define _GNU_SOURCE
 #include <nemo/mpi.h>
 
+#include "pidreuse.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -49,6 +64,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -533,6 +549,16 @@ static void ts_add_ms(struct timespec *ts, long ms)
 	}
 }
 
+/* Sleep ms milliseconds, whatever signals come meanwhile. */
+static void sleep_ms(long ms)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	ts_add_ms(&until, ms);
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
+		;
+}
+
 static double ts_ns(const struct timespec *t)
 {
 	return (double)t->tv_sec * 1e9 + (double)t->tv_nsec;
@@ -697,6 +723,148 @@ static int run_flow(void)
 	return 0;
 }
 
+/* ---- deadreuse: a dead rank whose pid another process took ---- */
+
+static int sleeper(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return 0;
+}
+
+static int run_deadreuse(void)
+{
+	lax = true;
+	worker_floods = false;
+	wait_all = false;
+	notes = false;
+	setup(NEMO_MPI_PROGRESS_SEND);
+	nemo_action_register(d, A_KEEP, on_keep, NULL);
+	int victim = size - 1;
+	int pids[MAXR];
+	int me = (int)getpid();
+	MPI_Allgather(&me, 1, MPI_INT, pids, 1, MPI_INT, MPI_COMM_WORLD);
+	MPI_Comm alive;
+	MPI_Comm_split(MPI_COMM_WORLD, rank == victim ? MPI_UNDEFINED : 0, rank, &alive);
+	if (!shared_flags()) {
+		printf("PASS deadreuse rank %d (skipped: the ranks are not on one host)\n", rank);
+		fflush(stdout);
+		_exit(0);
+	}
+	if (rank == victim) {
+		flag_wait(victim, 1);
+		_exit(7);   /* dies without finalizing, and without taking anything */
+	}
+	nemo_place_id vdst = ids[victim][0];
+	pid_t child = -1;
+	if (rank == 0) {
+		/* Fill its window; then the worker's handler keeps 5 sends for
+		 * it: the worker may not call MPI (MPI_THREAD_SERIALIZED), and
+		 * the owner does nothing more until the victim is dead, so they
+		 * stay kept, whatever MPI does with the window. */
+		fill_window(vdst, 0);
+		keep_dst = vdst;
+		keep_seq0 = 1u << 20;
+		keep_n = 5;
+		EXPECT(!nemo_am_send(worker_id, A_KEEP, 0, 0), "local send to the worker");
+		while (!atomic_load(&keep_ran))
+			nemo_poll(NULL);
+		EXPECT(atomic_load(&keep_errors) == 0, "a handler's send failed");
+		nemo_mpi_counters c;
+		nemo_mpi_get_counters(m, &c);
+		EXPECT(c.deferred >= 5, "deferred %llu, expected at least 5", (unsigned long long)c.deferred);
+		/* It dies; once its pid is free, a child of ours takes it. */
+		flag_set(victim, 1);
+		pid_t vpid = pids[victim];
+		struct timespec ms = {0, 1000000};
+		for (unsigned i = 0; i < 120000 && !(kill(vpid, 0) && errno == ESRCH); i++)
+			nanosleep(&ms, NULL);
+		/* Start times are in clock ticks: the child's must differ.  And
+		 * the binding looks at its peers every 50 ms: after this its
+		 * first look, before anything else of it, finds the victim
+		 * dead, with the 5 still kept.  (Hydra signals the survivors
+		 * when a rank dies, SIGUSR1: a sleep must not end early.) */
+		sleep_ms(60);
+		child = pidreuse_fork(vpid, sleeper, NULL);
+		EXPECT(child > 0, "fork");
+		if (child != vpid)
+			printf("deadreuse: pid %d was not reused (not root, or taken): a plain death is tested\n",
+			       (int)vpid);
+		else
+			printf("deadreuse: rank %d's pid %d now belongs to a sleeping child of rank 0\n", victim, (int)vpid);
+	}
+	MPI_Barrier(alive);   /* nobody has asked about the victim before this */
+	int err = 0;
+	uint64_t sent = 0;
+	while (!err) {
+		err = nemo_am_send(vdst, A_MSG, sent++, 0);
+		nemo_mpi_poll(m, NULL);
+		if (!err)
+			sleep_ms(1);
+	}
+	EXPECT(err == ECONNRESET, "send to the dead rank: %d, expected ECONNRESET", err);
+	EXPECT(nemo_notify(vdst, 1, 0) == ECONNRESET, "notify to the dead rank");
+	nemo_mpi_counters c;
+	nemo_mpi_get_counters(m, &c);
+	EXPECT(c.dead_ranks == 1, "dead_ranks %llu", (unsigned long long)c.dead_ranks);
+	EXPECT(c.dead_sends >= 2, "dead_sends %llu, expected at least 2", (unsigned long long)c.dead_sends);
+	if (rank == 0) {
+		/* What it had kept for the victim is dropped, and counted. */
+		for (unsigned i = 0; i < 1000000 && c.send_dropped < 5; i++) {
+			nemo_mpi_poll(m, NULL);
+			nemo_mpi_get_counters(m, &c);
+		}
+		EXPECT(c.send_dropped >= 5, "send_dropped %llu, expected at least the 5 kept",
+		       (unsigned long long)c.send_dropped);
+	}
+	atomic_store(&worker_done, 1);
+	err = nemo_mpi_finalize(m);
+	EXPECT(err == ECONNRESET, "finalize with a dead rank: %d, expected ECONNRESET", err);
+	atomic_store(&owner_finalized, 1);
+	pthread_join(worker, NULL);
+	if (child > 0) {
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+	}
+	if (!atomic_load(&failures))
+		printf("PASS deadreuse rank %d (error after %llu sends)\n", rank, (unsigned long long)sent);
+	fflush(stdout);
+	_exit(atomic_load(&failures) ? 1 : 0);   /* MPI_Finalize would wait for the dead rank */
+}
+
+/* ---- finalize-stuck: a live rank that never finalizes ---- */
+
+static int run_finalize_stuck(void)
+{
+	lax = true;
+	peer_timeout_ns = 1000000000ull;
+	worker_floods = false;
+	wait_all = false;
+	notes = false;
+	setup(NEMO_MPI_PROGRESS_SEND);
+	int victim = size - 1;
+	if (!shared_flags()) {
+		printf("PASS finalize-stuck rank %d (skipped: the ranks are not on one host)\n", rank);
+		fflush(stdout);
+		_exit(0);
+	}
+	if (rank == victim) {
+		flag_wait(victim, size - 1);   /* every other rank's finalize returned */
+		_exit(0);
+	}
+	atomic_store(&worker_done, 1);
+	int err = nemo_mpi_finalize(m);
+	EXPECT(err == ETIMEDOUT, "finalize while rank %d never does: %d, expected ETIMEDOUT", victim, err);
+	atomic_store(&owner_finalized, 1);
+	pthread_join(worker, NULL);
+	__atomic_fetch_add(&shflags[victim], 1, __ATOMIC_ACQ_REL);
+	if (!atomic_load(&failures))
+		printf("PASS finalize-stuck rank %d\n", rank);
+	fflush(stdout);
+	_exit(atomic_load(&failures) ? 1 : 0);
+}
+
 /* ---- finalize-race: sends from other places while the owner finalizes ---- */
 
 enum { RACE_CYCLES = 40, RACE_THREADS = 2 };
@@ -787,7 +955,8 @@ static int run_finalize_race(void)
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "order-send";
-	int want = strcmp(mode, "order-funneled") ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED, got;
+	int want = strcmp(mode, "order-funneled") && strcmp(mode, "deadreuse") ? MPI_THREAD_MULTIPLE
+										: MPI_THREAD_SERIALIZED, got;
 	MPI_Init_thread(&argc, &argv, want, &got);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -803,6 +972,10 @@ int main(int argc, char **argv)
 		run_errors();
 	else if (!strcmp(mode, "abort"))
 		run_abort();
+	else if (!strcmp(mode, "deadreuse"))
+		run_deadreuse();
+	else if (!strcmp(mode, "finalize-stuck"))
+		run_finalize_stuck();
 	else if (!strcmp(mode, "flow"))
 		run_flow();
 	else if (!strcmp(mode, "finalize-race"))

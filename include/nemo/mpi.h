@@ -82,9 +82,10 @@
  *   ESHUTDOWN    the destination rank has finalized its binding, or ours
  *                is finalizing (once nemo_mpi_finalize has returned, the
  *                domain is not bound: a remote id is ESRCH)
- *   ECONNRESET   the destination rank died (its process is gone, or, on
- *                another host, a send to it did not complete within
- *                peer_timeout_ns); counted in nemo_mpi_counters.dead_sends
+ *   ECONNRESET   the destination rank died (its process is gone, even if
+ *                its pid now names another process; or, on another host,
+ *                a send to it did not complete within peer_timeout_ns);
+ *                counted in nemo_mpi_counters.dead_sends
  *   EAGAIN       NEMO_NONBLOCK and the rank's window full (flow control)
  *   ETIMEDOUT    a timed send's deadline passed with the window full
  *   ENOBUFS      a handler's send with 65536 sends kept for that rank
@@ -135,7 +136,9 @@ typedef struct nemo_mpi_attr {
 	uint64_t peer_timeout_ns;     /**< a send to a rank on another host that MPI has not
 	                                   completed after this long declares that rank dead
 	                                   (0: 10 s); a rank on this host is dead when its
-	                                   process is */
+	                                   process is.  Also nemo_mpi_finalize's bound, on every
+	                                   host: how long it waits for a rank that sends it
+	                                   nothing and has not finalized */
 } nemo_mpi_attr;
 
 /**
@@ -161,11 +164,14 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
  * over messages until every live rank has said the same: every message
  * sent before a rank's nemo_mpi_finalize is handled (places that get
  * messages must poll or leave meanwhile; leaving drops what was still to
- * come, counted).  A dead rank is not waited for (ECONNRESET is
- * returned once all else is done; what was queued for it is dropped,
- * counted in send_dropped).  Call it before MPI_Finalize.
+ * come, counted).  A dead rank is not waited for, and a rank that sends
+ * nothing and has not finalized is waited for at most peer_timeout_ns,
+ * on every host (then it is given up on: what was queued for it is
+ * dropped, counted in send_dropped).  Call it before MPI_Finalize.
  * @return 0; EINVAL for NULL; EPERM if the caller is not the owner;
- *         ECONNRESET if some rank died.
+ *         ECONNRESET if some rank died; ETIMEDOUT if some live rank was
+ *         given up on.  In both error cases the duplicated communicator
+ *         is not freed (its state is unknown).
  */
 int nemo_mpi_finalize(nemo_mpi *m);
 

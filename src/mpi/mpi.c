@@ -144,14 +144,28 @@
  * layer's watchdog) decides when it runs.
  *
  * DEAD RANKS.  MPICH does not report a peer that exited (with
- * -disable-auto-cleanup its sends to one block).  Every rank learns every
- * rank's host and pid at create; an agent or a sender checks the peers on
- * its host every 50 ms (kill(pid, 0), and /proc for a zombie that the
- * process manager has not reaped yet), and a send to a rank on another
- * host that stays incomplete in its window for peer_timeout_ns declares
- * that rank dead (on this host the pid says it: a slow peer is not a dead
- * one).  Sends to a dead rank fail with ECONNRESET (dead_sends); finalize
- * does not wait for it.
+ * -disable-auto-cleanup a send to one blocks, or completes and is lost).
+ * Every rank learns every rank's host, pid namespace, pid and start time
+ * at create, and opens a reference to each peer of its host and pid
+ * namespace once (src/platform/proc.h: a pidfd of the process that
+ * started at that time), kept until finalize.  An agent or a sender asks
+ * them every LIVE_CHECK_NS (one poll(2) each; one thread at a time,
+ * live_lock, since a reference is not thread-safe).  A rank whose pid
+ * another process has taken is dead all the same: the pidfd names the
+ * rank's process, not the pid.  A rank on another host is declared dead
+ * when a send to it stays incomplete in its window for peer_timeout_ns
+ * (on this host the pidfd says it: a slow peer is not a dead one).
+ * Sends to a dead rank fail with ECONNRESET (dead_sends).
+ *
+ * FINALIZE'S BOUNDED WAIT.  After F3 the owner drains every record, says
+ * BYE to every live rank and receives until every live rank has said it.
+ * It waits for each rank no longer than peer_timeout_ns: from the later
+ * of its own BYE and the last message it received from that rank (a
+ * rank that still sends is still finalizing), and, while draining, for a
+ * send MPI does not complete - on this host too, where a live rank that
+ * never finalizes would otherwise hold it forever.  Such a rank is given
+ * up on (gave_up, owner-only): its record is dropped (send_dropped), and
+ * finalize returns ETIMEDOUT, or ECONNRESET if some rank died.
  */
 #define _GNU_SOURCE
 #include <nemo/mpi.h>
@@ -160,6 +174,7 @@
 #include "../messaging/messaging_internal.h"
 #include "../messaging/remote.h"
 #include "../platform/fail.h"
+#include "../platform/proc.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -172,6 +187,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -232,10 +248,14 @@ typedef struct flight {
 } flight;
 
 typedef struct peer {
-	uint64_t host;
+	uint64_t host, pidns, start;
 	int pid;
+	bool local;                   /* same host and pid namespace: its pid tells its life */
+	nemo__proc_ref proc;          /* local: opened at create (live_lock) */
 	_Atomic int bye, dead;
+	bool gave_up;                 /* finalize (owner only): not waited for any more */
 	bell *bell;                   /* mapped when on this host (THREAD bindings) */
+	uint64_t heard;               /* agent: ticks of the last message received from it */
 	/* Sends to it (SENDS, above): under lock. */
 	pthread_mutex_t lock;
 	flight *fl;                   /* FLIGHT_MAX entries (mmap'd at first use) */
@@ -255,7 +275,7 @@ struct nemo_mpi {
 	uint32_t action;
 	nemo_place_id owner_id;
 	pthread_t owner;
-	uint64_t host;
+	uint64_t host, pidns;
 	peer *peers;
 	unsigned K;
 	rslot *slots;
@@ -265,8 +285,10 @@ struct nemo_mpi {
 	unsigned out_n[NEMO_PLACES_MAX];       /* per local index: slots HANDED to it, */
 	nemo_place_id out_by[NEMO_PLACES_MAX]; /* and the agent place that handed them */
 	pthread_mutex_t agent_lock;
+	pthread_mutex_t live_lock;             /* the proc references */
 	_Atomic uint64_t next_live;            /* ticks of the next liveness check */
 	_Atomic int closing;
+	_Atomic int bounded;                   /* finalize: W's timeout for every host */
 	_Atomic unsigned npending;             /* ranks with busy > 0 */
 	_Atomic unsigned kicking;              /* handed handlers between done and their kick */
 	/* thread / watchdog */
@@ -393,27 +415,8 @@ static inline bool is_dead(const peer *p)
 	return atomic_load_explicit(&p->dead, memory_order_relaxed) != 0;
 }
 
-/* Is process pid gone?  kill(pid, 0) fails with ESRCH once it is reaped;
- * before that (MPI's process manager may reap late) /proc says Z. */
-static bool pid_gone(int pid)
-{
-	if (kill(pid, 0) && errno == ESRCH)
-		return true;
-	char path[64], buf[256];
-	snprintf(path, sizeof path, "/proc/%d/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = 0;
-	const char *p = strrchr(buf, ')');   /* "pid (comm) S ..." */
-	return p && (p[2] == 'Z' || p[2] == 'X');
-}
-
-/* Check the peers on this host every LIVE_CHECK_NS (any thread). */
+/* Ask the references of the peers on this host, every LIVE_CHECK_NS (any
+ * thread; one at a time). */
 static void live_check(nemo_mpi *m)
 {
 	uint64_t now = nemo_ticks(), due = atomic_load_explicit(&m->next_live, memory_order_relaxed);
@@ -421,10 +424,14 @@ static void live_check(nemo_mpi *m)
 								   now + nemo_ns_to_ticks(LIVE_CHECK_NS),
 								   memory_order_relaxed, memory_order_relaxed))
 		return;
-	for (int r = 0; r < m->size; r++)
-		if (r != m->rank && m->peers[r].host == m->host &&
-		    !atomic_load_explicit(&m->peers[r].dead, memory_order_relaxed) && pid_gone(m->peers[r].pid))
+	if (pthread_mutex_trylock(&m->live_lock))
+		return;
+	for (int r = 0; r < m->size; r++) {
+		peer *p = &m->peers[r];
+		if (p->local && !is_dead(p) && nemo__proc_dead(&p->proc))
 			mark_dead(m, r);
+	}
+	pthread_mutex_unlock(&m->live_lock);
 }
 
 /* ------------------------------------------------------------------------
@@ -472,7 +479,7 @@ static void settle(nemo_mpi *m, peer *p)
 		atomic_fetch_sub_explicit(&m->npending, 1, memory_order_seq_cst);
 }
 
-/* W5: drop what the record of dead rank r holds: the FIFO
+/* W5: drop what the record of dead (or given-up) rank r holds: the FIFO
  * always, the window if this thread may call MPI.  Lock held. */
 static void drop_record(nemo_mpi *m, peer *p, int r, bool mpi)
 {
@@ -492,8 +499,8 @@ static void drop_record(nemo_mpi *m, peer *p, int r, bool mpi)
 	}
 	if (n) {
 		atomic_fetch_add_explicit(&m->c_send_dropped, n, memory_order_relaxed);
-		nemo__fail(ECONNRESET, "nemo_mpi", "%u sends to rank %d that had returned 0 were dropped: the rank died "
-			   "(counted in send_dropped)", n, r);
+		nemo__fail(ECONNRESET, "nemo_mpi", "%u sends to rank %d that had returned 0 were dropped: the rank %s "
+			   "(counted in send_dropped)", n, r, is_dead(p) ? "died" : "was given up on in finalize");
 	}
 }
 
@@ -511,11 +518,14 @@ static unsigned reap(nemo_mpi *m, peer *p, int r)
 		}
 		if (!flag) {
 			/* Off this host nothing else can tell a dead rank from a
-			 * slow one; on it the pid does.  (A stress run declared
-			 * two live ranks of one host dead by a timeout, and their
-			 * senders' floods failed.) */
-			if (p->host != m->host && since_ns(f->posted) > (double)m->attr.peer_timeout_ns)
-				mark_dead(m, r);
+			 * slow one; on it the pid does, except in finalize
+			 * (FINALIZE'S BOUNDED WAIT). */
+			if (since_ns(f->posted) > (double)m->attr.peer_timeout_ns) {
+				if (!p->local)
+					mark_dead(m, r);
+				else if (atomic_load_explicit(&m->bounded, memory_order_relaxed))
+					p->gave_up = true;
+			}
 			break;
 		}
 		p->fl_head = (p->fl_head + 1) % FLIGHT_MAX;
@@ -550,14 +560,14 @@ static bool have_window(peer *p)
 }
 
 /* W2 for rank r: reap, then move the FIFO's head into the window while
- * it has room; a dead rank's record is dropped (W5).  Lock
+ * it has room; a dead or given-up rank's record is dropped (W5).  Lock
  * held.  Returns how much moved (completed or posted). */
 static unsigned push(nemo_mpi *m, peer *p, int r, bool mpi)
 {
 	unsigned n = 0;
 	if (mpi && p->fl_n)
 		n += reap(m, p, r);
-	if (mpi && p->q_n && !is_dead(p) && have_window(p)) {
+	if (mpi && p->q_n && !is_dead(p) && !p->gave_up && have_window(p)) {
 		unsigned posted = 0;
 		while (p->q_n && p->fl_n < FLIGHT_MAX && !isend(m, p, r, &p->q[p->q_head])) {
 			p->q_head = (p->q_head + 1) % p->q_cap;
@@ -567,7 +577,7 @@ static unsigned push(nemo_mpi *m, peer *p, int r, bool mpi)
 		if (posted)
 			n += posted + reap(m, p, r);
 	}
-	if (is_dead(p) && (p->q_n || (mpi && p->fl_n)))
+	if ((is_dead(p) || p->gave_up) && (p->q_n || (mpi && p->fl_n)))
 		drop_record(m, p, r, mpi);
 	settle(m, p);
 	return n;
@@ -854,7 +864,8 @@ static unsigned progress(nemo_mpi *m)
 {
 	unsigned n = 0;
 	CADD(m, c_progress);
-	atomic_store_explicit(&m->last_progress, nemo_ticks(), memory_order_relaxed);
+	uint64_t now = nemo_ticks();
+	atomic_store_explicit(&m->last_progress, now, memory_order_relaxed);
 	live_check(m);   /* first: a record of a rank found dead is dropped, not sent */
 	n += push_all(m);
 	while (m->pend_n) {
@@ -875,6 +886,8 @@ static unsigned progress(nemo_mpi *m)
 		m->post_n--;
 		CADD(m, c_received);
 		n++;
+		if (st.MPI_SOURCE >= 0 && st.MPI_SOURCE < m->size)
+			m->peers[st.MPI_SOURCE].heard = now;
 		if (s->w.kind == K_BYE) {
 			atomic_store_explicit(&m->peers[st.MPI_SOURCE].bye, 1, memory_order_relaxed);
 			post(m, i);
@@ -1130,6 +1143,16 @@ static uint64_t host_hash(void)
 	return x;
 }
 
+/* This process's pid namespace (0: unknown): a pid names a process only
+ * inside its namespace, so only peers of ours are checked by pid. */
+static uint64_t pid_namespace(void)
+{
+	struct stat st;
+	if (stat("/proc/self/ns/pid", &st))
+		return 0;
+	return ((uint64_t)st.st_dev << 32) ^ (uint64_t)st.st_ino;
+}
+
 /* THREAD bindings: every rank makes a doorbell page; peers on its host
  * map it.  Any failure leaves that peer without a bell (it is then
  * reached by the backoff only). */
@@ -1190,6 +1213,8 @@ static void free_binding(nemo_mpi *m)
 			munmap(p->fl, FLIGHT_MAX * sizeof(flight));
 		if (p->q)
 			munmap(p->q, p->q_cap * sizeof(wire));
+		if (p->local)
+			nemo__proc_close(&p->proc);
 		pthread_mutex_destroy(&p->lock);
 	}
 	free(m->slots);
@@ -1197,6 +1222,7 @@ static void free_binding(nemo_mpi *m)
 	free(m->pendq);
 	free(m->peers);
 	pthread_mutex_destroy(&m->agent_lock);
+	pthread_mutex_destroy(&m->live_lock);
 	free(m);
 }
 
@@ -1273,7 +1299,9 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 	m->owner_id = me->id;
 	m->K = a.recv_depth;
 	m->host = host_hash();
+	m->pidns = pid_namespace();
 	pthread_mutex_init(&m->agent_lock, NULL);
+	pthread_mutex_init(&m->live_lock, NULL);
 	if (MPI_Comm_dup(comm, &m->comm) != MPI_SUCCESS) {
 		free_binding(m);
 		return NEMO__FAIL(EIO, "MPI_Comm_dup failed");
@@ -1287,18 +1315,26 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 	m->peers = calloc((size_t)m->size, sizeof *m->peers);
 	for (int r = 0; m->peers && r < m->size; r++)
 		pthread_mutex_init(&m->peers[r].lock, NULL);
-	uint64_t *ids = calloc((size_t)m->size * 2, sizeof *ids);
+	uint64_t *ids = calloc((size_t)m->size * 4, sizeof *ids);
 	if (!m->slots || !m->postq || !m->pendq || !m->peers || !ids || (unsigned)m->size > RANK_MAX) {
 		MPI_Comm_free(&m->comm);
 		free(ids);
 		free_binding(m);
 		return NEMO__FAIL(ENOMEM, "no memory for the binding");
 	}
-	uint64_t mine[2] = {m->host, (uint64_t)getpid()};
-	MPI_Allgather(mine, 2, MPI_UINT64_T, ids, 2, MPI_UINT64_T, m->comm);
+	/* Every rank's host, pid namespace, pid and start time; a reference
+	 * to each peer whose pid we can ask about, opened once (DEAD RANKS). */
+	uint64_t mine[4] = {m->host, m->pidns, (uint64_t)getpid(), nemo__proc_self_start()};
+	MPI_Allgather(mine, 4, MPI_UINT64_T, ids, 4, MPI_UINT64_T, m->comm);
 	for (int r = 0; r < m->size; r++) {
-		m->peers[r].host = ids[2 * r];
-		m->peers[r].pid = (int)ids[2 * r + 1];
+		peer *p = &m->peers[r];
+		p->host = ids[4 * r];
+		p->pidns = ids[4 * r + 1];
+		p->pid = (int)ids[4 * r + 2];
+		p->start = ids[4 * r + 3];
+		p->local = r != m->rank && p->host == m->host && p->pidns == m->pidns && p->pid > 0;
+		if (p->local)
+			nemo__proc_open(&p->proc, p->pid, p->start);
 	}
 	free(ids);
 	for (unsigned i = 0; i < m->K; i++) {
@@ -1365,11 +1401,11 @@ static void say_bye(nemo_mpi *m)
 	wire bye = {.kind = K_BYE};
 	for (int r = 0; r < m->size; r++) {
 		peer *p = &m->peers[r];
-		if (r == m->rank || is_dead(p))
+		if (r == m->rank || is_dead(p) || p->gave_up)
 			continue;
 		pthread_mutex_lock(&p->lock);
 		push(m, p, r, true);
-		if (!is_dead(p)) {
+		if (!is_dead(p) && !p->gave_up) {
 			if (!p->q_n && p->fl_n < FLIGHT_MAX && have_window(p))
 				(void)isend(m, p, r, &bye);
 			else
@@ -1380,21 +1416,32 @@ static void say_bye(nemo_mpi *m)
 	}
 }
 
-/* Is everything of finalize done: every live rank has said BYE and
- * taken ours, every handed slot is back?  Agent. */
-static bool finalize_done(nemo_mpi *m)
+/* Is everything of finalize done?  Gives up on ranks silent for
+ * peer_timeout_ns since bye_at (FINALIZE'S BOUNDED WAIT).  Agent. */
+static bool finalize_done(nemo_mpi *m, uint64_t bye_at)
 {
+	bool all = true;
+	double limit = (double)m->attr.peer_timeout_ns;
 	for (int r = 0; r < m->size; r++) {
 		peer *p = &m->peers[r];
-		if (r == m->rank || is_dead(p))
+		if (r == m->rank || is_dead(p) || p->gave_up)
 			continue;
-		if (!atomic_load_explicit(&p->bye, memory_order_relaxed) || atomic_load_explicit(&p->busy, memory_order_relaxed))
-			return false;
+		bool said = atomic_load_explicit(&p->bye, memory_order_relaxed) != 0;
+		if (said && !atomic_load_explicit(&p->busy, memory_order_relaxed))
+			continue;
+		uint64_t from = p->heard > bye_at ? p->heard : bye_at;
+		if (!said && since_ns(from) > limit) {
+			p->gave_up = true;
+			nemo__fail(ETIMEDOUT, "nemo_mpi_finalize", "rank %d said nothing for peer_timeout_ns (%llu ns): "
+				   "not waited for any more", r, (unsigned long long)m->attr.peer_timeout_ns);
+			continue;
+		}
+		all = false;
 	}
-	for (unsigned i = 0; i < m->K; i++)
+	for (unsigned i = 0; i < m->K && all; i++)
 		if (m->slots[i].st == ST_HANDED || m->slots[i].st == ST_PENDING)
-			return false;
-	return !m->pend_n;
+			all = false;
+	return all && !m->pend_n;
 }
 
 int nemo_mpi_finalize(nemo_mpi *m)
@@ -1416,12 +1463,13 @@ int nemo_mpi_finalize(nemo_mpi *m)
 		m->has_thr = false;
 	}
 	/* The owner is the agent from here on, and nobody else sends. */
+	atomic_store_explicit(&m->bounded, 1, memory_order_relaxed);
 	nemo_place *me = nemo__place_self();
 	if (me)
 		nemo__busy_enter(me);   /* no interrupt-mode handler while we hold locks */
 	pthread_mutex_lock(&m->agent_lock);
 	/* Drain the records, then BYE behind them, then receive until every
-	 * rank has said it (or is dead). */
+	 * rank has said it (or is dead, or given up on). */
 	naps b = {0, 0};
 	for (;;) {
 		unsigned n = progress(m);
@@ -1434,12 +1482,13 @@ int nemo_mpi_finalize(nemo_mpi *m)
 		nap_round(&b, NULL);
 	}
 	say_bye(m);
+	uint64_t bye_at = nemo_ticks();
 	b = (naps){0, 0};
 	for (;;) {
 		unsigned n = progress(m);
 		if (me)
 			nemo_poll(NULL);
-		if (finalize_done(m))
+		if (finalize_done(m, bye_at))
 			break;
 		if (n)
 			b = (naps){0, 0};
@@ -1455,25 +1504,31 @@ int nemo_mpi_finalize(nemo_mpi *m)
 	if (!--nbound)
 		nemo__remote_register(NEMO__REMOTE_MPI, NULL);
 	pthread_mutex_unlock(&bind_lock);
-	bool dead = false;
+	bool dead = false, gave_up = false;
 	for (int r = 0; r < m->size; r++) {
 		peer *p = &m->peers[r];
 		dead |= is_dead(p);
-		if (is_dead(p) && (p->q_n || p->fl_n))
+		gave_up |= p->gave_up;
+		if ((is_dead(p) || p->gave_up) && (p->q_n || p->fl_n))
 			drop_record(m, p, r, true);
 	}
 	for (unsigned i = 0; i < m->K; i++)
 		if (m->slots[i].st == ST_POSTED) {
 			MPI_Cancel(&m->slots[i].req);
-			if (!dead)
+			if (!dead && !gave_up)
 				MPI_Wait(&m->slots[i].req, MPI_STATUS_IGNORE);
 			else
 				MPI_Request_free(&m->slots[i].req);
 		}
-	if (!dead)
+	if (!dead && !gave_up)
 		MPI_Comm_free(&m->comm);
+	unsigned long long timeout = (unsigned long long)m->attr.peer_timeout_ns;
 	free_binding(m);
-	return dead ? NEMO__FAIL(ECONNRESET, "a rank died before it finalized") : 0;
+	if (dead)
+		return NEMO__FAIL(ECONNRESET, "a rank died before it finalized");
+	if (gave_up)
+		return NEMO__FAIL(ETIMEDOUT, "a rank did not finalize within peer_timeout_ns (%llu ns)", timeout);
+	return 0;
 }
 
 int nemo_mpi_rank(const nemo_mpi *m)

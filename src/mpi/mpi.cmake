@@ -40,9 +40,13 @@ if(NEMO_BUILD_TESTS)
                  COMMAND ${NEMO_MPIEXEC} -n ${n} $<TARGET_FILE:test_mpi> ${mode})
         set_tests_properties(mpi.${mode}.n${n} PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
       endforeach()
-      add_test(NAME mpi.abort.n${n}
-               COMMAND ${PROJECT_SOURCE_DIR}/tests/test_mpi_abort.sh ${NEMO_MPIEXEC} ${n} $<TARGET_FILE:test_mpi>)
-      set_tests_properties(mpi.abort.n${n} PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
+      # A rank that dies (abort; deadreuse: its pid then taken by another
+      # process) or never finalizes (finalize-stuck): errors, not hangs.
+      foreach(mode abort deadreuse finalize-stuck)
+        add_test(NAME mpi.${mode}.n${n}
+                 COMMAND ${PROJECT_SOURCE_DIR}/tests/test_mpi_abort.sh ${NEMO_MPIEXEC} ${n} $<TARGET_FILE:test_mpi> ${mode})
+        set_tests_properties(mpi.${mode}.n${n} PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
+      endforeach()
       add_test(NAME mpi.finalize-race.n${n} COMMAND ${NEMO_MPIEXEC} -n ${n} $<TARGET_FILE:test_mpi> finalize-race)
       set_tests_properties(mpi.finalize-race.n${n} PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
     endforeach()
