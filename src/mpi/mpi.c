@@ -104,16 +104,17 @@
  *       another domain's (the slot was reused) -> fetch_sub, next slot;
  *   P3  the send; then fetch_sub pins (release).
  * nemo_mpi_finalize: F1 closing = 1 (seq_cst: a send that reads it, also
- * one waiting for room, leaves with ESHUTDOWN); F2 store m = NULL
- * (seq_cst); F3 wait until a load of pins (seq_cst) reads 0.  Either P2
- * reads NULL (the sender never touches the binding), or P2 precedes F2
- * in the seq_cst order, so P1 precedes F3, and F3 waits for P3, whose
- * release orders the sender's last access before everything finalize
- * does next.  After F2 no sender passes P0 with this m, so F3's wait
- * ends.  From F3 on only the owner (and the binding's thread, stopped
- * next) uses the binding; at the end d is cleared and the binding freed
- * (a later send: ESRCH, the domain is not bound).  Publication at create
- * stores m, then d (release): P0's acquire of d sees m's contents.
+ * one waiting for room, leaves with ESHUTDOWN, before its next MPI call);
+ * it stops the binding's thread (which would only compete for MPI with
+ * the sends finishing); F2 store m = NULL (seq_cst); F3 wait until a
+ * load of pins (seq_cst) reads 0, napping.  Either P2 reads NULL (the
+ * sender never touches the binding), or P2 precedes F2 in the seq_cst
+ * order, so P1 precedes F3, and F3 waits for P3, whose release orders the
+ * sender's last access before everything finalize does next.  After F2
+ * no sender passes P0 with this m, so F3's wait ends.  From F3 on only the owner uses the binding; at the end d is
+ * cleared and the binding freed (a later send: ESRCH, the domain is not
+ * bound).  Publication at create stores m, then d (release): P0's
+ * acquire of d sees m's contents.
  *
  * THE PROGRESS THREAD'S SLEEP (NEMO_MPI_PROGRESS_THREAD).  MPI gives no
  * descriptor or futex to sleep on, so the thread cannot be woken by MPI
@@ -687,6 +688,11 @@ static int send_to(nemo_mpi *m, nemo_place *me, int r, const wire *w, unsigned f
 		int err = -1;          /* -1: no room */
 		bool kept = false;
 		pthread_mutex_lock(&p->lock);
+		if (atomic_load_explicit(&m->closing, memory_order_seq_cst)) {
+			/* Finalize waits for this send's pin: no MPI call now. */
+			pthread_mutex_unlock(&p->lock);
+			return nemo__fail(ESHUTDOWN, fn, "this rank's binding is finalizing");
+		}
 		if (!is_dead(p)) {
 			push(m, p, r, mpi);
 			if (mpi && !p->q_n && p->fl_n < FLIGHT_MAX && !is_dead(p)) {
@@ -1452,16 +1458,20 @@ int nemo_mpi_finalize(nemo_mpi *m)
 		return NEMO__FAIL(EPERM, "only the thread that created the binding finalizes it");
 	bslot *bs = &bindings[m->slot];
 	atomic_store_explicit(&m->closing, 1, memory_order_seq_cst);                          /* F1 */
-	atomic_store_explicit(&bs->m, NULL, memory_order_seq_cst);                            /* F2 */
-	while (atomic_load_explicit(&bs->pins, memory_order_seq_cst))                         /* F3 */
-		sched_yield();
-	atomic_thread_fence(memory_order_acquire);
+	/* The binding's thread first: it would only compete with the pinned
+	 * sends for MPI's lock while they finish (a send that may not call
+	 * MPI leaves at its next round anyway: closing). */
 	if (m->has_thr) {
 		atomic_store_explicit(&m->stop, 1, memory_order_seq_cst);
 		thr_kick(m);
 		pthread_join(m->thr, NULL);
 		m->has_thr = false;
 	}
+	atomic_store_explicit(&bs->m, NULL, memory_order_seq_cst);                            /* F2 */
+	naps b = {0, 0};
+	while (atomic_load_explicit(&bs->pins, memory_order_seq_cst))                         /* F3 */
+		nap_round(&b, NULL);   /* the CPU to the sends that finish */
+	atomic_thread_fence(memory_order_acquire);
 	/* The owner is the agent from here on, and nobody else sends. */
 	atomic_store_explicit(&m->bounded, 1, memory_order_relaxed);
 	nemo_place *me = nemo__place_self();
@@ -1470,7 +1480,7 @@ int nemo_mpi_finalize(nemo_mpi *m)
 	pthread_mutex_lock(&m->agent_lock);
 	/* Drain the records, then BYE behind them, then receive until every
 	 * rank has said it (or is dead, or given up on). */
-	naps b = {0, 0};
+	b = (naps){0, 0};
 	for (;;) {
 		unsigned n = progress(m);
 		if (me)
