@@ -156,7 +156,10 @@
  * rank's process, not the pid.  A rank on another host is declared dead
  * when a send to it stays incomplete in its window for peer_timeout_ns
  * (on this host the pidfd says it: a slow peer is not a dead one).
- * Sends to a dead rank fail with ECONNRESET (dead_sends).
+ * Sends to a dead rank fail with ECONNRESET (dead_sends).  The agent's
+ * pass asks before it moves any record (W2), so the record of a rank
+ * found dead is dropped and counted (W5), not handed to an MPI that may
+ * complete sends to a dead process and lose them uncounted.
  *
  * FINALIZE'S BOUNDED WAIT.  After F3 the owner drains every record, says
  * BYE to every live rank and receives until every live rank has said it.
