@@ -7,7 +7,11 @@
  * remote id, arg, the action or event id as the sender named it, the
  * payload (a reply's tag first, as in the local ring) and the kind: AM,
  * NOTIFY or BYE (finalize).  Events are resolved at the destination rank
- * (the sender cannot read a remote place's table).
+ * (the sender cannot read a remote place's table).  BYE goes with
+ * MPI_Issend, so that it completes only once its rank has matched it:
+ * a standard send may complete while the message still sits in the
+ * sender's MPI, and a rank that freed the communicator and went on was
+ * seen to deliver its BYE only after the others had given up on it.
  *
  * REMOTE IDS.  bits 63..61 = 100 (src/messaging/remote.h), 60..40 the
  * rank, 39..16 the low 24 bits of the place's generation (all ones: any
@@ -27,7 +31,9 @@
  * the local ring full (EAGAIN) waits at the head of a FIFO of its own,
  * and the agent takes nothing more from MPI until it went: per-pair order
  * is kept through the hand-over, at the price of head-of-line blocking
- * while one local place is slow.
+ * while one local place is slow.  A pass takes at most recv_depth
+ * messages from MPI: a flood that arrives as fast as it is taken cannot
+ * hold the pass, and the poll or wait that called it, forever.
  *
  * AGENTS AND ORDER.  The agent may change (the owner and the watchdog
  * thread; the progress thread and, in finalize, the owner), and a
@@ -546,7 +552,10 @@ static int isend(nemo_mpi *m, peer *p, int r, const wire *w)
 {
 	flight *f = &p->fl[(p->fl_head + p->fl_n) % FLIGHT_MAX];
 	memcpy(&f->w, w, (size_t)wire_bytes(w));
-	if (MPI_Isend(&f->w, wire_bytes(&f->w), MPI_BYTE, r, NEMO_MPI_TAG, m->comm, &f->req) != MPI_SUCCESS) {
+	/* BYE synchronously: it completes once r matched it (THE WIRE). */
+	int (*send)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *) =
+		w->kind == K_BYE ? MPI_Issend : MPI_Isend;
+	if (send(&f->w, wire_bytes(&f->w), MPI_BYTE, r, NEMO_MPI_TAG, m->comm, &f->req) != MPI_SUCCESS) {
 		mark_dead(m, r);
 		return ECONNRESET;
 	}
@@ -884,7 +893,10 @@ static unsigned progress(nemo_mpi *m)
 		m->pend_n--;
 		n++;
 	}
-	while (!m->pend_n && m->post_n) {
+	/* At most K messages a pass: under a flood that MPI delivers as fast
+	 * as we take it, one pass would never end, nor would its caller's
+	 * loop (an owner's polls before finalize). */
+	for (unsigned got = 0; !m->pend_n && m->post_n && got < m->K; got++) {
 		unsigned i = m->postq[m->post_head];
 		rslot *s = &m->slots[i];
 		int flag = 0;
