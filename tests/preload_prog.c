@@ -15,7 +15,11 @@
  *     form and its errors, errno kept on success, EINTR from a handler
  *     installed without SA_RESTART (and none from one with it), the
  *     signal mask unchanged, cancellation, and a process-shared
- *     semaphore across fork().
+ *     semaphore across fork();
+ *   - a fault (SIGSEGV, SIGBUS) raised by sem_wait's own access to the
+ *     semaphore while the interposer polls reaches the program's handler
+ *     (one that returns, one that siglongjmps out), instead of killing
+ *     the process (sem_faults, below).
  * argv[1] == "expect-interposed" also checks that the calls really went
  * to libnemo-preload.so.
  */
@@ -34,6 +38,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <ucontext.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -501,6 +506,193 @@ static void semaphores(void)
 	munmap(ps, 2 * sizeof(sem_t));
 }
 
+/* ---- a fault inside the interposer's poll ----
+ *
+ * The kernel cannot defer a fault: a SIGSEGV or SIGBUS that the faulting
+ * thread blocks kills the process, whatever handler the program has.  So
+ * a poll that blocked every signal (the interposer's sem_wait once did,
+ * to keep EINTR: src/waiter/wait.c, INTERRUPTIBLE POLLS) killed a program
+ * whose semaphore faulted while it polled - a page the program protects
+ * and unprotects in its SIGSEGV handler (a garbage collector's barrier),
+ * or a file mapping that was truncated (SIGBUS).
+ *
+ * The semaphore lies on a page that faults at every access, one by one:
+ * each fault's handler gives the page back and sets the x86 trap flag,
+ * and the trap that follows the retried instruction takes the page away
+ * again.  sem_wait's accesses to the semaphore are then counted exactly.
+ * Under the interposer the first is its uncontended try, the second the
+ * wait loop's first try, the third the poll's first try (a poll always
+ * runs under NEMO_WAIT=spin; under block the third is glibc's own call).
+ * The third fault ends the case: its SIGSEGV handler posts the semaphore
+ * and returns (sem_wait must then return 0), its SIGBUS handler
+ * siglongjmps out of the wait (the thread must then run its own cleanup
+ * at exit with its signal mask as it was, nothing of the wait's left
+ * registered).  Run only where sem_wait is interposed: glibc's own
+ * sem_wait would enter the futex call with the page away (EFAULT, which
+ * glibc treats as fatal).  x86-64 only (the trap flag). */
+#if defined(__x86_64__)
+enum { FAULT_END = 3 };
+static char *fault_page;
+static size_t fault_len;
+static int fault_fd = -1;               /* SIGBUS case: the file behind the page */
+static sem_t *fault_sem;
+static volatile sig_atomic_t fault_n, fault_armed, fault_end_masked;
+static sigjmp_buf fault_env;
+static atomic_int fault_rc = -2, fault_jumped, fault_cleanup, fault_mask_kept;
+
+static void fault_take_page(void)
+{
+	if (fault_fd >= 0)
+		(void)ftruncate(fault_fd, 0);                         /* beyond the end: SIGBUS */
+	else
+		mprotect(fault_page, fault_len, PROT_NONE);           /* SIGSEGV */
+}
+
+static void fault_give_page(void)
+{
+	if (fault_fd >= 0)
+		(void)ftruncate(fault_fd, (off_t)fault_len);
+	else
+		mprotect(fault_page, fault_len, PROT_READ | PROT_WRITE);
+}
+
+static void on_fault(int sig, siginfo_t *si, void *uc_)
+{
+	ucontext_t *uc = uc_;
+	char *a = si->si_addr;
+	if (!fault_armed || a < fault_page || a >= fault_page + fault_len) {
+		signal(sig, SIG_DFL);                                 /* not ours: crash as it would */
+		return;
+	}
+	fault_give_page();
+	if (++fault_n < FAULT_END) {
+		uc->uc_mcontext.gregs[REG_EFL] |= 0x100;              /* trap after the retry */
+		return;
+	}
+	/* The third access: was an asynchronous signal blocked around it
+	 * (the interposer's poll blocks those, never a fault's)? */
+	fault_end_masked = sigismember(&uc->uc_sigmask, SIGUSR1) == 1;
+	fault_armed = 0;
+	if (sig == SIGBUS)
+		siglongjmp(fault_env, 1);
+	sem_post(fault_sem);                                          /* async-signal-safe */
+}
+
+static void on_trap(int sig, siginfo_t *si, void *uc_)
+{
+	(void)sig;
+	(void)si;
+	ucontext_t *uc = uc_;
+	uc->uc_mcontext.gregs[REG_EFL] &= ~0x100;
+	if (fault_armed)
+		fault_take_page();
+}
+
+static void *fault_waiter(void *p)
+{
+	(void)p;
+	atomic_store(&fault_rc, sem_wait(fault_sem));
+	return NULL;
+}
+
+static void fault_cleanup_ran(void *p)
+{
+	(void)p;
+	atomic_store(&fault_cleanup, 1);
+}
+
+static void *fault_jump_waiter(void *p)
+{
+	(void)p;
+	sigset_t before, after;
+	pthread_sigmask(SIG_SETMASK, NULL, &before);
+	pthread_cleanup_push(fault_cleanup_ran, NULL);
+	if (sigsetjmp(fault_env, 1) == 0)
+		atomic_store(&fault_rc, sem_wait(fault_sem));         /* never returns */
+	else
+		atomic_store(&fault_jumped, 1);
+	pthread_sigmask(SIG_SETMASK, NULL, &after);
+	int same = 1;
+	for (int sig = 1; sig < SIGRTMIN; sig++)
+		same &= sigismember(&before, sig) == sigismember(&after, sig);
+	atomic_store(&fault_mask_kept, same);
+	pthread_exit(NULL);
+	pthread_cleanup_pop(0);
+	return NULL;
+}
+
+static void sem_fault_case(int sig)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	fault_len = (size_t)pg;
+	fault_fd = -1;
+	if (sig == SIGBUS) {
+		fault_fd = memfd_create("preload_prog-sem", MFD_CLOEXEC);
+		EXPECT(fault_fd >= 0 && ftruncate(fault_fd, pg) == 0);
+		if (fault_fd < 0)
+			return;
+		fault_page = mmap(NULL, fault_len, PROT_READ | PROT_WRITE, MAP_SHARED, fault_fd, 0);
+	} else {
+		fault_page = mmap(NULL, fault_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	}
+	EXPECT(fault_page != MAP_FAILED);
+	if (fault_page == MAP_FAILED)
+		return;
+	fault_sem = (sem_t *)(void *)fault_page;
+	EXPECT(sem_init(fault_sem, 0, 0) == 0);
+	struct sigaction sa = { .sa_sigaction = on_fault, .sa_flags = SA_SIGINFO };
+	struct sigaction st = { .sa_sigaction = on_trap, .sa_flags = SA_SIGINFO };
+	sigemptyset(&sa.sa_mask);
+	sigemptyset(&st.sa_mask);
+	EXPECT(sigaction(sig, &sa, NULL) == 0 && sigaction(SIGTRAP, &st, NULL) == 0);
+	fault_n = 0;
+	fault_end_masked = 0;
+	atomic_store(&fault_rc, -2);
+	atomic_store(&fault_jumped, 0);
+	atomic_store(&fault_cleanup, 0);
+	atomic_store(&fault_mask_kept, 0);
+	fault_armed = 1;
+	fault_take_page();
+	pthread_t t;
+	pthread_create(&t, NULL, sig == SIGBUS ? fault_jump_waiter : fault_waiter, NULL);
+	pthread_join(t, NULL);
+	fault_armed = 0;
+	fault_give_page();
+	EXPECT(fault_n == FAULT_END);
+	if (sig == SIGBUS) {
+		EXPECT(atomic_load(&fault_jumped) == 1 && atomic_load(&fault_rc) == -2);
+		EXPECT(atomic_load(&fault_cleanup) == 1);
+		EXPECT(atomic_load(&fault_mask_kept) == 1);
+	} else {
+		EXPECT(atomic_load(&fault_rc) == 0);
+	}
+	/* Under NEMO_WAIT=spin the third access is the poll's, which runs
+	 * with asynchronous signals blocked: the fault came from inside it. */
+	const char *w = getenv("NEMO_WAIT");
+	if (w && !strcmp(w, "spin"))
+		EXPECT(fault_end_masked == 1);
+	signal(sig, SIG_DFL);
+	signal(SIGTRAP, SIG_DFL);
+	munmap(fault_page, fault_len);
+	if (fault_fd >= 0)
+		close(fault_fd);
+	fault_fd = -1;
+}
+
+static void sem_faults(bool interposed)
+{
+	if (!interposed)
+		return;
+	sem_fault_case(SIGSEGV);
+	sem_fault_case(SIGBUS);
+}
+#else
+static void sem_faults(bool interposed)
+{
+	(void)interposed;
+}
+#endif
+
 int main(int argc, char **argv)
 {
 	basic();
@@ -518,6 +710,7 @@ int main(int argc, char **argv)
 	bool sem_interposed = ssym && dladdr(ssym, &sinfo) && sinfo.dli_fname &&
 			      strstr(sinfo.dli_fname, "nemo-preload");
 	EXPECT(sem_interposed == interposed);
+	sem_faults(sem_interposed);
 	if (argc > 1 && !strcmp(argv[1], "expect-interposed"))
 		EXPECT(interposed);
 	printf("preload_prog: interposed %s, %d failures\n", interposed ? "yes" : "no", failures);

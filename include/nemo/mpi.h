@@ -16,12 +16,31 @@
  * in the order sent, each exactly once (MPI's non-overtaking order on one
  * communicator and tag, then the destination's local ring).  Payloads up
  * to NEMO_AM_PAYLOAD_MAX, as locally.  A send returns 0 once MPI took
- * the message; errors that only the destination rank can see (the place
- * left, an action without a handler there) drop the message there and
- * count it (nemo_mpi_counters.dropped): check ids with a request and its
- * reply where that matters.  nemo_am_send_batch, nemo_am_broadcast and
- * the bound sends (nemo_am_bind) take local ids only (ESRCH for a remote
+ * the message, or once it is queued for the binding to send (below);
+ * errors that only the destination rank can see (the place left, an
+ * action without a handler there) drop the message there and count it
+ * (nemo_mpi_counters.dropped): check ids with a request and its reply
+ * where that matters.  nemo_am_send_batch, nemo_am_broadcast and the
+ * bound sends (nemo_am_bind) take local ids only (ESRCH for a remote
  * one).
+ *
+ * Flow control, as locally.  MPI holds at most 16 sends to a rank that
+ * it has not completed (the rank's window; it completes them as the rank
+ * takes them).  A send that finds the window full:
+ *   - with NEMO_NONBLOCK returns EAGAIN at once, having sent nothing;
+ *   - from a handler never waits: it is kept, in order, in the rank's
+ *     queue (at most 65536 kept: ENOBUFS) and sent by the binding's
+ *     progress as the window empties (nemo_mpi_counters.deferred); a
+ *     handler's NEMO_NONBLOCK send is EAGAIN, as locally;
+ *   - otherwise waits for room: it polls for a while, serving its place's
+ *     queues (the owner also progresses MPI), then sleeps between tries,
+ *     up to 1 ms, so that a sender blocked on a rank that takes nothing
+ *     costs little CPU; nemo_am_send_timed / nemo_am_sendv_timed /
+ *     nemo_notify_timed return ETIMEDOUT at their deadline (at once if it
+ *     has passed), having sent nothing.
+ * Sends from a thread that may not call MPI (a thread level below
+ * MPI_THREAD_MULTIPLE) are queued for the agent (funneled): EAGAIN or a
+ * wait only when 4096 wait already for that rank.
  *
  * Who calls MPI ("the agent").  Messages are received by one thread at a
  * time: the thread that created the binding (its "owner" place), the
@@ -62,13 +81,18 @@
  *   EALREADY     the domain is bound already, or the caller is not its place
  *   ENOTCONN     the caller is not a place of a bound domain
  *   EHOSTUNREACH a remote id whose rank is not in the communicator
- *   ESHUTDOWN    the destination rank has finalized its binding (or ours
- *                is finalizing)
- *   ECONNRESET   the destination rank died (its process is gone, or, on
- *                another host, a send to it did not complete within
- *                peer_timeout_ns)
+ *   ESHUTDOWN    the destination rank has finalized its binding, or ours
+ *                is finalizing (once nemo_mpi_finalize has returned, the
+ *                domain is not bound: a remote id is ESRCH)
+ *   ECONNRESET   the destination rank died (its process is gone, even if
+ *                its pid now names another process; or, on another host,
+ *                a send to it did not complete within peer_timeout_ns);
+ *                counted in nemo_mpi_counters.dead_sends
+ *   EAGAIN       NEMO_NONBLOCK and the rank's window full (flow control)
+ *   ETIMEDOUT    a timed send's deadline passed with the window full
+ *   ENOBUFS      a handler's send with 65536 sends kept for that rank
  *   EPERM        a call only the owner may make
- *   and those of the local calls (EMSGSIZE, ERANGE, ENOENT, EAGAIN...).
+ *   and those of the local calls (EMSGSIZE, ERANGE, ENOENT...).
  */
 #ifndef NEMO_MPI_H
 #define NEMO_MPI_H
@@ -114,7 +138,9 @@ typedef struct nemo_mpi_attr {
 	uint64_t peer_timeout_ns;     /**< a send to a rank on another host that MPI has not
 	                                   completed after this long declares that rank dead
 	                                   (0: 10 s); a rank on this host is dead when its
-	                                   process is */
+	                                   process is.  Also nemo_mpi_finalize's bound, on every
+	                                   host: how long it waits for a rank that sends it
+	                                   nothing and has not finalized */
 } nemo_mpi_attr;
 
 /**
@@ -132,15 +158,22 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 
 /**
  * Unbind and free.  Collective over the communicator, called by the
- * owner.  It stops new remote sends (ESHUTDOWN), sends what is queued,
- * tells every rank, and goes on receiving and handing over messages until
- * every live rank has said the same: every message sent before a rank's
- * nemo_mpi_finalize is handled (places that get messages must poll or
- * leave meanwhile; leaving drops what was still to come, counted).  A
- * dead rank is not waited for (ECONNRESET is returned once all else is
- * done).  Call it before MPI_Finalize.
+ * owner.  It stops new remote sends (ESHUTDOWN; a send of another place
+ * that is under way, or waiting for room, finishes or fails with
+ * ESHUTDOWN before the binding is touched: sending while the owner
+ * finalizes is safe; no other call may use m from the call on), sends
+ * what is queued, tells every rank, and goes on receiving and handing
+ * over messages until every live rank has said the same: every message
+ * sent before a rank's nemo_mpi_finalize is handled (places that get
+ * messages must poll or leave meanwhile; leaving drops what was still to
+ * come, counted).  A dead rank is not waited for, and a rank that sends
+ * nothing and has not finalized is waited for at most peer_timeout_ns,
+ * on every host (then it is given up on: what was queued for it is
+ * dropped, counted in send_dropped).  Call it before MPI_Finalize.
  * @return 0; EINVAL for NULL; EPERM if the caller is not the owner;
- *         ECONNRESET if some rank died.
+ *         ECONNRESET if some rank died; ETIMEDOUT if some live rank was
+ *         given up on.  In both error cases the duplicated communicator
+ *         is not freed (its state is unknown).
  */
 int nemo_mpi_finalize(nemo_mpi *m);
 
@@ -222,6 +255,12 @@ typedef struct nemo_mpi_counters {
 	uint64_t watchdog_takeovers;  /**< WATCHDOG: passes made by the watchdog thread */
 	uint64_t thread_cpu_ns;       /**< CPU time of the binding's thread (THREAD, WATCHDOG) */
 	uint64_t dead_ranks;          /**< ranks found dead */
+	uint64_t deferred;            /**< sends from handlers kept in their rank's queue (its
+	                                   window was full), sent later by the binding's progress */
+	uint64_t send_dropped;        /**< sends that had returned 0 but that MPI never delivered:
+	                                   kept, funneled or not completed when their rank died
+	                                   (each batch logged under NEMO_DEBUG) */
+	uint64_t dead_sends;          /**< sends refused with ECONNRESET (the rank was dead) */
 } nemo_mpi_counters;
 
 /** @return 0; EINVAL for NULL arguments. */

@@ -241,11 +241,15 @@ enum {
 	 *  SA_RESTART (for a wait with a deadline: any handler), ends the
 	 *  wait with EINTR once its handler has run - what the blocking
 	 *  call would have done had it been asleep.  The poll then runs
-	 *  with signals blocked, for at most 1 ms whatever the policy, and
-	 *  costs two sigprocmask calls (and a sigpending if it ends
-	 *  untaken).  A signal sent to the whole process meanwhile may be
-	 *  taken by another thread, as the kernel does for any thread that
-	 *  blocks it. */
+	 *  with the asynchronous signals blocked, for at most 1 ms whatever
+	 *  the policy, and costs two sigprocmask calls (and a sigpending if
+	 *  it ends untaken).  The signals of a fault (SIGSEGV, SIGBUS,
+	 *  SIGFPE, SIGILL, SIGTRAP, SIGSYS) are never blocked: a fault of
+	 *  try_take reaches the program's handler, which may return or
+	 *  siglongjmp out (the poll registers nothing that outlives it).  A
+	 *  signal sent to the whole process meanwhile may be taken by
+	 *  another thread, as the kernel does for any thread that blocks
+	 *  it. */
 	NEMO_WAIT_FOREIGN_EINTR = 1u << 0,
 	/** A cancellation point: pthread_testcancel on entry and while
 	 *  polling (the blocking call is expected to be one itself). */

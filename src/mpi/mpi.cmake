@@ -1,7 +1,10 @@
 # The MPI layer (nemo/mpi.h, docs/mpi.md): built only when CMake finds an
 # MPI (MPICH: scripts/bootstrap installs mpich libmpich-dev).  Its tests
-# run under mpiexec in the plain build only: under ASan and TSan, MPICH's
-# own allocations and threads are reported (see docs/mpi.md).
+# run under mpiexec in the plain build; under ASan and TSan only
+# finalize-race (a binding's lifetime against other threads' sends), with
+# LeakSanitizer off (MPICH's own allocations are reported) and UCX's
+# memory hooks off (UCX_MEM_EVENTS=no: under TSan, UCX's madvise hook
+# crashes a thread that exits; see docs/mpi.md).
 find_package(MPI COMPONENTS C QUIET)
 if(NOT MPI_C_FOUND)
   message(STATUS "nemo: no MPI found; nemo-mpi, its tests and nemo-bench-mpi are not built")
@@ -42,10 +45,25 @@ if(NEMO_BUILD_TESTS)
                  COMMAND ${NEMO_MPIEXEC} -n ${n} $<TARGET_FILE:test_mpi> ${mode})
         set_tests_properties(mpi.${mode}.n${n} PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
       endforeach()
-      add_test(NAME mpi.abort.n${n}
-               COMMAND ${PROJECT_SOURCE_DIR}/tests/test_mpi_abort.sh ${NEMO_MPIEXEC} ${n} $<TARGET_FILE:test_mpi>)
-      set_tests_properties(mpi.abort.n${n} PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
+      # A rank that dies (abort; deadreuse: its pid then taken by another
+      # process) or never finalizes (finalize-stuck): errors, not hangs.
+      foreach(mode abort deadreuse finalize-stuck)
+        add_test(NAME mpi.${mode}.n${n}
+                 COMMAND ${PROJECT_SOURCE_DIR}/tests/test_mpi_abort.sh ${NEMO_MPIEXEC} ${n} $<TARGET_FILE:test_mpi> ${mode})
+        set_tests_properties(mpi.${mode}.n${n} PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
+      endforeach()
+      add_test(NAME mpi.finalize-race.n${n} COMMAND ${NEMO_MPIEXEC} -n ${n} $<TARGET_FILE:test_mpi> finalize-race)
+      set_tests_properties(mpi.finalize-race.n${n} PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
     endforeach()
+    # Flow control against a rank that takes nothing: two ranks suffice.
+    add_test(NAME mpi.flow.n2 COMMAND ${NEMO_MPIEXEC} -n 2 $<TARGET_FILE:test_mpi> flow)
+    set_tests_properties(mpi.flow.n2 PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
+  else()
+    # The binding's lifetime under the sanitizers: a freed binding used by
+    # a sending thread is a heap-use-after-free (ASan) or a race (TSan).
+    add_test(NAME mpi.finalize-race.n2 COMMAND ${NEMO_MPIEXEC} -n 2 $<TARGET_FILE:test_mpi> finalize-race)
+    set_tests_properties(mpi.finalize-race.n2 PROPERTIES LABELS "mpi;concurrency" TIMEOUT 300 RUN_SERIAL ON
+      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;UCX_MEM_EVENTS=no;TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1")
   endif()
 endif()
 

@@ -414,17 +414,36 @@ static int futex_sleep(const nemo__wait_ops *ops, uint32_t *word, uint32_t val, 
  * (Ctrl-C: KeyboardInterrupt) when Lock.acquire's sem_wait returns
  * EINTR.  A handler that ran while we polled would leave the caller
  * blocked in the call afterwards, its EINTR lost.  So:
- *   - the poll runs with every signal blocked (glibc keeps its own
- *     cancellation and set*id signals out of any mask);
+ *   - the poll runs with every asynchronous signal blocked (glibc keeps
+ *     its own cancellation and set*id signals out of any mask);
+ *   - never the synchronous ones, which a fault of the poll itself
+ *     raises (SYNC_SIGNALS: SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP,
+ *     SIGSYS): the kernel cannot defer a fault, so for a thread that
+ *     blocks its signal it resets the handler and kills the process.
+ *     The poll touches the caller's memory (sem_trywait on the
+ *     semaphore), and a program may handle faults there (a protected
+ *     page its SIGSEGV handler opens, a truncated file's SIGBUS): its
+ *     handler must run, as it would in the blocking call;
+ *   - such a handler may siglongjmp out of the poll, so the poll
+ *     registers nothing that outlives it: no cleanup buffer, and no
+ *     cancellation point inside it (pthread_testcancel before and after
+ *     it instead; the window is short, below).  A jump to a sigsetjmp
+ *     that saved the mask restores the program's mask; one that did not
+ *     leaves the poll's (the asynchronous signals blocked), as any jump
+ *     out of a handler leaves the mask it ran with;
  *   - it lasts at most EINTR_POLL_MAX_NS, whatever the policy (SPIN
- *     and a long HYBRID included), and never yields, so no handler
- *     ever runs inside it - a handler that siglongjmps out must not
- *     leave our cleanup buffer registered;
+ *     and a long HYBRID included), and never yields;
  *   - at its end, not taken, it asks the kernel which signals are
  *     pending: one the caller had not blocked, whose handler would have
  *     failed the call, ends the wait with EINTR once the mask is
  *     restored (its handler runs then); any other runs at the restore,
- *     and the wait goes on into the blocking call.
+ *     and the wait goes on into the blocking call.  A synchronous
+ *     signal is never pending (its handler ran at the fault, inside the
+ *     poll, and the access was retried), and it does not fail the call:
+ *     a fault in glibc's own sem_wait does not either.
+ * Why not block nothing: nothing tells a poll that an asynchronous
+ * handler ran on its thread meanwhile (no counter of delivered signals),
+ * and its EINTR would be lost; only a blocked signal can be asked about.
  * Cost: two sigprocmask calls per wait that polls, and one sigpending
  * (plus a sigaction per pending signal) when the poll ends untaken.
  * What it cannot keep: a signal sent to the whole process (kill,
@@ -507,15 +526,13 @@ static int poll_phase(const nemo__wait_ops *ops, void *arg, nemo__spin_plan plan
 	}
 }
 
-static void restore_mask(void *old)
-{
-	pthread_sigmask(SIG_SETMASK, old, NULL);
-}
+/* The signals a fault raises (INTERRUPTIBLE POLLS): never blocked. */
+static const int SYNC_SIGNALS[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS };
 
-/* The poll phase with every signal blocked (INTERRUPTIBLE POLLS): at
- * most EINTR_POLL_MAX_NS, tight (no yield, so no handler runs inside
- * it), then EINTR if a pending signal would have failed the call.  The
- * mask is restored however it ends, cancellation included. */
+/* The poll phase with the asynchronous signals blocked (INTERRUPTIBLE
+ * POLLS): at most EINTR_POLL_MAX_NS, tight, no cancellation point inside
+ * (a fault's handler may jump out of it), then EINTR if a pending signal
+ * would have failed the call. */
 static int poll_phase_masked(const nemo__wait_ops *ops, void *arg, nemo__spin_plan plan,
 			     uint64_t start, uint64_t deadline, unsigned flags, bool timed,
 			     bool *preempted)
@@ -524,16 +541,21 @@ static int poll_phase_masked(const nemo__wait_ops *ops, void *arg, nemo__spin_pl
 	if (plan.total > cap)
 		plan.total = cap;
 	plan.pure = plan.window = plan.total;
-	sigset_t all, old;
-	sigfillset(&all);
-	if (pthread_sigmask(SIG_BLOCK, &all, &old) != 0)
-		return poll_phase(ops, arg, plan, start, deadline, flags, false, preempted);
-	int rc;
-	pthread_cleanup_push(restore_mask, &old);
-	rc = poll_phase(ops, arg, plan, start, deadline, flags, false, preempted);
+	unsigned pflags = flags & ~(unsigned)NEMO__WAIT_CANCELLABLE;
+	sigset_t async, old;
+	sigfillset(&async);
+	for (size_t i = 0; i < sizeof SYNC_SIGNALS / sizeof SYNC_SIGNALS[0]; i++)
+		sigdelset(&async, SYNC_SIGNALS[i]);
+	if (flags & NEMO__WAIT_CANCELLABLE)
+		pthread_testcancel();
+	if (pthread_sigmask(SIG_BLOCK, &async, &old) != 0)
+		return poll_phase(ops, arg, plan, start, deadline, pflags, false, preempted);
+	int rc = poll_phase(ops, arg, plan, start, deadline, pflags, false, preempted);
 	if (rc == EAGAIN && eintr_pending(&old, timed))
 		rc = EINTR;
-	pthread_cleanup_pop(1);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc == EAGAIN && (flags & NEMO__WAIT_CANCELLABLE))
+		pthread_testcancel();           /* not once taken: that would lose the unit */
 	return rc;
 }
 
