@@ -54,7 +54,9 @@ static void bind_fill(nemo_am_bound *b, nemo_place *me, nemo_place *dst, uint64_
 	unsigned r = nemo_place_index(dest);
 	nemo__out *o = &me->out_row[r];
 	uint32_t rtag = nemo__rtag(nemo__id_gen(dest));
-	bool base_slow = notify || d->stamps || (flags & NEMO_MORE) || !nemo__asym;
+	/* A binding's NEMO_MORE goes the generic way (a curry takes each
+	 * send's own: curry is true there). */
+	bool base_slow = notify || d->stamps || !nemo__asym || (!curry && (flags & NEMO_MORE));
 	*b = (nemo_am_bound){
 		.me = me, .gen = me->gen, .dst = dst, .st = st, .dest = dest, .id = id, .r = r, .flags = flags,
 		.meta = meta, .notify = notify, .curry = curry, .o = o, .lk = nemo__link_of(d, r, me->idx),
@@ -200,17 +202,17 @@ static __attribute__((noinline, cold)) int raced(nemo_am_bound *b, nemo_place *m
 }
 
 /* P-S5 when the receiver does not grant the stream; the send's result. */
-static __attribute__((noinline)) int publish(nemo_am_bound *b, nemo_place *me)
+static __attribute__((noinline)) int publish(nemo_am_bound *b, nemo_place *me, unsigned flags)
 {
 	NEMO__FENCE();                                                       /* P */
-	if (nemo__hint_test_set(me, b->hint, b->bit, b->flags & NEMO_PUSH))  /* S4 */
+	if (nemo__hint_test_set(me, b->hint, b->bit, flags & NEMO_PUSH))    /* S4 */
 		nemo__kick(me, b->dst);                                      /* S5 */
 	return 0;
 }
 
 /* S1-S5 of a bound send whose checks and S0 passed (fast(), below). */
 static inline __attribute__((always_inline)) int put(nemo_am_bound *b, nemo_place *me, uint64_t arg,
-						     nemo__out *o, uint32_t p, const bool curry)
+						     nemo__out *o, uint32_t p, const bool curry, unsigned flags)
 {
 	nemo__slot *hs = &b->ring[p & b->mask];                          /* S1 */
 	hs->meta = b->meta;
@@ -228,13 +230,16 @@ static inline __attribute__((always_inline)) int put(nemo_am_bound *b, nemo_plac
 		/* Counted later, NEMO__BOUND_SETTLE at a time (nemo__out_settle):
 		 * a counter store per message cost a stream a fifth of its rate. */
 		nemo__out_settle(me, o);
-	/* Not NEMO_MORE (base_slow): publish.  (A NEMO_MORE generic send
-	 * before it may have left o->deferred set: this publication covers
-	 * its entry too, and the flag's next reader publishes once more,
-	 * which costs it one hint load.) */
+	if (flags & NEMO_MORE) {
+		o->deferred = 1;     /* S4-S5 at the next publishing send or nemo_flush */
+		return 0;
+	}
+	/* Publish.  (A NEMO_MORE send before it may have left o->deferred
+	 * set: this publication covers its entry too, and the flag's next
+	 * reader publishes once more, which costs it one hint load.) */
 	atomic_signal_fence(memory_order_seq_cst);
 	if (!nemo__granted(b->grant, b->bit))                                /* S4g */
-		return publish(b, me);                                       /* P-S5 */
+		return publish(b, me, curry ? flags : b->flags);             /* P-S5 */
 	return 0;
 }
 
@@ -246,11 +251,11 @@ static inline __attribute__((always_inline)) int put(nemo_am_bound *b, nemo_plac
  * stream's sender waits on its store buffer: docs/messaging.md, "Stream
  * grants"). */
 static __attribute__((noinline)) int put_irq(nemo_am_bound *b, nemo_place *me, uint64_t arg, nemo__out *o,
-					     uint32_t p)
+					     uint32_t p, unsigned flags)
 {
 	atomic_store_explicit(&me->busy, 1, memory_order_relaxed);
 	atomic_signal_fence(memory_order_seq_cst);
-	int err = b->curry ? put(b, me, arg, o, p, true) : put(b, me, arg, o, p, false);
+	int err = b->curry ? put(b, me, arg, o, p, true, flags) : put(b, me, arg, o, p, false, flags);
 	atomic_signal_fence(memory_order_seq_cst);
 	atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
 	atomic_signal_fence(memory_order_seq_cst);
@@ -263,10 +268,11 @@ static __attribute__((noinline)) int put_irq(nemo_am_bound *b, nemo_place *me, u
 
 static int send_and_curry(nemo_place *me, nemo_place_id dest, uint32_t id, uint64_t arg, unsigned flags);
 
-/* A curry that cannot take the fast path: the generic send. */
-static __attribute__((noinline)) int curry_slow(nemo_am_bound *c, nemo_place *me, uint64_t arg)
+/* A curry that cannot take the fast path: the generic send, with the
+ * send's own flags. */
+static __attribute__((noinline)) int curry_slow(nemo_am_bound *c, nemo_place *me, uint64_t arg, unsigned flags)
 {
-	return send_and_curry(me, c->dest, c->id, arg, c->flags);
+	return send_and_curry(me, c->dest, c->id, arg, flags);
 }
 
 /*
@@ -280,7 +286,7 @@ static __attribute__((noinline)) int curry_slow(nemo_am_bound *c, nemo_place *me
  * common one is a straight line that keeps nothing across a call.
  */
 static inline __attribute__((always_inline)) int fast(nemo_am_bound *b, nemo_place *me, uint64_t arg,
-						      const bool curry)
+						      const bool curry, unsigned flags)
 {
 	nemo__out *o = b->o;
 	uint32_t p = o->tail;
@@ -290,12 +296,12 @@ static inline __attribute__((always_inline)) int fast(nemo_am_bound *b, nemo_pla
 	if (__builtin_expect((me->fast_key != b->fast_gen) | (p - o->ack_seen > b->mask) |
 			     (atomic_load_explicit(&me->busy, memory_order_relaxed) != 0) |
 			     (atomic_load_explicit(b->held, memory_order_relaxed) != 0), 0))
-		return curry ? curry_slow(b, me, arg) : slow(b, me, arg, "nemo_am_send_bound");
+		return curry ? curry_slow(b, me, arg, flags) : slow(b, me, arg, "nemo_am_send_bound");
 	if (__builtin_expect(atomic_load_explicit(&b->dst->status, memory_order_acquire) != b->st, 0))   /* S0 */
-		return curry ? curry_slow(b, me, arg) : spent(b, "nemo_am_send_bound");
+		return curry ? curry_slow(b, me, arg, flags) : spent(b, "nemo_am_send_bound");
 	if (__builtin_expect(atomic_load_explicit(&me->irq_on, memory_order_relaxed), 0))
-		return put_irq(b, me, arg, o, p);
-	return put(b, me, arg, o, p, curry);
+		return put_irq(b, me, arg, o, p, flags);
+	return put(b, me, arg, o, p, curry, flags);
 }
 
 int nemo_am_send_bound(nemo_am_bound *b, uint64_t arg)
@@ -303,8 +309,11 @@ int nemo_am_send_bound(nemo_am_bound *b, uint64_t arg)
 	nemo_place *me = nemo__tls_place;
 	if (__builtin_expect(!b || me != b->me, 0))     /* b->me is never NULL */
 		return refused(b, __func__);
-	return fast(b, me, arg, false);
+	return fast(b, me, arg, false, 0);   /* its flags: NEMO_MORE goes slow, NEMO_PUSH is publish's */
 }
+
+/* The flags a curried send takes from each call, not from its key. */
+#define CURRY_PER_SEND ((unsigned)(NEMO_MORE | NEMO_PUSH))
 
 /*
  * THE GENERIC SEND CURRIES ITSELF
@@ -318,14 +327,16 @@ int nemo_am_send_bound(nemo_am_bound *b, uint64_t arg)
  * bound send's fast path (fast(), above) on a match.  Everything fast()
  * sends through the generic path (a full ring, a handler's send that may
  * have to be kept, kept sends, a receiver keeping ours, a served or
- * nested call, NEMO_MORE, delay stamps) falls back to it here too, and
+ * nested call, delay stamps) falls back to it here too, and
  * so do a receiver that left (its generic send says why) and a new
  * occupant of our index (the generation check).  Actions cannot be
  * unregistered and a destination's id names one occupant, so a curry
  * that matches is still the resolution the generic path would compute;
  * events are not curried (their action is the destination's ALT's, which
  * may change between sends).  Unlike a user's binding, the curry counts
- * each send in am_sent as the generic path does.  A key is curried at
+ * each send in am_sent as the generic path does.  NEMO_MORE and
+ * NEMO_PUSH are not part of the key: each send brings its own (a stream
+ * that defers all but every 64th send stays curried).  A key is curried at
  * its second send in a row, so a place that sends round the houses pays
  * three compares a send and no refill; docs/messaging.md has the counts.
  */
@@ -337,7 +348,8 @@ static __attribute__((noinline)) int send_and_curry(nemo_place *me, nemo_place_i
 		return err;
 	if (atomic_load_explicit(&me->busy, memory_order_relaxed) || me->hdepth)
 		return 0;    /* a handler's send: leave the caller's curry be */
-	if (me->curry_miss.dest != dest || me->curry_miss.id != id || me->curry_miss.flags != flags) {
+	if (me->curry_miss.dest != dest || me->curry_miss.id != id ||
+	    ((me->curry_miss.flags ^ flags) & ~CURRY_PER_SEND)) {
 		me->curry_miss.dest = dest;
 		me->curry_miss.id = id;
 		me->curry_miss.flags = flags;
@@ -357,8 +369,10 @@ int nemo_am_send(nemo_place_id dest, uint32_t id, uint64_t arg, unsigned flags)
 	nemo_place *me = nemo__tls_place;
 	if (__builtin_expect(me != NULL, 1)) {
 		nemo_am_bound *c = &me->curry;
-		if (__builtin_expect(((c->dest ^ dest) | (c->id ^ id) | (c->flags ^ flags)) == 0, 1))
-			return fast(c, me, arg, true);
+		/* NEMO_MORE and NEMO_PUSH are the send's own, not the key's:
+		 * a stream that defers all but every 64th send stays curried. */
+		if (__builtin_expect(((c->dest ^ dest) | (c->id ^ id) | ((c->flags ^ flags) & ~CURRY_PER_SEND)) == 0, 1))
+			return fast(c, me, arg, true, flags);
 	}
 	return send_and_curry(me, dest, id, arg, flags);
 }
