@@ -1267,6 +1267,115 @@ static void test_interrupts(void)
 	free(q);
 }
 
+/* A place in interrupt mode streams to a polling place with the generic
+ * send (curried after its second send, bound.c), while that place sends
+ * it requests as fast as it can: the replies, sent by handlers that run
+ * in the signal handler, go on the very pair the stream uses, and a
+ * signal lands inside a stream send again and again.  A send that read
+ * its position before it turned interrupts off wrote that position
+ * twice: a message overwritten (the stream out of order, or a reply
+ * lost).  nemo-bench's app suite hung this way in half its runs. */
+#define XS_SENDS 200000u
+
+struct xs {
+	nemo_domain *d;
+	_Atomic nemo_place_id streamer, server;
+	atomic_uint phase;
+	atomic_uint replies, requests;
+	atomic_uint got, bad_order;
+	uint64_t next;
+};
+
+static void xs_req(const nemo_am_msg *m, void *ctx)   /* on the streamer, in its signal handler */
+{
+	struct xs *x = ctx;
+	atomic_fetch_add_explicit(&x->requests, 1, memory_order_relaxed);
+	CHECK_EQ_INT(nemo_am_reply(m, 2, m->arg, NULL, 0, 0), 0);
+}
+
+static void xs_rep(const nemo_am_msg *m, void *ctx)   /* on the server */
+{
+	(void)m;
+	struct xs *x = ctx;
+	atomic_fetch_add_explicit(&x->replies, 1, memory_order_relaxed);
+}
+
+static void xs_data(const nemo_am_msg *m, void *ctx)  /* on the server */
+{
+	struct xs *x = ctx;
+	if (m->arg != x->next)
+		atomic_fetch_add_explicit(&x->bad_order, 1, memory_order_relaxed);
+	x->next = m->arg + 1;
+	atomic_fetch_add_explicit(&x->got, 1, memory_order_release);
+}
+
+static void *xs_streamer(void *arg)
+{
+	struct xs *x = arg;
+	nemo_place_attr pa = { .flags = NEMO_PLACE_INTERRUPTS };
+	nemo_place_id id;
+	CHECK_EQ_INT(nemo_place_join(x->d, &pa, &id), 0);
+	atomic_store(&x->streamer, id);
+	spin_until(&x->phase, 1);
+	nemo_place_id srv = atomic_load(&x->server);
+	for (unsigned i = 0; i < XS_SENDS; i++)
+		if (nemo_am_send(srv, 1, i, 0) != 0) {
+			CHECK(!"stream send");
+			break;
+		}
+	atomic_store(&x->phase, 2);
+	spin_until(&x->phase, 3);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	return NULL;
+}
+
+static void test_interrupts_stream(void)
+{
+	struct xs *x = calloc(1, sizeof *x);
+	CHECK_EQ_INT(nemo_domain_create(NULL, &x->d), 0);
+	CHECK_EQ_INT(nemo_action_register(x->d, 0, xs_req, x), 0);
+	CHECK_EQ_INT(nemo_action_register(x->d, 1, xs_data, x), 0);
+	CHECK_EQ_INT(nemo_action_register(x->d, 2, xs_rep, x), 0);
+	nemo_place_id me;
+	CHECK_EQ_INT(nemo_place_join(x->d, NULL, &me), 0);
+	atomic_store(&x->server, me);
+	pthread_t t;
+	run_thread(&t, xs_streamer, x);
+	while (!atomic_load(&x->streamer))
+		sched_yield();
+	nemo_place_id st = atomic_load(&x->streamer);
+	atomic_store(&x->phase, 1);
+	/* Requests as fast as the ring takes them, draining between. */
+	unsigned sent = 0;
+	struct timespec dl = in_ms(CLOCK_MONOTONIC, 30000);
+	while (atomic_load(&x->phase) < 2 || atomic_load(&x->replies) < sent ||
+	       atomic_load(&x->got) < XS_SENDS) {
+		if (atomic_load(&x->phase) < 2 && sent - atomic_load(&x->replies) < 8 &&
+		    nemo_am_send(st, 0, sent, NEMO_NONBLOCK) == 0)
+			sent++;
+		nemo_poll(NULL);
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec > dl.tv_sec) {
+			/* The streamer may wait for room for good: no join. */
+			fprintf(stderr, "xs: stuck: %u of %u replies, %u of %u stream messages, %u out of order\n",
+				atomic_load(&x->replies), sent, atomic_load(&x->got), XS_SENDS,
+				atomic_load(&x->bad_order));
+			CHECK(!"stream and replies complete");
+			exit(check_exit("test_messaging"));
+		}
+	}
+	CHECK(sent > 0);
+	CHECK_EQ_INT(atomic_load(&x->bad_order), 0);
+	CHECK_EQ_INT(atomic_load(&x->got), XS_SENDS);
+	CHECK_EQ_INT(atomic_load(&x->replies), sent);
+	atomic_store(&x->phase, 3);
+	pthread_join(t, NULL);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	CHECK_EQ_INT(nemo_domain_destroy(x->d), 0);
+	free(x);
+}
+
 /* A place in interrupt mode switches its notification handler while
  * others flood it: a signal that lands inside nemo_notify_set_handler
  * must run one handler with its own context, never another's. */
@@ -1734,6 +1843,8 @@ int main(void)
 	test_stale_id();
 	fprintf(stderr, "-- %s\n", "test_interrupts()");
 	test_interrupts();
+	fprintf(stderr, "-- %s\n", "test_interrupts_stream()");
+	test_interrupts_stream();
 	fprintf(stderr, "-- %s\n", "test_handler_switch()");
 	test_handler_switch();
 	fprintf(stderr, "-- %s\n", "test_no_stale_signal()");

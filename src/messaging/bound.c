@@ -243,29 +243,6 @@ static inline __attribute__((always_inline)) int put(nemo_am_bound *b, nemo_plac
 	return 0;
 }
 
-/* put() in interrupt mode: E1 and E2 of irq.c around it, without
- * nemo__busy_enter's tests (busy is 0 and the place is not served,
- * checked).  With interrupts off the signal handler touches nothing but
- * irq_pending (H1), which the next nemo call handles, and only this
- * thread turns them on: so only here does a bound send store busy (a
- * stream's sender waits on its store buffer: docs/messaging.md, "Stream
- * grants"). */
-static __attribute__((noinline)) int put_irq(nemo_am_bound *b, nemo_place *me, uint64_t arg, nemo__out *o,
-					     uint32_t p, unsigned flags)
-{
-	atomic_store_explicit(&me->busy, 1, memory_order_relaxed);
-	atomic_signal_fence(memory_order_seq_cst);
-	int err = b->curry ? put(b, me, arg, o, p, true, flags) : put(b, me, arg, o, p, false, flags);
-	atomic_signal_fence(memory_order_seq_cst);
-	atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
-	atomic_signal_fence(memory_order_seq_cst);
-	if (__builtin_expect(atomic_load_explicit(&me->irq_pending, memory_order_relaxed), 0)) {
-		nemo__busy_enter(me);    /* what an interrupt deferred meanwhile */
-		nemo__busy_exit(me);
-	}
-	return err;
-}
-
 static int send_and_curry(nemo_place *me, nemo_place_id dest, uint32_t id, uint64_t arg, unsigned flags);
 
 /* A curry that cannot take the fast path: the generic send, with the
@@ -274,6 +251,53 @@ static __attribute__((noinline)) int curry_slow(nemo_am_bound *c, nemo_place *me
 {
 	return send_and_curry(me, c->dest, c->id, arg, flags);
 }
+
+/*
+ * fast() in interrupt mode: E1 and E2 of irq.c around the checks and
+ * put(), without nemo__busy_enter's tests (the place is not served,
+ * checked).  With interrupts off the signal handler touches nothing but
+ * irq_pending (H1), which the next nemo call handles, and only this
+ * thread turns them on: so only here does a bound send store busy (a
+ * stream's sender waits on its store buffer: docs/messaging.md, "Stream
+ * grants").
+ *
+ * Everything the send reads of its pair - the tail, ack_seen, held,
+ * fast_key - is read after busy is set: a signal that lands before
+ * then runs handlers whose replies go the generic way and move the
+ * same tail.  A position read before the store would be written twice:
+ * the handler's message overwritten, and the receiver, which had taken
+ * it, never sees ours (two places waiting for each other's reply, for
+ * good).
+ */
+static __attribute__((noinline)) int fast_irq(nemo_am_bound *b, nemo_place *me, uint64_t arg, const bool curry,
+					      unsigned flags)
+{
+	if (atomic_load_explicit(&me->busy, memory_order_relaxed) != 0)   /* nested: a handler's send */
+		return curry ? curry_slow(b, me, arg, flags) : slow(b, me, arg, "nemo_am_send_bound");
+	atomic_store_explicit(&me->busy, 1, memory_order_relaxed);
+	atomic_signal_fence(memory_order_seq_cst);
+	nemo__out *o = b->o;
+	uint32_t p = o->tail;
+	int err = 0;
+	bool go_slow = (me->fast_key != b->fast_gen) | (p - o->ack_seen > b->mask) |
+		       (atomic_load_explicit(b->held, memory_order_relaxed) != 0);
+	bool gone = !go_slow && atomic_load_explicit(&b->dst->status, memory_order_acquire) != b->st;   /* S0 */
+	if (!go_slow && !gone)
+		err = curry ? put(b, me, arg, o, p, true, flags) : put(b, me, arg, o, p, false, flags);
+	atomic_signal_fence(memory_order_seq_cst);
+	atomic_store_explicit(&me->busy, 0, memory_order_relaxed);
+	atomic_signal_fence(memory_order_seq_cst);
+	if (__builtin_expect(atomic_load_explicit(&me->irq_pending, memory_order_relaxed), 0)) {
+		nemo__busy_enter(me);    /* what an interrupt deferred meanwhile */
+		nemo__busy_exit(me);
+	}
+	if (go_slow || gone)
+		return curry ? curry_slow(b, me, arg, flags)
+			     : go_slow ? slow(b, me, arg, "nemo_am_send_bound") : spent(b, "nemo_am_send_bound");
+	return err;
+}
+
+
 
 /*
  * The fast path: one test for everything out of the ordinary (a new
@@ -288,6 +312,9 @@ static __attribute__((noinline)) int curry_slow(nemo_am_bound *c, nemo_place *me
 static inline __attribute__((always_inline)) int fast(nemo_am_bound *b, nemo_place *me, uint64_t arg,
 						      const bool curry, unsigned flags)
 {
+	/* Interrupt mode reads the pair only once busy is set (fast_irq). */
+	if (__builtin_expect(atomic_load_explicit(&me->irq_on, memory_order_relaxed), 0))
+		return fast_irq(b, me, arg, curry, flags);
 	nemo__out *o = b->o;
 	uint32_t p = o->tail;
 	/* fast_key (messaging_internal.h) is 0 while the place is served or
@@ -299,8 +326,6 @@ static inline __attribute__((always_inline)) int fast(nemo_am_bound *b, nemo_pla
 		return curry ? curry_slow(b, me, arg, flags) : slow(b, me, arg, "nemo_am_send_bound");
 	if (__builtin_expect(atomic_load_explicit(&b->dst->status, memory_order_acquire) != b->st, 0))   /* S0 */
 		return curry ? curry_slow(b, me, arg, flags) : spent(b, "nemo_am_send_bound");
-	if (__builtin_expect(atomic_load_explicit(&me->irq_on, memory_order_relaxed), 0))
-		return put_irq(b, me, arg, o, p, flags);
 	return put(b, me, arg, o, p, curry, flags);
 }
 
