@@ -14,6 +14,10 @@
  *   blocked      a blocking send to a place that stops draining sleeps
  *                (a small share of a CPU), timed sends return ETIMEDOUT,
  *                and the send completes once the receiver drains
+ *   room-wake    a place in interrupt mode, served by the progress
+ *                thread, or on an event loop's descriptor, woken from
+ *                its wait for room by a request: the request is handled
+ *                after the send returns, with no further nemo call
  *   wait-kept    nemo_place_wait sleeps while the place keeps sends
  *   undelivered  a kept reply whose requester left is reported to the
  *                action's undelivered callback, and counted
@@ -34,6 +38,7 @@
 #include <nemo/nemo.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -374,6 +379,101 @@ static void test_blocked(void)
 	CHECK_EQ_INT(nemo_domain_get_counters(s.d, &c), 0);
 	CHECK(c.room_kicks >= 1);
 	CHECK_EQ_INT(atomic_load(&nf_got), NEMO_NOTIFY_FIFO_LEN + 1);
+	CHECK_EQ_INT(nemo_domain_destroy(s.d), 0);
+}
+
+/* ----------------------------------------------------------- room-wake */
+
+/* A place that handles messages on its own (interrupt mode, the progress
+ * thread, an event loop's descriptor) blocks in a send to a full queue
+ * and sleeps; its peer sends it a request - the kick wakes the sleeper,
+ * as the place is SLEEPING - and then drains, which makes the room the
+ * send waited for.  The send returns, and the place computes (or its
+ * loop watches the descriptor): the request must still be handled
+ * without another nemo call.  The wait for room used to return with the
+ * request's hint bit set and nothing told of it - no signal, no
+ * descriptor write, no progress kick - so the reply never came. */
+enum rw_mode { RW_IRQ, RW_PROGRESS, RW_FD };
+static const char *const rw_names[] = { "room-wake irq", "room-wake progress", "room-wake fd" };
+
+struct rw {
+	nemo_domain *d;
+	enum rw_mode mode;
+	nemo_place_id sender;
+	nemo_place_id peer;
+	atomic_int joined, filled, sent, stop;
+	int send_rc;
+};
+
+static void *rw_sender(void *p)
+{
+	struct rw *s = p;
+	nemo_place_attr a = { .flags = s->mode == RW_IRQ ? NEMO_PLACE_INTERRUPTS : 0 };
+	CHECK_EQ_INT(nemo_place_join(s->d, &a, &s->sender), 0);
+	int fd = -1;
+	if (s->mode == RW_PROGRESS)
+		CHECK_EQ_INT(nemo_place_set_progress(true), 0);
+	if (s->mode == RW_FD)
+		CHECK_EQ_INT(nemo_place_fd(&fd), 0);
+	atomic_store(&s->joined, 1);
+	while (nemo_am_send(s->peer, ACT_NOP, 0, NEMO_NONBLOCK) == 0)
+		;
+	atomic_store(&s->filled, 1);
+	s->send_rc = nemo_am_send(s->peer, ACT_NOP, 0, 0);      /* waits for room, sleeps */
+	atomic_store(&s->sent, 1);
+	/* No nemo call from here on but what the mode makes: the signal's
+	 * handler, the progress thread's drain, or the loop's nemo_poll
+	 * when the descriptor turns readable. */
+	uint64_t v = 1;
+	while (!atomic_load(&s->stop)) {
+		if (s->mode == RW_FD) {
+			struct pollfd pfd = { .fd = fd, .events = POLLIN };
+			if (poll(&pfd, 1, 20) == 1)
+				nemo_poll(NULL);
+			continue;
+		}
+		for (int k = 0; k < 256; k++)
+			v = v * 6364136223846793005ULL + 1;
+		__asm__ __volatile__("" : "+r"(v));
+	}
+	if (s->mode == RW_PROGRESS)
+		CHECK_EQ_INT(nemo_place_set_progress(false), 0);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	return NULL;
+}
+
+static void test_room_wake(enum rw_mode mode)
+{
+	phase = rw_names[mode];
+	atomic_store(&replies, 0);
+	atomic_store(&reply_errs, 0);
+	struct rw s = { .d = new_domain(8, 0), .mode = mode };
+	CHECK_EQ_INT(nemo_place_join(s.d, NULL, &s.peer), 0);
+	pthread_t t;
+	pthread_create(&t, NULL, rw_sender, &s);
+	while (!atomic_load(&s.filled))
+		usleep(1000);
+	/* Until the blocked send sleeps (past its poll budget). */
+	double end = now_ms() + hang_ms();
+	nemo_domain_counters c;
+	do {
+		usleep(1000);
+		CHECK_EQ_INT(nemo_domain_get_counters(s.d, &c), 0);
+	} while (c.sleeps == 0 && now_ms() < end);
+	CHECK(c.sleeps >= 1);
+	usleep(5000);
+	CHECK_EQ_INT(atomic_load(&s.sent), 0);
+	/* The request wakes it; the drain that follows makes its room. */
+	CHECK_EQ_INT(nemo_am_send(s.sender, ACT_REQ, 7, 0), 0);
+	unsigned h = 0;
+	CHECK_EQ_INT(nemo_poll(&h), 0);
+	CHECK(wait_count(&replies, 1));
+	CHECK_EQ_INT(atomic_load(&s.sent), 1);
+	atomic_store(&s.stop, 1);
+	pthread_join(t, NULL);
+	CHECK_EQ_INT(s.send_rc, 0);
+	CHECK_EQ_INT(atomic_load(&reply_errs), 0);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
 	CHECK_EQ_INT(nemo_domain_destroy(s.d), 0);
 }
 
@@ -769,6 +869,9 @@ int main(void)
 	computing_worker(false);
 	computing_worker(true);
 	test_blocked();
+	test_room_wake(RW_IRQ);
+	test_room_wake(RW_PROGRESS);
+	test_room_wake(RW_FD);
 	test_wait_kept();
 	test_undelivered();
 	test_mcast_leave(NEMO_MCAST_FLAT, NEMO_MCAST_SMACK);

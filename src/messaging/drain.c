@@ -40,9 +40,13 @@
  * in D2, whose exchange reads s's set bit; then s's load at S4, which
  * read the bit before that exchange, precedes it in the seq_cst order,
  * so the entry written before the fence P is visible to D2's loads that
- * follow the exchange: r drains it.  W6 does the same for interrupt mode, where
- * RUNNING (not SLEEPING) is the state that needs a kick: a sender that
- * read POLLING does not signal, and the place sees its hint at W6.
+ * follow the exchange: r drains it.  W6 does the same for a place that
+ * handles messages on its own - interrupt mode, a descriptor, the
+ * progress thread - where RUNNING (not SLEEPING) is the state whose kick
+ * reaches the handling: a sender that read POLLING or SLEEPING does not
+ * signal (or write, or tell the progress thread), and the place sees its
+ * hint at W6.  Every wait on the place's slot leaves through W6 - the
+ * wait for room too (overflow.c, RW5).
  * models/place.pml checks this with spin, with the broken variants
  * "kick before hint", "check before publishing SLEEPING", "bseq read
  * after publishing SLEEPING".

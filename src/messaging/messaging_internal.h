@@ -864,6 +864,10 @@ static inline void nemo__grant_revoke(nemo_place *me)
 
 /* Is anything queued to me?  (hint words, hot links) */
 bool nemo__pending(nemo_place *me);
+/* W6 of placewait.c: leave a wait of me on its slot w (state RUNNING),
+ * and drain what a kick during it announced if me handles messages on its
+ * own (interrupt mode, a descriptor, the progress thread); the count. */
+unsigned nemo__wait_leave(nemo_place *me, nemo_waiter *w);
 
 /* A plain thread that sends to d (nemo_domain_am_send, nemo_domain_notify)
  * joins it as a guest place, once (domain.c): 0; EXDEV if the thread is a

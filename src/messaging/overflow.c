@@ -222,6 +222,11 @@ static int ovf_push(nemo_place *me, unsigned kind, nemo_place_id dest, uint32_t 
  *       hint bit of that kick) -> RW1 again
  *   RW4  sleep as a place sleeps (placewait.c, W2-W4: publish SLEEPING,
  *       re-check the hint words, futex_wait on the domain's word)
+ *   RW5  leave as a place's wait leaves (placewait.c, W6): a sender that
+ *       found us SLEEPING woke us and set its hint bit, and no one will
+ *       signal, write our descriptor or tell the progress thread of that
+ *       message - so a place that handles messages on its own drains it
+ *       before the send returns
  *
  * and the receiver, after a drain of s's queues that consumed something
  * (drain_link, the end of every drain of a link):
@@ -373,7 +378,7 @@ static int wait_room(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r, u
 	nemo_waiter *sw = atomic_load_explicit(&me->waiter, memory_order_relaxed);
 	nemo__slot_polling(sw);
 	int rc = nemo__wait_loop(&room_ops, &w, &me->policy, CLOCK_MONOTONIC, me->send_by, 0);
-	nemo__slot_running(sw);
+	nemo__wait_leave(me, sw);   /* W6: what woke us may be a request, not room */
 	if (w.asked)   /* a flag the receiver did not take: no kick for nothing */
 		atomic_store_explicit(&nemo__link_of(me->d, r, me->idx)->room, 0, memory_order_relaxed);
 	if (rc == ETIMEDOUT)
