@@ -254,9 +254,10 @@ int nemo_xproc_join(nemo_xproc *x, const char *name, nemo_xproc_place **out, nem
 /** Leave a place and free it.  What its handlers kept (sends that found
  *  their ring full) is delivered first, waiting for room as a blocking
  *  send does and serving the place's queues meanwhile - so what the
- *  handlers run then keep too; kept sends to places that left or died are
- *  dropped (overflow_dropped).  Messages still queued to it afterwards are
- *  dropped.  Not from one of its own handlers.  @return 0, EINVAL, EBUSY
+ *  handlers run then keep is delivered too; kept sends to places that left
+ *  or died are dropped (overflow_dropped).  Messages still queued to it
+ *  then are dropped unhandled (in-process, nemo_place_leave handles them:
+ *  docs/xproc.md), and a send blocked on its full ring fails with ESRCH.  Not from one of its own handlers.  @return 0, EINVAL, EBUSY
  *  (in a handler), ENOTCONN (a place inherited across fork: the
  *  parent's). */
 int nemo_xproc_leave(nemo_xproc_place *p);

@@ -24,10 +24,12 @@
  *       before a send to a receiver something is kept for (send.c).
  *   K3  a send from outside a handler to a receiver with kept entries
  *       first waits until they are delivered (send.c, sleep.c XW_KEPT).
- *   K4  ROOM REQUESTS.  Before the place sleeps (sleep.c: every sleep of
- *       every wait; fd.c: the arming of its descriptor) it sets its bit in
- *       the room mask of each receiver it keeps entries for (R1, a seq_cst
- *       RMW; room_ask), and its sleep's re-check W3 looks at the slot its
+ *   K4  ROOM REQUESTS.  At its first entry for a receiver, and again
+ *       before the place sleeps (sleep.c: every sleep of every wait; fd.c:
+ *       the arming of its descriptor; a receiver whose index was joined
+ *       again had its mask cleared), it sets its bit in the room mask of
+ *       each receiver it keeps entries for (R1, a seq_cst RMW; room_ask),
+ *       and its sleep's re-check W3 looks at the slot its
  *       next entry to each such receiver goes to (seq_cst; kept_ready).
  *       The receiver's drain, having freed a slot (C1, seq_cst), loads its
  *       mask (C2, seq_cst) and kicks us.  This is the store-then-look pair
@@ -140,8 +142,14 @@ int nemo__xp_keep(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint32_
 	if (len)
 		memcpy(e->payload, payload, len);
 	p->kept_all++;
-	p->kept_n[d]++;
-	p->kept_mask |= 1ull << d;
+	if (p->kept_n[d]++ == 0) {
+		p->kept_mask |= 1ull << d;
+		/* R1 now, not only before a sleep: the receiver's sends to us
+		 * wait from here on (THE BACKPRESSURE), also while we never
+		 * sleep. */
+		atomic_fetch_or_explicit(&place_at(x, d)->room, 1ull << p->idx, memory_order_seq_cst);
+		p->room_mine |= 1ull << d;
+	}
 	if (d != p->idx)
 		p->talk[d] = id_gen(dst);
 	atomic_fetch_add_explicit(&x->overflowed, 1, memory_order_relaxed);

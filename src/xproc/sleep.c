@@ -291,7 +291,8 @@ int nemo__xp_send_wait(nemo_xproc_place *p, int kind, nemo_xproc_id dst, uint64_
 	return rc;
 }
 
-/* Until every kept send is delivered or dropped (nemo_xproc_leave). */
+/* nemo_xproc_leave: until every kept send - those of the handlers run
+ * meanwhile too - is delivered or dropped. */
 int nemo__xp_kept_wait_all(nemo_xproc_place *p)
 {
 	if (!nemo__xp_flush(p))

@@ -70,13 +70,18 @@
  * Senders check the destination's word (LIVE, their generation) before
  * they write, and reset their private position when the generation they
  * knew changed; receivers do the same for each sender's index (ring.c).
- * Leave: deliver what the place keeps (kept.c; sleep.c, XW_KEPT: waiting
- * for room, serving the place's queues meanwhile, so that what the
- * handlers run then keep is delivered too); end the descriptor's bridge
- * (fd.c); L1 CAS (g, me, LIVE) -> (g, 0, FREE); L2 kick the senders
- * waiting for room (their bits in our room mask: sleep.c, THE WAIT FOR
- * ROOM); clear our bits in others' masks (R3, R4).  Generations are 16
- * bits.
+ * Leave: end the descriptor's bridge (fd.c); deliver what the place keeps
+ * (kept.c; sleep.c, XW_KEPT: waiting for room, serving the place's queues
+ * meanwhile, so that what the handlers run then keep is delivered too);
+ * L1 CAS (g, me, LIVE) -> (g, 0, FREE); L2 kick the senders waiting for
+ * room (their bits in our room mask: sleep.c, THE WAIT FOR ROOM), who
+ * then fail with ESRCH; clear our bits in others' masks (R3, R4).
+ * Messages still queued are dropped with the rings, unhandled: a send
+ * that passed its check of our word just before L1 cannot be told ESRCH
+ * (in-process places handle what is queued at their leave and can; across
+ * processes that would take a second handshake per send), so the leave
+ * does not drain but for the kept sends' sake, and a sender blocked on
+ * our full ring learns ESRCH.  Generations are 16 bits.
  *
  * ACTIONS.  A handler is kept per action in a private table of
  * NEMO_XPROC_ACTIONS_MAX + M records: an integer id's at the id, a
