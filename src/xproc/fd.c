@@ -26,7 +26,9 @@
  *   A2  look at everything a sleeper looks at (W3: messages, `deaths`,
  *       our own word, kept sends that may go; seq_cst), after R1 for the
  *       kept sends (kept.c, K4): anything -> if exchange(fd_armed, 0) == 1,
- *       CAS wstate FD_ARMED -> RUNNING and write the eventfd ourselves
+ *       CAS wstate FD_ARMED -> RUNNING, and if that succeeded FUTEX_WAKE
+ *       it (the bridge, woken by A0 already, may have queued on the word
+ *       since A1), and write the eventfd ourselves
  *   A3  FUTEX_WAKE the bridge (private, on fd_armed)
  *
  *   bridge  B1  sleep until fd_armed == 1 (private futex) or fd_exit
@@ -69,12 +71,14 @@
  * Sharing the word.  The owner sleeps on wstate too (every wait of
  * sleep.c), with the value SLEEPING; the bridge with FD_ARMED.  A
  * futex_wait queues only while the word holds the value given, and the
- * word holds FD_ARMED only between A1 and a kick or F4 - both of which
- * wake the queued bridge - so the owner and the bridge are never queued
- * on the word together, and a kick's FUTEX_WAKE of one waiter wakes the
- * right one.  models/xproc.pml -DFD checks A0-A3, B1-B3, F4 and the kick
- * with a message and a disarm racing them, and fails without A2, when a
- * kick ignores FD_ARMED, or when the bridge writes without the token.
+ * word leaves FD_ARMED only by a kick, A2's undo or F4 - each of which
+ * wakes - so the owner and the bridge are never queued on the word
+ * together, and a kick's FUTEX_WAKE of one waiter wakes the right one.
+ * models/xprocfd.pml checks A0-A3, B1-B3, F4 and the kick, with a message
+ * and a poll or a wait of the owner's own racing them, and fails without
+ * A2, when a kick ignores FD_ARMED, when the bridge writes without the
+ * token, and when A2's undo or F4 does not wake the bridge (the first
+ * version of this file missed A2's wake: spin found it).
  *
  * The end (nemo__xp_fd_close, from nemo_xproc_leave): F4, fd_exit = 1,
  * wake the bridge on both words, join it, close the descriptor.
@@ -131,8 +135,9 @@ static void fd_arm(nemo_xproc_place *p)
 	if (nemo__xp_wakeable(p, memory_order_seq_cst) &&
 	    atomic_exchange_explicit(&p->fd_armed, 0, memory_order_seq_cst)) {            /* A2 */
 		uint32_t a = XP_FD_ARMED;
-		atomic_compare_exchange_strong_explicit(ws, &a, NEMO_WAITER_RUNNING, memory_order_seq_cst,
-							memory_order_relaxed);
+		if (atomic_compare_exchange_strong_explicit(ws, &a, NEMO_WAITER_RUNNING, memory_order_seq_cst,
+							    memory_order_relaxed))
+			nemo_futex_wake((uint32_t *)ws, 1, NEMO_FUTEX_SHARED, NULL);   /* the bridge may be queued */
 		fd_write(p);
 	}
 	nemo_futex_wake((uint32_t *)&p->fd_armed, 1, NEMO_FUTEX_PRIVATE, NULL);             /* A3 */

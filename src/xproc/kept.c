@@ -39,7 +39,7 @@
  *       kept for a receiver any more (and no send of ours waits for room
  *       there), the bit is cleared (R3, seq_cst RMW) and that receiver
  *       is kicked (R4, as S2-S3): it may wait for the bit to clear.
- *       models/xproc.pml -DKEPT checks K4.
+ *       models/xprockept.pml checks K4, and -DHELD the release.
  *
  * THE BACKPRESSURE.  Kept entries alone would only move the unbounded
  * queue: a client that sends 10^6 requests and never waits leaves the
