@@ -32,8 +32,9 @@
  *   death      A send to a place whose process died fails with
  *              ECONNRESET (ESRCH: it left); a wait or poll of a place that
  *              talks to it - has sent to it, received from it - returns
- *              ECONNRESET once per such death, within 100 ms of it, and a
- *              death elsewhere does not disturb it; nemo_dead_places
+ *              ECONNRESET once per such death, within about 100 ms (a
+ *              sleeper's slice) however far its deadline, and a death
+ *              elsewhere does not disturb it; nemo_dead_places
  *              (nemo/domain.h) and nemo_xproc_dead list the dead.
  *   payload    NEMO_XPROC_PAYLOAD_MAX (48) bytes, a reply's too.
  *   actions    Integer ids 0..NEMO_XPROC_ACTIONS_MAX-1, the program's, as

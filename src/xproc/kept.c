@@ -52,7 +52,9 @@
  * mask, seq_cst) is the store-then-look pair again, so the waiter does
  * not sleep past the release.  In the request/reply pattern this bounds
  * what a server keeps for a client by what that client had in flight.
- * NEMO_XPROC_NONBLOCK sends do not wait on it.
+ * NEMO_XPROC_NONBLOCK sends do not wait on it, nor sends to places of
+ * the sender's own process (one thread may hold both: the holder would
+ * never run while the sender waits; there only overflow_max bounds it).
  *
  * What is not guaranteed: a kept send whose receiver leaves or dies first
  * is dropped - its sender was told 0, as a receiver that left just after

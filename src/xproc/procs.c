@@ -177,6 +177,8 @@ int nemo_xproc_check(nemo_xproc *x)
 {
 	if (!x)
 		return NEMO__FAIL(EINVAL, "handle is NULL");
+	if (nemo__xp_inherited(x))   /* its peers_lock may have been held across fork */
+		return NEMO__XP_INHERITED();
 	for (uint32_t k = 0; k < x->nprocs; k++)
 		nemo__xp_check_proc(x, k);
 	return 0;

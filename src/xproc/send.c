@@ -5,10 +5,12 @@
  *
  * One send to dst (index d), in this order:
  *
- *   1. from outside a handler, blocking: if d keeps sends for us or waits
- *      for room to us (its bit in our room mask: kept.c, THE
- *      BACKPRESSURE), serve our queues until it clears the bit
- *      (sleep.c, XW_HELD);
+ *   1. from outside a handler, blocking, to a place of another process: if
+ *      d keeps sends for us or waits for room to us (its bit in our room
+ *      mask: kept.c, THE BACKPRESSURE), serve our queues until it clears
+ *      the bit (sleep.c, XW_HELD).  Not for places of our own process: a
+ *      thread may hold two places, and the one it waits for would then
+ *      never run; there only overflow_max bounds what is kept;
  *   2. if we keep sends for d (kept.c), flush; if some stay: from a
  *      handler, keep this one behind them (order: K1); NONBLOCK, EAGAIN;
  *      else wait until they are delivered (XW_KEPT, K3), then go on;
@@ -48,7 +50,8 @@ int nemo__xp_send(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint32_
 		return nemo__fail(ESRCH, "send", "place id %#x is not a place of this domain", dst);
 	bool nb = flags & NEMO_XPROC_NONBLOCK, wait = !nb && !p->depth;
 	int rc = 0;
-	if (wait && d != p->idx &&
+	uint32_t dw = atomic_load_explicit(&place_at(x, d)->word, memory_order_relaxed);
+	if (wait && pw_owner(dw) != x->me &&
 	    (atomic_load_explicit(&place_at(x, p->idx)->room, memory_order_relaxed) >> d & 1u))     /* 1 */
 		rc = nemo__xp_send_wait(p, XW_HELD, dst, end);
 	while (!rc) {

@@ -378,6 +378,8 @@ static void place_free(nemo_xproc_place *p)
 {
 	p->x->places[p->idx] = NULL;
 	nemo__xp_tls_forget(p);
+	if (p->efd >= 0)
+		close(p->efd);            /* a child's copy of an inherited place's descriptor */
 	free(p->kept);
 	free(p->dgen);
 	free(p);
@@ -611,6 +613,8 @@ int nemo_xproc_place_check(nemo_xproc *x, nemo_xproc_id id)
 {
 	if (!x)
 		return NEMO__FAIL(EINVAL, "handle is NULL");
+	if (nemo__xp_inherited(x))
+		return NEMO__XP_INHERITED();
 	uint32_t i = id_idx(id);
 	if (i >= x->nplaces || !id_ok(id))
 		return ESRCH;
