@@ -136,5 +136,25 @@ must_fail overflow.pml -DLEAVE -DBROKEN_FREE_EARLY     # overflow freed before t
 must_pass xproc.pml -DROOM -DSENDS=3 -DMAXSPUR=2
 must_fail xproc.pml -DROOM -DBROKEN_ROOM_CHECK_FIRST    # C2 before C1
 must_fail xproc.pml -DROOM -DBROKEN_ROOM_WANT_LATE      # R1 after W3
+# Kept sends of a shared place (src/xproc/kept.c, K4 and THE
+# BACKPRESSURE): a place that keeps a send may sleep and is kicked when
+# its receiver frees room; a sender waiting for a holder's release is
+# kicked by it.
+must_pass xprockept.pml -DMAXSPUR=2
+must_fail xprockept.pml -DBROKEN_NO_ASK                 # no bit in the receiver's room mask
+must_fail xprockept.pml -DBROKEN_NO_LOOK                # W3 ignores the kept entry's slot
+must_pass xprockept.pml -DHELD -DMAXSPUR=2
+must_fail xprockept.pml -DHELD -DBROKEN_HELD_NO_KICK    # the release kicks nobody
+must_fail xprockept.pml -DHELD -DBROKEN_HELD_KICK_FIRST # R4 before R3
+# A shared place's descriptor (src/xproc/fd.c): the bridge thread writes
+# the eventfd when a sender kicks the armed place; one write per arming;
+# the owner and the bridge never share the futex word's wake-ups.
+must_pass xprocfd.pml -DMAXSPUR=1
+must_pass xprocfd.pml -DMAXSPUR=2
+must_fail xprocfd.pml -DBROKEN_NO_CHECK                 # arm without A2
+must_fail xprocfd.pml -DBROKEN_KICK_SLEEPING_ONLY       # a kick ignores FD_ARMED
+must_fail xprocfd.pml -DBROKEN_NO_TOKEN                 # the bridge writes without the token
+must_fail xprocfd.pml -DBROKEN_UNDO_NO_WAKE             # A2's undo leaves the bridge queued
+must_fail xprocfd.pml -DBROKEN_DISARM_NO_WAKE           # the bridge left queued on the word
 echo "check_models: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -123,7 +123,7 @@ static int receiver(double end)
 			dl.tv_nsec -= 1000000000;
 		}
 		rc = (rounds & 1) ? nemo_xproc_wait(p, &dl, NULL) : nemo_xproc_poll(p, NULL);
-		if (rc && rc != ETIMEDOUT && rc != EOWNERDEAD && rc != EBADMSG)
+		if (rc && rc != ETIMEDOUT && rc != EOWNERDEAD && rc != ECONNRESET && rc != EBADMSG)
 			return bad_code("R", "wait/poll", rc);
 		if (++rounds % 64 == 0) {
 			nemo_xproc_check(x);
@@ -201,7 +201,7 @@ static int sender(double end)
 			sent++;
 			stuck = 0;
 		}
-		else if (rc == ESRCH || rc == EOWNERDEAD || rc == EBADMSG)
+		else if (rc == ESRCH || rc == EOWNERDEAD || rc == ECONNRESET || rc == EBADMSG)
 			rx = 0;
 		else if (rc == EAGAIN && ++stuck < 20000)
 			nemo_xproc_poll(p, NULL);
@@ -231,7 +231,7 @@ static int sender(double end)
 				}
 			}
 			rc = nemo_xproc_place_check(x, rx);
-			if (rc && rc != ESRCH && rc != EOWNERDEAD && rc != EBADMSG)
+			if (rc && rc != ESRCH && rc != EOWNERDEAD && rc != ECONNRESET && rc != EBADMSG)
 				return bad_code("S", "place_check", rc);
 		}
 	}

@@ -7,7 +7,8 @@
  *                       in all: nothing lost, nothing duplicated, in order
  *                       per sender; and a blocked ping-pong (shared futex)
  *   test_xproc kill     kill -9 of a receiver and of a sender during a
- *                       flood: the survivors get EOWNERDEAD, none hangs;
+ *                       flood: the survivors that talk to them get
+ *                       ECONNRESET, none hangs;
  *                       a restarted process attaches and joins again
  *   test_xproc hostile  slots rewritten by hand (length, kind, code, dst,
  *                       src): rejected, counted, no handler runs, the ring
@@ -129,7 +130,7 @@ static int wait_count(nemo_xproc_place *p, struct rx_state *r, uint64_t n)
 	struct timespec dl = deadline_ms(30000);
 	while (r->count < n) {
 		int rc = nemo_xproc_wait(p, &dl, NULL);
-		if (rc && rc != EOWNERDEAD)
+		if (rc && rc != ECONNRESET)
 			return rc;
 	}
 	return 0;
@@ -166,7 +167,8 @@ static void test_basic(void)
 	CHECK(c_echo != c_count);
 	CHECK_EQ_INT(nemo_xproc_set_notify(p, on_notify, &r), 0);
 	CHECK_EQ_INT(nemo_xproc_send(p, pid_, c_count, 0, "x", NEMO_XPROC_PAYLOAD_MAX + 1, 0), EMSGSIZE);
-	CHECK_EQ_INT(nemo_xproc_send(p, pid_, 99, 0, NULL, 0, 0), EINVAL);
+	CHECK_EQ_INT(nemo_xproc_send(p, pid_, NEMO_XPROC_ACTIONS_MAX, 0, NULL, 0, 0), ERANGE);
+	CHECK_EQ_INT(nemo_xproc_send(p, pid_, NEMO_XPROC_NAMED_BASE + 8, 0, NULL, 0, 0), ERANGE);
 	CHECK_EQ_INT(nemo_xproc_send(p, 0, c_count, 0, NULL, 0, 0), ESRCH);
 	CHECK_EQ_INT(nemo_xproc_send(p, pid_, c_count, 0, NULL, 0, 77), EINVAL);
 
@@ -188,7 +190,7 @@ static void test_basic(void)
 		while (cr.last_chan != 9) {
 			struct timespec dl = deadline_ms(30000);
 			int rc = nemo_xproc_wait(q, &dl, NULL);
-			if (rc && rc != EOWNERDEAD)
+			if (rc && rc != ECONNRESET)
 				_exit(5);
 		}
 		if (nemo_xproc_notify(q, cr.last_src, 10, 0))
@@ -327,7 +329,7 @@ static void test_flood(void)
 			int rc = nemo_xproc_wait(q, &dl, NULL);
 			if (rc == ETIMEDOUT)
 				_exit(0);   /* the parent is done */
-			if (rc && rc != EOWNERDEAD)
+			if (rc && rc != ECONNRESET)
 				_exit(3);
 		}
 		nemo_xproc_detach(cx);
@@ -400,7 +402,7 @@ static void test_kill(void)
 	while (atomic_load(&sh->ready) < 1)
 		usleep(1000);
 	pid_t a = fork();
-	if (a == 0) {   /* floods the victim until its sends fail: must be EOWNERDEAD */
+	if (a == 0) {   /* floods the victim until its sends fail: must be ECONNRESET */
 		alarm(120);
 		nemo_xproc *cx;
 		nemo_xproc_place *q;
@@ -410,7 +412,7 @@ static void test_kill(void)
 			_exit(2);
 		for (uint64_t k = 0;; k++) {
 			int rc = nemo_xproc_send(q, v, code, k, NULL, 0, 0);
-			if (rc == EOWNERDEAD)
+			if (rc == ECONNRESET)
 				_exit(0);
 			if (rc) {
 				fprintf(stderr, "a: send: %d\n", rc);
@@ -444,12 +446,12 @@ static void test_kill(void)
 	CHECK(r.count >= goal);
 	kill(vic, SIGKILL);
 	kill(b, SIGKILL);
-	/* The survivors: a's send fails with EOWNERDEAD; our wait reports it. */
+	/* The survivors: a's send fails with ECONNRESET; our wait reports it. */
 	int deaths = 0;
 	dl = deadline_ms(30000);
 	while (deaths == 0) {
 		int rc = nemo_xproc_wait(p, &dl, NULL);
-		if (rc == EOWNERDEAD)
+		if (rc == ECONNRESET)
 			deaths++;
 		else if (rc == ETIMEDOUT)
 			break;
@@ -1191,7 +1193,7 @@ static void pub_child(const char *name)
 	while (!ps.stop) {
 		struct timespec dl = deadline_ms(60000);
 		int rc = nemo_place_wait(&dl, NULL);
-		if (rc && rc != EOWNERDEAD)
+		if (rc && rc != ECONNRESET)
 			_exit(6);
 	}
 	nemo_xproc_detach(cx);
@@ -1212,7 +1214,7 @@ static int pub_wait(uint64_t *count, uint64_t want)
 	while (*count < want) {
 		struct timespec dl = deadline_ms(30000);
 		int rc = nemo_place_wait(&dl, NULL);
-		if (rc && rc != EOWNERDEAD)
+		if (rc && rc != ECONNRESET)
 			return rc;
 	}
 	return 0;

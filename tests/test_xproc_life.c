@@ -28,7 +28,7 @@
  *   test_xproc_life room       a blocking send to a place that stops
  *                              draining sleeps (under 10% of a CPU) and
  *                              completes when it drains; it ends with
- *                              ESRCH when the receiver leaves, EOWNERDEAD
+ *                              ESRCH when the receiver leaves, ECONNRESET
  *                              when its process is killed
  *
  * Every child has an alarm: a hang fails the test, never stalls it.
@@ -186,7 +186,7 @@ static int live_main(void *arg)
 	struct timespec dl = deadline_ms(60000);
 	while (atomic_load(&w_rx.count) == 0) {
 		int rc = nemo_xproc_wait(q, &dl, NULL);
-		if (rc && rc != EOWNERDEAD)
+		if (rc && rc != ECONNRESET)
 			return 3;
 	}
 	if (nemo_xproc_send(q, parent, code, 0, NULL, 0, 0))
@@ -229,7 +229,7 @@ static void test_reuse(void)
 	CHECK(n > 0);
 	if (n == v) {
 		reused++;
-		CHECK_EQ_INT(nemo_xproc_place_check(x, id), EOWNERDEAD);
+		CHECK_EQ_INT(nemo_xproc_place_check(x, id), ECONNRESET);
 		CHECK_EQ_INT(nemo_xproc_find(x, "v1", &id), ENOENT);
 	}
 	if (n > 0)
@@ -245,7 +245,7 @@ static void test_reuse(void)
 	CHECK(n > 0);
 	if (n == v) {
 		reused++;
-		CHECK_EQ_INT(nemo_xproc_place_check(x, id), EOWNERDEAD);
+		CHECK_EQ_INT(nemo_xproc_place_check(x, id), ECONNRESET);
 		CHECK_EQ_INT(nemo_xproc_find(x, "v2", &id), ENOENT);
 	}
 	if (n > 0)
@@ -856,7 +856,7 @@ static void test_room(void)
 		;
 	pthread_t k;
 	CHECK_EQ_INT(pthread_create(&k, NULL, killer, &c), 0);
-	CHECK_EQ_INT(nemo_xproc_send(s, vid, code, 0, NULL, 0, 0), EOWNERDEAD);
+	CHECK_EQ_INT(nemo_xproc_send(s, vid, code, 0, NULL, 0, 0), ECONNRESET);
 	pthread_join(k, NULL);
 	CHECK_EQ_INT(child_exit(c), 1000 + SIGKILL);
 	alarm(0);

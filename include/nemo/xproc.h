@@ -5,23 +5,52 @@
  * published-state handshake, and survive a peer that dies (kill -9
  * included) or scribbles over the segment.
  *
- * The same calls as in-process.  nemo_xproc_place_id turns a place's id
- * into a nemo_place_id; nemo_am_send, nemo_am_sendv, nemo_am_reply,
- * nemo_notify and nemo_am_broadcast take it as their destination, and a
- * thread that joined a place of the shared domain sends from that place
- * (the calling thread's latest place of that domain).  In a thread that
- * is no place of this process, nemo_poll, nemo_place_wait,
- * nemo_notify_set_handler and nemo_am_broadcast(NULL, 0, ...) act on the
- * thread's shared-domain places (nemo_place_wait and the broadcast: on
- * its latest one).  Handlers of nemo/am.h's type are registered by name
- * with nemo_xproc_handle_am; their msg->src is the sender's nemo_place_id
- * (valid in the receiving process: reply to it, send to it) and
- * msg->action the name's code.  Across processes a payload is at most
- * NEMO_XPROC_PAYLOAD_MAX bytes (a reply's NEMO_XPROC_PAYLOAD_MAX - 8),
- * events are not mapped (send a name's code), and NEMO_PUSH and
- * NEMO_MORE change nothing (every send is published at once and kicks a
- * receiver that sleeps).  The nemo_xproc_* calls below do the same with
- * explicit places, from any thread.
+ * A place is a place, wherever it lives.  nemo_xproc_place_id turns a
+ * place's id into a nemo_place_id, and the ordinary calls take it:
+ * nemo_am_send, nemo_am_sendv, nemo_am_reply, nemo_notify and
+ * nemo_am_broadcast send to it, from the calling thread's place in that
+ * shared domain; and a thread that holds a shared place (and no place of
+ * this process's own domains) runs its handlers with nemo_poll,
+ * nemo_place_wait and nemo_place_wait_for, gets an event-loop descriptor
+ * with nemo_place_fd, its id with nemo_place_self, and the places that
+ * died under it with nemo_dead_places.  The nemo_xproc_* calls below do
+ * the same with explicit places, from any thread.  The contract, as it
+ * holds for a shared place (docs/xproc.md has the table for every
+ * transport):
+ *
+ *   replies    A send from a handler never waits: one that finds its ring
+ *              full is kept by the sending place, in order, and delivered
+ *              as room appears (its receiver kicks it), before any later
+ *              send of that place to the same receiver; nemo_xproc_leave
+ *              delivers what is kept first.  So a reply is never lost
+ *              while its requester lives.  A kept send whose receiver
+ *              left or died is dropped and counted (overflow_dropped),
+ *              and logged under NEMO_DEBUG=1.  Bound: overflow_max
+ *              entries per place (ENOBUFS past it).
+ *   waiting    nemo_place_wait, nemo_place_wait_for, nemo_poll,
+ *              nemo_place_fd and nemo_place_self work on a shared place.
+ *   death      A send to a place whose process died fails with
+ *              ECONNRESET (ESRCH: it left); a wait or poll of a place that
+ *              talks to it - has sent to it, received from it - returns
+ *              ECONNRESET once per such death, within about 100 ms (a
+ *              sleeper's slice) however far its deadline, and a death
+ *              elsewhere does not disturb it; nemo_dead_places
+ *              (nemo/domain.h) and nemo_xproc_dead list the dead.
+ *   payload    NEMO_XPROC_PAYLOAD_MAX (48) bytes, a reply's too.
+ *   actions    Integer ids 0..NEMO_XPROC_ACTIONS_MAX-1, the program's, as
+ *              in-process (nemo_xproc_handle_id, nemo_xproc_handle_am_id;
+ *              nemo_am_send(dest, id, ...)); names are a convenience: the
+ *              segment's name table gives a name a code of its own range,
+ *              NEMO_XPROC_NAMED_BASE + its slot, the same in every
+ *              process, so a name never collides with an integer id.
+ *
+ * What a transport cannot do the same: a message whose action has no
+ * handler in the receiving process is counted there (unhandled), not
+ * refused at the sender (in-process: ENOENT); events are not mapped
+ * (send an action id); NEMO_PUSH and NEMO_MORE change nothing (every
+ * send is published at once and kicks a receiver that sleeps); a
+ * nemo_place_id of a shared place is valid in the process that made it
+ * (tell other processes the nemo_xproc_id: nemo_xproc_id_of).
  *
  * The model is the in-process one: a place is owned by one thread at a
  * time, it receives through one ring per sending place, handlers run on
@@ -37,23 +66,19 @@
  * gets a new generation when its index is reused, so a late send to the
  * old id fails rather than reaching the new occupant.
  *
- * Names.  A process registers handlers by name (nemo_xproc_handle); the
- * segment's name table maps each name to a code that every process
- * shares, and a message carries the code.  A message whose code has no
- * handler in the receiving process is dropped and counted (unhandled).
- *
  * Errors: 0 or a positive errno code, as everywhere in nemo, with
  * nemo_last_error() saying why for refusals.  The ones specific to this
  * layer:
- *   EOWNERDEAD  the process that owned the destination place died (kill
- *               -9, crash): the place was reclaimed.  A wait returns it
- *               once after any attached process died, so that the caller
- *               learns to check its peers (nemo_xproc_check).  And every
- *               send, poll and wait on a place of the caller's own that
- *               another process reclaimed (it took the caller's process
- *               for dead): such a place touches nothing any more; detach
- *               and attach again.
+ *   ECONNRESET  the destination's process died (kill -9, crash): the place
+ *               was reclaimed.  A wait or poll returns it once per death
+ *               of a place its place talks to.
+ *   EOWNERDEAD  the caller's own place was reclaimed: another process
+ *               took the caller's process for dead (only a hostile peer
+ *               can make that happen).  Such a place touches nothing any
+ *               more: detach, attach and join again.
  *   ESRCH       the destination place left (or never existed).
+ *   ENOBUFS     a handler's send found its ring full and its place's
+ *               overflow at overflow_max: not queued.
  *   EPROTO      the segment is not a nemo segment of this version, or
  *               its header disagrees with its size.
  *   EBADMSG     a record read from the segment failed validation (a
@@ -64,6 +89,22 @@
  *   ENOSPC      join / name: every place or name slot is taken.
  *   EMFILE      create / attach: this process has 64 shared domains
  *               attached.
+ *   ERANGE      an action code that is neither an integer id nor a
+ *               name's code; a channel above NEMO_NOTIFY_CHAN_MAX.
+ *
+ * Changes (segment version 3).  A peer's death was EOWNERDEAD, and every
+ * wait of every process returned it once after any death; it is
+ * ECONNRESET now, for the places that talk to the dead one only, and
+ * EOWNERDEAD means only "your own place was reclaimed".  A handler's send
+ * to a full ring was EAGAIN (a reply could be lost); it is kept now.  The
+ * payload grew from 36 bytes (28 for a reply) to 48 for both, and a slot
+ * from one cache line to two.  A name's code was its slot; it is
+ * NEMO_XPROC_NAMED_BASE + its slot now (programs that took codes from
+ * nemo_xproc_name are unchanged), and integer ids below
+ * NEMO_XPROC_ACTIONS_MAX are accepted.  An action code out of both
+ * ranges was EINVAL; it is ERANGE, as in-process.  Programs compile
+ * unchanged; a process of this version refuses a segment of version 2
+ * (EPROTO).
  */
 #ifndef NEMO_XPROC_H
 #define NEMO_XPROC_H
@@ -89,8 +130,14 @@ typedef struct nemo_xproc_place nemo_xproc_place;
 /** A place's id: index in bits 0-7, generation in bits 8-31; never 0. */
 typedef uint32_t nemo_xproc_id;
 
-/** Largest payload of an active message, bytes (a slot is one cache line). */
-#define NEMO_XPROC_PAYLOAD_MAX 36u
+/** Largest payload of an active message and of a reply, bytes (a slot is
+ *  two cache lines: the payload and a reply's 8-byte tag fit). */
+#define NEMO_XPROC_PAYLOAD_MAX 48u
+/** Integer action ids are 0..NEMO_XPROC_ACTIONS_MAX-1 (as nemo/am.h's). */
+#define NEMO_XPROC_ACTIONS_MAX 4096u
+/** A name's code is NEMO_XPROC_NAMED_BASE + its slot in the name table
+ *  (nemo_xproc_name): a range of its own, above every integer id. */
+#define NEMO_XPROC_NAMED_BASE 0x10000u
 /** Longest name (places, actions), bytes, without the terminating NUL. */
 #define NEMO_XPROC_NAME_MAX 23u
 /** Most processes, places and names a segment can be created with. */
@@ -105,6 +152,8 @@ typedef struct nemo_xproc_attr {
 	unsigned max_places;   /**< place slots (0: 16; at most NEMO_XPROC_PLACES_MAX) */
 	unsigned ring_slots;   /**< slots per ring, a power of two 2..4096 (0: 64) */
 	unsigned max_names;    /**< name slots (0: 64; at most NEMO_XPROC_NAMES_MAX) */
+	unsigned overflow_max; /**< sends a place of this process's handle may keep
+	                            (the contract's "replies"), 1..2^24 (0: 65536) */
 } nemo_xproc_attr;
 
 /** Whom an attacher trusts as the segment's creator. */
@@ -112,13 +161,14 @@ typedef struct nemo_xproc_attach_attr {
 	uid_t uid;             /**< the owner the segment must have (use_ids) */
 	gid_t gid;             /**< the group it must have when it grants group access */
 	int use_ids;           /**< 0: the caller's effective uid and gid */
+	unsigned overflow_max; /**< as nemo_xproc_attr's, for this handle (0: 65536) */
 } nemo_xproc_attach_attr;
 
 /** An active message as its handler sees it (a private copy, validated). */
 typedef struct nemo_xproc_msg {
 	nemo_xproc_id src;     /**< the sending place */
 	nemo_xproc_id dst;     /**< the receiving place (the caller's) */
-	uint32_t code;         /**< the action's code (nemo_xproc_name) */
+	uint32_t code;         /**< the action: an integer id, or a name's code */
 	uint64_t arg;
 	uint32_t len;          /**< payload bytes, <= NEMO_XPROC_PAYLOAD_MAX */
 	unsigned char payload[NEMO_XPROC_PAYLOAD_MAX];
@@ -145,6 +195,11 @@ typedef struct nemo_xproc_counters {
 	 *  dropped by taking its index (a join takes an index whose messages
 	 *  have all been read while there is one) */
 	uint64_t dropped;
+	uint64_t overflowed;       /**< handler sends kept because their ring was full */
+	uint64_t overflow_dropped; /**< kept sends whose receiver left or died first */
+	uint64_t send_failures;    /**< sends that failed because their receiver left or died
+	                                (ESRCH, ECONNRESET): the caller was told */
+	uint64_t deaths;           /**< deaths of places that this process's places talked to */
 } nemo_xproc_counters;
 
 /**
@@ -197,9 +252,15 @@ int nemo_xproc_unlink(const char *name);
  */
 int nemo_xproc_join(nemo_xproc *x, const char *name, nemo_xproc_place **out, nemo_xproc_id *id);
 
-/** Leave a place and free it (messages still queued to it are dropped).
- *  Not from one of its own handlers. @return 0, EINVAL, EBUSY (in a
- *  handler), ENOTCONN (a place inherited across fork: the parent's). */
+/** Leave a place and free it.  What its handlers kept (sends that found
+ *  their ring full) is delivered first, waiting for room as a blocking
+ *  send does and serving the place's queues meanwhile - so what the
+ *  handlers run then keep is delivered too; kept sends to places that left
+ *  or died are dropped (overflow_dropped).  Messages still queued to it
+ *  then are dropped unhandled (in-process, nemo_place_leave handles them:
+ *  docs/xproc.md), and a send blocked on its full ring fails with ESRCH.  Not from one of its own handlers.  @return 0, EINVAL, EBUSY
+ *  (in a handler), ENOTCONN (a place inherited across fork: the
+ *  parent's). */
 int nemo_xproc_leave(nemo_xproc_place *p);
 
 /** The place's id. */
@@ -212,7 +273,8 @@ nemo_xproc_id nemo_xproc_self(const nemo_xproc_place *p);
 int nemo_xproc_find(nemo_xproc *x, const char *name, nemo_xproc_id *id);
 
 /**
- * The code of `name` in the segment's name table, entered if new.  A
+ * The code of `name` in the segment's name table, entered if new:
+ * NEMO_XPROC_NAMED_BASE + the name's slot.  A
  * name has one code in every process: a call that meets the name's slot
  * being entered by another process waits for it as long as that process
  * lives, and takes the slot over if it died.
@@ -241,6 +303,23 @@ int nemo_xproc_handle(nemo_xproc *x, const char *name, nemo_xproc_handler fn, vo
 int nemo_xproc_handle_am(nemo_xproc *x, const char *name, nemo_am_handler fn, void *ctx);
 
 /**
+ * Handle action `id` in this process (all its places) with fn (NULL: stop
+ * handling it), replacing its earlier handler of either kind.  id is an
+ * integer id, 0..NEMO_XPROC_ACTIONS_MAX-1, which every process of the
+ * program agrees on as it does in-process; or a name's code (from
+ * nemo_xproc_name), which is nemo_xproc_handle by code.
+ * @return 0; ERANGE for an id that is neither (a code of a name slot not
+ *         entered, or above NEMO_XPROC_ACTIONS_MAX and below
+ *         NEMO_XPROC_NAMED_BASE); EINVAL for a NULL x.
+ */
+int nemo_xproc_handle_id(nemo_xproc *x, uint32_t id, nemo_xproc_handler fn, void *ctx);
+
+/** nemo_xproc_handle_id with a handler of nemo/am.h's type (as
+ *  nemo_xproc_handle_am): msg->action is the id.  @return as
+ *  nemo_xproc_handle_id. */
+int nemo_xproc_handle_am_id(nemo_xproc *x, uint32_t id, nemo_am_handler fn, void *ctx);
+
+/**
  * The nemo_place_id of place id of x's shared domain, for nemo_am_send,
  * nemo_notify, nemo_am_broadcast...  It names x's handle, so it is valid
  * in this process while x is attached (send the nemo_xproc_id to other
@@ -262,15 +341,22 @@ int nemo_xproc_set_policy(nemo_xproc_place *p, const nemo_wait_policy *pol);
  * Send an active message from place p to place dst.  Blocking (flags 0):
  * a full ring waits for room - polling by p's policy, then asleep on p's
  * shared futex until dst's owner takes a message - while serving p's
- * own incoming messages, and fails with EOWNERDEAD once dst's process is
- * found dead (within 10 ms), ESRCH if dst leaves.  From inside a handler
- * a full ring returns EAGAIN.  For a deadline, send to
- * nemo_xproc_place_id(x, dst) with nemo_am_send_timed (nemo/am.h).
- * @return 0 once in dst's ring; EOWNERDEAD (dst's process died, or p was
- *         reclaimed: another process took ours for dead); ESRCH (also for an id that
- *         no place ever had); EAGAIN (NONBLOCK or in a handler); EMSGSIZE
- *         (len > NEMO_XPROC_PAYLOAD_MAX); EINVAL; ENOTCONN (p was
- *         inherited across fork: its sends would be the parent's).
+ * own incoming messages, and fails with ECONNRESET once dst's process is
+ * found dead (within 10 ms), ESRCH if dst leaves.  It first waits, so
+ * serving, while dst holds sends kept for p (they go first: the requester
+ * of a busy server makes room for its replies).  From inside a handler a
+ * full ring does not wait: the message is kept by p and delivered in
+ * order as room appears (see the contract above).  For a deadline, send
+ * to nemo_xproc_place_id(x, dst) with nemo_am_send_timed (nemo/am.h).
+ * @param code an integer id (< NEMO_XPROC_ACTIONS_MAX) or a name's code
+ * @return 0 once in dst's ring (or kept, from a handler); ECONNRESET (dst's
+ *         process died); EOWNERDEAD (p was reclaimed: another process
+ *         took ours for dead); ESRCH (also for an id that no place ever
+ *         had); EAGAIN (NONBLOCK: a full ring, or sends kept for dst not
+ *         yet delivered); ENOBUFS (a handler's send, p's overflow at
+ *         overflow_max); EMSGSIZE (len > NEMO_XPROC_PAYLOAD_MAX); ERANGE
+ *         (a code of neither range); EINVAL; ENOTCONN (p was inherited
+ *         across fork: its sends would be the parent's).
  */
 int nemo_xproc_send(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t code, uint64_t arg,
 		    const void *payload, size_t len, unsigned flags);
@@ -289,34 +375,77 @@ int nemo_xproc_notify(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t chan, uns
  * receivers start as close together as the kernel allows.
  * @param sent how many places it was queued to (may be NULL)
  * @return 0 if it reached them all; else the first error met (ESRCH,
- *         EOWNERDEAD, EAGAIN...), having still sent to every other
+ *         ECONNRESET, EAGAIN...), having still sent to every other
  *         destination; EINVAL for a NULL set with n > 0, n over
- *         NEMO_XPROC_PLACES_MAX, a bad code or flags; EMSGSIZE.
+ *         NEMO_XPROC_PLACES_MAX or bad flags; ERANGE for a bad code;
+ *         EMSGSIZE.
  */
 int nemo_xproc_broadcast(nemo_xproc_place *p, const nemo_xproc_id *set, size_t n, uint32_t code, uint64_t arg,
 			 const void *payload, size_t len, unsigned flags, size_t *sent);
 
 /**
- * Run the handlers of every message queued to p, without waiting.
+ * Run the handlers of every message queued to p, and deliver what p
+ * keeps where there is room now, without waiting.
  * @param handled if not NULL, how many messages were handled
- * @return 0; EOWNERDEAD once after a peer process died; EBADMSG if the
- *         only slots found failed validation (consumed, counted); EINVAL;
- *         ENOTCONN (p was inherited across fork).
+ * @return 0; ECONNRESET once per death of a place p talks to (found since
+ *         the last report; handled may be > 0); EOWNERDEAD (p was
+ *         reclaimed); EBADMSG if the only slots found failed validation
+ *         (consumed, counted); EINVAL; ENOTCONN (p was inherited across
+ *         fork).
  */
 int nemo_xproc_poll(nemo_xproc_place *p, unsigned *handled);
 
 /**
  * Wait until a message arrives at p (polling, then sleeping on the
  * place's shared futex, by p's policy), run the handlers of what is
- * queued, return.  A sleeper wakes at least every 100 ms to look for
- * dead peers.
+ * queued, return; what p keeps is delivered meanwhile.  A sleeper wakes
+ * at least every 100 ms to look for dead peers: a place that p talks to
+ * - p has sent to it or received from it since it joined - and whose
+ * process died ends the wait with ECONNRESET (once per death); the
+ * death of a process p does not talk to does not end it.
  * @param abstime CLOCK_MONOTONIC deadline, or NULL
- * @return 0 after handling at least one message; ETIMEDOUT; EOWNERDEAD
- *         once after a peer process died (handled may be > 0); EBADMSG if
+ * @return 0 after handling at least one message; ETIMEDOUT; ECONNRESET
+ *         (handled may be > 0); EOWNERDEAD (p was reclaimed); EBADMSG if
  *         the only slots found failed validation; EINVAL; ENOTCONN (p was
  *         inherited across fork).
  */
 int nemo_xproc_wait(nemo_xproc_place *p, const struct timespec *abstime, unsigned *handled);
+
+/**
+ * nemo_xproc_wait until *word != old (nemo_place_wait_for, nemo/domain.h):
+ * the word is read with an acquire load at the start, after every drain
+ * and before sleeping, and is changed by p's handlers.
+ * @return 0 once *word != old; ETIMEDOUT; ECONNRESET, EOWNERDEAD, EBADMSG
+ *         as nemo_xproc_wait (the word is looked at first); EINVAL (also
+ *         a NULL word); ENOTCONN.
+ */
+int nemo_xproc_wait_for(nemo_xproc_place *p, const uint64_t *word, uint64_t old, const struct timespec *abstime,
+			unsigned *handled);
+
+/**
+ * An eventfd that becomes readable when p has work (nemo_place_fd,
+ * nemo/domain.h): from this call or p's nemo_xproc_poll until p's next
+ * poll or wait, p counts as waiting on it.  Senders in other processes
+ * cannot write this process's eventfd: a thread of p's, started at the
+ * first call and ended by nemo_xproc_leave, sleeps on p's shared futex
+ * word while p is armed and writes the eventfd when a sender (or a death,
+ * or a receiver that made room for a kept send) kicks it; it also looks
+ * for dead peers every 100 ms.  The descriptor is p's until it leaves.
+ * @return 0 with *fd set; EINVAL; ENOTCONN (inherited across fork); the
+ *         errors of eventfd(2) and pthread_create.
+ */
+int nemo_xproc_fd(nemo_xproc_place *p, int *fd);
+
+/**
+ * The places that died under p: those p talked to (sent to, received
+ * from) whose process died, latest first, as nemo_dead_places (which
+ * covers the calling thread's places of every transport).
+ * @param ids  receives up to cap of their ids
+ * @param n    receives how many were stored
+ * @param total receives (if not NULL) how many deaths p has seen in all
+ * @return 0; EINVAL.
+ */
+int nemo_xproc_dead(nemo_xproc_place *p, nemo_xproc_id *ids, size_t cap, size_t *n, uint64_t *total);
 
 /**
  * Look for dead processes now (one pidfd poll per attached peer) and
@@ -327,7 +456,7 @@ int nemo_xproc_check(nemo_xproc *x);
 
 /**
  * Whether place id is live: 0; ESRCH (left or never existed);
- * EOWNERDEAD (its process died; checks the owner's pidfd).
+ * ECONNRESET (its process died; checks the owner's pidfd).
  */
 int nemo_xproc_place_check(nemo_xproc *x, nemo_xproc_id id);
 

@@ -4,7 +4,9 @@
  *
  * THE TABLE.  names[M]: state (64 bits) and the name (6 words).  Open
  * addressing with linear probing from the name's hash; a slot is never
- * freed.  Its state goes
+ * freed.  The name's code is NEMO_XPROC_NAMED_BASE + its slot: above
+ * every integer action id, so a name never collides with one.  Its state
+ * goes
  *
  *   0 (free) --CAS--> I (claimed by the process of identity I: pid and
  *   start time, segment.h) --store--> NAME_READY (the name is written)
@@ -149,7 +151,7 @@ int nemo_xproc_name(nemo_xproc *x, const char *name, uint32_t *code)
 		uint32_t i = (h + k) % x->nnames;
 		int rc = settle(name_at(x, i), i, w);
 		if (rc == 0)
-			*code = i;
+			*code = NEMO_XPROC_NAMED_BASE + i;   /* a range of its own (segment.h, xp_action) */
 		if (rc != ENOENT)
 			return rc;
 	}

@@ -25,8 +25,9 @@
  *     readable);
  *   - a live process is never taken for dead: its reference was opened
  *     for its own identity, and its pidfd is not readable while it runs.
- * A check is one poll(2) on the kept pidfd.  Our own slot is never
- * checked.  (A pid reused within the clock tick of the dead process's
+ * A check is one poll(2) on the kept pidfd, under the handle's
+ * peers_lock: any thread of the process may check (places of several
+ * threads; fd.c's bridge threads).  Our own slot is never checked.  (A pid reused within the clock tick of the dead process's
  * start would carry the same identity; the kernel hands pids out in
  * order, so that takes pid_max forks within one tick.)
  *
@@ -35,12 +36,15 @@
  * idempotent; a checker that finds RECLAIM set helps if it too finds
  * the process dead):
  *
- *   D1  every place owned by k, CLAIM or LIVE: CAS word -> DEAD (same gen)
+ *   D1  every place owned by k, CLAIM or LIVE: CAS word -> DEAD (same
+ *       gen); the CAS's winner then stores dead_gen = gen (relaxed: D2's
+ *       RMW publishes it; ring.c, PEER DEATH, says who reads it)
  *   D2  deaths += 1 (seq_cst RMW)
- *   D3  every place that sleeps: CAS SLEEPING -> RUNNING and wake (S2-S3)
+ *   D3  every place that sleeps (SLEEPING, or FD_ARMED: fd.c): CAS it to
+ *       RUNNING and wake (S2-S3)
  *   D4  procs[k].word: CAS identity | RECLAIM -> 0: the slot is free
  *
- * D2 before D3 is the store-then-look of xproc.c's S1-S2: a waiter's W3
+ * D2 before D3 is the store-then-look of sleep.c's S1-S2: a waiter's W3
  * reads `deaths` (and its own place word, and a room waiter its
  * destination's), so it either sees the bump (or the DEAD of D1, which
  * precedes D2) or is kicked by D3.  D3 kicks every sleeping place, not
@@ -59,6 +63,8 @@
 #include <errno.h>
 #include <time.h>
 #include <unistd.h>
+
+_Atomic uint32_t nemo__xp_fork_gen;
 
 uint64_t nemo__xp_now_ns(void)
 {
@@ -98,18 +104,21 @@ static bool proc_dead(nemo_xproc *x, uint32_t k, uint64_t w)
 	pid_t pid = ident_pid(w);
 	uint64_t start = ident_start(w);
 	nemo__proc_ref *r = &x->peers[k];
+	pthread_mutex_lock(&x->peers_lock);      /* places of several threads, and fd.c's bridges */
 	if (!nemo__proc_is(r, pid, start)) {
 		nemo__proc_close(r);
 		nemo__proc_open(r, pid, start);   /* pid 0 (a scribbled word): EINVAL, and dead */
 	}
-	return nemo__proc_dead(r);
+	bool dead = nemo__proc_dead(r);
+	pthread_mutex_unlock(&x->peers_lock);
+	return dead;
 }
 
 void nemo__xp_kick_place(nemo_xproc *x, uint32_t i)
 {
 	_Atomic uint32_t *ws = &place_at(x, i)->wstate;
 	uint32_t s = atomic_load_explicit(ws, memory_order_seq_cst);                       /* S2 */
-	if (s == NEMO_WAITER_SLEEPING &&
+	if ((s == NEMO_WAITER_SLEEPING || s == XP_FD_ARMED) &&
 	    atomic_compare_exchange_strong_explicit(ws, &s, NEMO_WAITER_RUNNING, memory_order_seq_cst,
 						    memory_order_relaxed)) {                   /* S3 */
 		nemo_futex_wake((uint32_t *)ws, 1, NEMO_FUTEX_SHARED, NULL);
@@ -132,9 +141,10 @@ static void reclaim(nemo_xproc *x, uint32_t k, uint64_t word)
 		 * new owner's join changed it: the CAS below fails.) */
 		if (atomic_load_explicit(kw, memory_order_seq_cst) != word)
 			return;
-		if (pw_owner(w) == k && (pw_state(w) == P_LIVE || pw_state(w) == P_CLAIM))
-			atomic_compare_exchange_strong_explicit(pw, &w, pw_make(pw_gen(w), 0, P_DEAD),
-								memory_order_seq_cst, memory_order_relaxed);
+		if (pw_owner(w) == k && (pw_state(w) == P_LIVE || pw_state(w) == P_CLAIM) &&
+		    atomic_compare_exchange_strong_explicit(pw, &w, pw_make(pw_gen(w), 0, P_DEAD),
+							    memory_order_seq_cst, memory_order_relaxed))
+			atomic_store_explicit(&place_at(x, i)->dead_gen, pw_gen(w), memory_order_relaxed);  /* D1' */
 	}
 	atomic_fetch_add_explicit(&hdr(x)->deaths, 1, memory_order_seq_cst);              /* D2 */
 	for (uint32_t i = 0; i < x->nplaces; i++)                                          /* D3 */
@@ -167,6 +177,8 @@ int nemo_xproc_check(nemo_xproc *x)
 {
 	if (!x)
 		return NEMO__FAIL(EINVAL, "handle is NULL");
+	if (nemo__xp_inherited(x))   /* its peers_lock may have been held across fork */
+		return NEMO__XP_INHERITED();
 	for (uint32_t k = 0; k < x->nprocs; k++)
 		nemo__xp_check_proc(x, k);
 	return 0;

@@ -9,11 +9,21 @@
  *   procs.c    the process table: claim, liveness (platform/proc.h),
  *              reclaim of a dead process (D1-D4), kicks
  *   names.c    the name table: one code per name, whatever the timing
- *   xproc.c    places, rings, the sleep, sends and the wait for room,
- *              the public calls
+ *   ring.c     the rings: a slot, the put, the drain and its validation;
+ *              whom a place talks to, and the deaths among them
+ *   kept.c     kept sends: a handler's send that finds its ring full,
+ *              delivered later in order; the room requests
+ *   fd.c       the event-loop descriptor and its bridge thread
+ *   sleep.c    the sleep (W1-W5) and every wait: for messages, for a
+ *              word, for room, for kept sends; poll and wait
+ *   send.c     whether a send waits, is kept or fails; the sends
+ *   public.c   the process's registry of handles, public ids, the
+ *              calling thread's places, the ordinary calls (remote.h)
+ *   xproc.c    the segment, create / attach / detach, join / leave,
+ *              handlers, counters
  *
- * The files form a DAG: xproc.c uses the three others, names.c uses
- * procs.c and publish.c (the test hook), procs.c and publish.c use none.
+ * The files form a DAG, each using only those listed above it (names.c
+ * uses procs.c and publish.c; procs.c and publish.c use none).
  */
 #ifndef NEMO_XPROC_SEGMENT_H
 #define NEMO_XPROC_SEGMENT_H
@@ -24,21 +34,31 @@
 #include "../platform/proc.h"
 #include "../waiter/waiter_internal.h"   /* NEMO__CACHELINE */
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/types.h>
+#include <time.h>
 
 #define XP_MAGIC 0x6e656d6f78707231ull   /* "nemoxpr1" */
-#define XP_VERSION 2u                     /* 2: 64-bit process and name words, the room mask */
+#define XP_VERSION 3u                     /* 3: two-line slots (48-byte payloads, replies too), a
+                                             place's dead_gen, integer action ids */
 #define LINE NEMO__CACHELINE
 #define NAME_WORDS 6u
 
 enum { P_FREE = 0, P_CLAIM = 1, P_LIVE = 2, P_DEAD = 3 };
 enum { K_AM = 1, K_NOTIFY = 2, K_REPLY = 3 };   /* a reply's payload starts with its 8-byte tag */
 #define TAG_LEN 8u
+#define SLOT_PAYLOAD (NEMO_XPROC_PAYLOAD_MAX + TAG_LEN)   /* a reply's tag and payload */
+
+/* A place's futex word (line A, wstate): the waiter layer's RUNNING,
+ * POLLING, SLEEPING, and FD_ARMED - the place waits on its event-loop
+ * descriptor, its bridge thread sleeping on the word (fd.c).  A kick
+ * treats FD_ARMED as SLEEPING. */
+#define XP_FD_ARMED 3u
 
 /*
  * A process's identity in the segment (procs.c, THE WORD): pid in bits
@@ -75,9 +95,12 @@ struct seg_place {
 	 * FOR ROOM). */
 	_Alignas(LINE) _Atomic uint32_t wstate;
 	_Atomic uint64_t room;
-	/* Line B: gen:16 | owner:8 | state:8, and the name. */
+	/* Line B: gen:16 | owner:8 | state:8, the name, and the generation
+	 * of the place's last death (stored by the reclaim's D1: ring.c,
+	 * PEER DEATH). */
 	_Alignas(LINE) _Atomic uint32_t word;
 	_Atomic uint32_t name[NAME_WORDS];
+	_Atomic uint32_t dead_gen;
 };
 
 struct seg_name {
@@ -91,11 +114,14 @@ struct seg_slot {
 	_Atomic uint32_t src, dst, code;
 	_Atomic uint64_t arg;
 	_Atomic uint32_t kindlen;
-	_Atomic uint32_t payload[NEMO_XPROC_PAYLOAD_MAX / 4];
+	_Atomic uint32_t payload[SLOT_PAYLOAD / 4];
 };
 
-_Static_assert(sizeof(struct seg_slot) == LINE, "a slot is one cache line");
+_Static_assert(sizeof(struct seg_slot) == 2 * LINE, "a slot is two cache lines");
+_Static_assert(SLOT_PAYLOAD % 4 == 0, "the payload is stored in words");
 _Static_assert(sizeof(struct seg_place) == 2 * LINE, "a place is two lines");
+_Static_assert(XP_FD_ARMED != NEMO_WAITER_RUNNING && XP_FD_ARMED != NEMO_WAITER_POLLING &&
+	       XP_FD_ARMED != NEMO_WAITER_SLEEPING, "FD_ARMED is a state of its own");
 _Static_assert(sizeof(struct seg_proc) == LINE, "a process record is one line");
 _Static_assert(NEMO_XPROC_PLACES_MAX <= 64, "the room mask has a bit per place");
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && sizeof(long long) == sizeof(uint64_t),
@@ -148,31 +174,64 @@ static inline bool name_eq(_Atomic uint32_t *src, const uint32_t w[NAME_WORDS])
 	return true;
 }
 
-/* A name's handler in this process (xproc.c). */
+/* An action's handler in this process (xproc.c). */
 struct handler {
 	nemo_xproc_handler fn;
-	nemo_am_handler afn;              /* nemo_xproc_handle_am: nemo/am.h's type */
+	nemo_am_handler afn;              /* of nemo/am.h's type */
 	void *ctx;
 	struct handler *retired_next;
 };
+
+/* A kept send (kept.c): a handler's send that found its ring full. */
+struct xp_kept {
+	nemo_xproc_id dst;
+	uint8_t kind, done;
+	uint16_t len;
+	uint32_t code;
+	uint64_t arg;
+	unsigned char payload[SLOT_PAYLOAD];
+};
+
+#define XP_DEAD_KEEP 32u                  /* the latest deaths a place lists (ring.c) */
 
 struct nemo_xproc_place {
 	nemo_xproc *x;
 	uint32_t idx, gen, id;
 	bool joined;
 	unsigned depth;                   /* handlers running (sends inside never wait) */
-	uint32_t deaths_seen;
+	unsigned busy;                    /* polls and waits running (fd.c: the outermost arms) */
+	uint32_t deaths_seen;             /* the segment's deaths word when we last looked */
 	nemo_wait_policy policy;
 	nemo_xproc_notify_handler nfn;
 	void *nctx;
 	nemo_notify_handler pnfn;         /* nemo_notify_set_handler's (nemo/notify.h's type) */
 	void *pnctx;
 	uint32_t serial;                  /* unique in the process: the thread's entry names it */
-	bool in_wait;                     /* handlers run from nemo_xproc_wait (NEMO_AM_CTX_WAIT) */
+	bool in_wait;                     /* handlers run from a wait (NEMO_AM_CTX_WAIT) */
 	unsigned handled, rejected;       /* of the current drain round */
+	const uint64_t *wf_word;          /* nemo_xproc_wait_for's word, and its old value */
+	uint64_t wf_old;
 	/* Per other place index: the generation we knew and our position. */
 	uint32_t *dgen, *prod;            /* as a sender, to each index */
 	uint32_t *sgen, *cons;            /* as a receiver, from each index */
+	uint32_t *talk;                   /* the generation we talk to there (0: none; ring.c) */
+	uint32_t *deadg;                  /* the generation whose death we recorded there */
+	uint32_t *kept_n;                 /* kept sends to each index (kept.c) */
+	/* Kept sends (kept.c): [kept_head, kept_tail) of kept_cap, kept_all not done. */
+	struct xp_kept *kept;
+	uint32_t kept_head, kept_tail, kept_cap, kept_all;
+	uint64_t kept_mask;               /* indices with kept sends */
+	uint64_t room_mine;               /* indices whose room mask holds our bit */
+	int room_for;                     /* the index a send of ours waits for room to (-1: none) */
+	/* Deaths of places we talk to (ring.c, PEER DEATH). */
+	uint64_t dead_found, dead_told;
+	struct { nemo_place_id id; uint64_t seq; } dead[XP_DEAD_KEEP];
+	/* The event-loop descriptor (fd.c). */
+	int efd;
+	bool bridge_on;
+	pthread_t bridge;
+	_Atomic uint32_t fd_armed, fd_exit, fd_writes;
+	uint32_t fd_read;
 };
 
 struct nemo_xproc {
@@ -184,14 +243,46 @@ struct nemo_xproc {
 	uint32_t me;                      /* our process slot */
 	uint32_t pid;
 	uint64_t ident;                   /* our process word (xp_ident) */
-	_Atomic(struct handler *) *handlers;  /* [nnames]: NULL, or the name's record */
+	uint32_t ovf_max;                 /* kept sends per place */
+	_Atomic(struct handler *) *handlers;  /* [NEMO_XPROC_ACTIONS_MAX + nnames] (xp_action) */
 	_Atomic(struct handler *) retired;    /* records replaced since attach (freed at detach) */
 	nemo_xproc_place **places;        /* [nplaces]: ours, or NULL */
 	nemo__proc_ref *peers;            /* [nprocs]: a reference per peer slot (procs.c) */
+	pthread_mutex_t peers_lock;       /* the references: any thread may check a peer */
 	_Atomic uint64_t sent, received, kicks, unhandled, rejected, reclaimed, dropped;
+	_Atomic uint64_t overflowed, overflow_dropped, send_failures, deaths;
 	uint32_t hidx, hgen;              /* our entry in the process's registry (public ids) */
 	uint32_t forkgen;                 /* fork_gen at attach: a child of fork holds a copy (inherited) */
 };
+
+/* Where action `code`'s handler is kept (UINT32_MAX: no action has this
+ * code): integer ids first, then the name table's codes. */
+static inline uint32_t xp_action(const nemo_xproc *x, uint32_t code)
+{
+	if (code < NEMO_XPROC_ACTIONS_MAX)
+		return code;
+	if (code >= NEMO_XPROC_NAMED_BASE && code - NEMO_XPROC_NAMED_BASE < x->nnames)
+		return NEMO_XPROC_ACTIONS_MAX + (code - NEMO_XPROC_NAMED_BASE);
+	return UINT32_MAX;
+}
+
+/* Place ids (nemo_xproc_id): index in bits 0-7, generation in 8-23. */
+static inline uint32_t id_make(uint32_t idx, uint32_t gen) { return (gen & 0xFFFFu) << 8 | (idx & 0xFFu); }
+static inline uint32_t id_idx(uint32_t id) { return id & 0xFFu; }
+static inline uint32_t id_gen(uint32_t id) { return (id >> 8) & 0xFFFFu; }
+/* An id as id_make writes it: bits 24-31 clear and a generation (ids with
+ * other bits would pass the index and generation checks and then be
+ * rejected by the receiver, whose slot check compares the whole id). */
+static inline bool id_ok(uint32_t id) { return (id >> 24) == 0 && id_gen(id) != 0; }
+
+/* A public id (public.c): XID_TAG (bits 61-63: remote, transport 1;
+ * remote.h; bits 56-60 zero), the handle's registry generation (40-55)
+ * and index (32-39), the place's id in the segment (0-31). */
+#define XID_TAG (5ull << 61)
+static inline nemo_place_id xp_public_id(const nemo_xproc *x, nemo_xproc_id id)
+{
+	return XID_TAG | (uint64_t)(x->hgen & 0xFFFFu) << 40 | (uint64_t)x->hidx << 32 | id;
+}
 
 /* Addresses, from the private geometry only. */
 static inline struct seg_hdr *hdr(nemo_xproc *x) { return (struct seg_hdr *)x->base; }
@@ -230,11 +321,88 @@ static inline uint64_t xp_deadline_ns(const struct timespec *t)
 
 uint64_t nemo__xp_now_ns(void);
 
+static inline void xp_ns_to_ts(uint64_t ns, struct timespec *ts)
+{
+	ts->tv_sec = (time_t)(ns / 1000000000u);
+	ts->tv_nsec = (long)(ns % 1000000000u);
+}
+
+/* OUR OWN PLACE (xproc.c): is p's word still the one its join published? */
+static inline bool own_ok(nemo_xproc_place *p, memory_order mo)
+{
+	return atomic_load_explicit(&place_at(p->x, p->idx)->word, mo) == pw_make(p->gen, p->x->me, P_LIVE);
+}
+
 /* procs.c */
+extern _Atomic uint32_t nemo__xp_fork_gen;   /* children of fork this process is (public.c) */
+/* A handle this process got by fork, not by attach: its process slot and
+ * places are the parent's, so nothing may act on them through it. */
+static inline bool nemo__xp_inherited(const nemo_xproc *x)
+{
+	return x->forkgen != atomic_load_explicit(&nemo__xp_fork_gen, memory_order_relaxed);
+}
 int nemo__xp_claim_proc(nemo_xproc *x);
 void nemo__xp_release_proc(nemo_xproc *x);
 bool nemo__xp_check_proc(nemo_xproc *x, uint32_t k);
 void nemo__xp_kick_place(nemo_xproc *x, uint32_t i);
+
+/* ring.c */
+extern _Thread_local nemo_xproc_place *nemo__xp_handling;   /* the place whose handler runs here */
+int nemo__xp_own_lost(nemo_xproc_place *p, const char *fn);
+bool nemo__xp_pending(nemo_xproc_place *p, memory_order mo);
+void nemo__xp_drain(nemo_xproc_place *p);
+int nemo__xp_put(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint32_t code, uint64_t arg,
+		 const void *payload, size_t len, bool kick);
+int nemo__xp_dest_state(nemo_xproc *x, nemo_xproc_id dst, uint32_t *owner);
+bool nemo__xp_slot_free(nemo_xproc_place *p, uint32_t d, memory_order mo);
+bool nemo__xp_death_news(nemo_xproc_place *p, memory_order mo);
+void nemo__xp_death_scan(nemo_xproc_place *p);
+bool nemo__xp_record_death(nemo_xproc_place *p, uint32_t i, uint32_t gen, bool told);
+int nemo__xp_take_report(nemo_xproc_place *p);
+size_t nemo__xp_dead_list(const nemo_xproc_place *p, nemo_place_id *ids, uint64_t *seqs, size_t cap);
+void nemo__xp_ring_reset(nemo_xproc *x, uint32_t s, uint32_t r);
+uint32_t nemo__xp_sent_unread(nemo_xproc *x, uint32_t i);
+
+/* kept.c */
+int nemo__xp_keep(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint32_t code, uint64_t arg,
+		  const void *payload, size_t len);
+uint32_t nemo__xp_flush(nemo_xproc_place *p);
+void nemo__xp_kept_drop_all(nemo_xproc_place *p);
+void nemo__xp_room_ask(nemo_xproc_place *p);
+void nemo__xp_room_update(nemo_xproc_place *p, uint32_t d);
+bool nemo__xp_kept_ready(nemo_xproc_place *p, memory_order mo);
+bool nemo__xp_wakeable(nemo_xproc_place *p, memory_order mo);
+
+/* fd.c */
+int nemo__xp_fd(nemo_xproc_place *p, int *fd);
+void nemo__xp_enter(nemo_xproc_place *p);
+void nemo__xp_exit(nemo_xproc_place *p);
+void nemo__xp_fd_close(nemo_xproc_place *p);
+
+/* sleep.c */
+int nemo__xp_wait(nemo_xproc_place *p, const struct timespec *abstime, unsigned *handled,
+		  const uint64_t *word, uint64_t old, const char *fn);
+enum { XW_ROOM, XW_HELD, XW_KEPT };
+int nemo__xp_send_wait(nemo_xproc_place *p, int kind, nemo_xproc_id dst, uint64_t end);
+int nemo__xp_kept_wait_all(nemo_xproc_place *p);
+
+/* send.c */
+int nemo__xp_send(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint32_t code, uint64_t arg,
+		  const void *payload, size_t len, unsigned flags, bool kick, uint64_t end);
+int nemo__xp_check_code(const nemo_xproc *x, uint32_t code, const void *payload, size_t len, const char *fn);
+int nemo__xp_check_chan(uint32_t chan, const char *fn);
+int nemo__xp_broadcast(nemo_xproc_place *p, const nemo_xproc_id *dsts, size_t n, uint32_t code,
+		       uint64_t arg, const void *payload, size_t len, unsigned flags, size_t *sent);
+
+/* public.c */
+int nemo__xp_publish_handle(nemo_xproc *x, nemo_xproc **out);
+void nemo__xp_registry_drop(nemo_xproc *x);
+void nemo__xp_tls_adopt(nemo_xproc_place *p);
+void nemo__xp_tls_forget(const nemo_xproc_place *p);
+
+#define NEMO__XP_INHERITED()                                                                         \
+	NEMO__FAIL(ENOTCONN, "the handle was inherited across fork: its places are the parent's "     \
+		   "(nemo_xproc_attach again in the child)")
 
 /* publish.c */
 int nemo__xp_file_new(unsigned mode, size_t size, int *fd);
