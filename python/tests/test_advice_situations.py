@@ -124,6 +124,17 @@ def test_request_reply_processes_nemo_wins(tmp_path):
     assert f"{advice.fmt_x(25000.0 / 9000.0)} faster than eventfd-ring at the median" in it["why"]
 
 
+def test_request_reply_processes_baseline_wins(tmp_path):
+    d = synth.request_reply({("nemo-am", "processes"): (50000.0, 900000.0), ("unix-socket", "processes"): 30000.0,
+                             ("eventfd-ring", "processes"): 35000.0})
+    it = items(runs_of(tmp_path, d))["reqreply-processes"]
+    assert it["verdict"] == "worse"
+    assert it["use"].startswith("A Unix stream socket pair (`socketpair`, `read` / `write`)")
+    assert "unix-socket/processes: round trip p50 30.0 us" in it["why"]
+    assert "slower than unix-socket (0.60x) at the median" in it["why"]
+    assert "nemo is slower here: unix-socket/processes answers in 30.0 us against 50.0 us" in it["not"]
+
+
 def test_request_reply_processes_same(tmp_path):
     d = synth.request_reply({("nemo-am", "processes"): 26000.0, ("unix-socket", "processes"): 30000.0,
                              ("eventfd-ring", "processes"): 25000.0})
