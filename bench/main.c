@@ -15,7 +15,7 @@
 
 const suite *const bench_suites[] = { &suite_unicast, &suite_broadcast, &suite_coherence,
 				      &suite_policy, &suite_throughput, &suite_preload, &suite_syscost, &suite_app,
-				      &suite_multicast, &suite_calibrate, NULL };
+				      &suite_multicast, &suite_event_loop, &suite_request_reply, &suite_calibrate, NULL };
 
 static double jnum(json_t *obj, const char *a, const char *b)
 {

@@ -135,7 +135,7 @@ expect_ok "ck-ring" list
 expect_ok "nemo-bench " --version
 
 # -h is --help, for every suite.
-for suite in unicast broadcast coherence policy throughput preload calibrate; do
+for suite in unicast broadcast coherence policy throughput preload calibrate event-loop request-reply; do
 	expect_ok "usage: nemo-bench $suite" $suite -h
 done
 mkdir "$tmp/dir.json"

@@ -138,7 +138,8 @@ typedef struct suite {
 } suite;
 
 extern const suite suite_unicast, suite_broadcast, suite_coherence, suite_policy, suite_calibrate,
-	suite_throughput, suite_preload, suite_syscost, suite_app, suite_multicast;
+	suite_throughput, suite_preload, suite_syscost, suite_app, suite_multicast, suite_event_loop,
+	suite_request_reply;
 
 /** Print "nemo-bench: <msg>" and exit with status 2 (bad usage). */
 _Noreturn void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -19,9 +19,10 @@ into <code>, `nemo-report advice` prints it as it is).
 """
 import statistics
 
-from . import analysis, papers
+from . import advice_loop, advice_mcast, advice_rr, analysis, mpi, papers
+from .advice_base import (SAME, _compare, _item, _lat, _not_measured, _p99, _ratio,  # noqa: F401
+                          fmt_gap, fmt_ns, fmt_rate, fmt_x, latest, verdict)
 
-SAME = 1.1      # a ratio within 1/SAME .. SAME: "nemo does not help here"
 ADAPTIVE = "adaptive"
 
 # ---------------------------------------------------------------------------
@@ -95,6 +96,14 @@ MECHANISMS = {
                     f"(`NEMO_MCAST_{t.upper()}`, `NEMO_MCAST_{m.upper()}`)"}
        for t in ("flat", "tree", "diamond") for m in ("smack", "help", "skip")},
     "mcast-constants": {"kind": "floor", "api": "the per-operation costs the multicast simulator takes"},
+    # nemo-bench event-loop and request-reply (advice_loop.py, advice_rr.py)
+    "nemo-place-fd": {"kind": "nemo", "api": "`nemo_place_fd` in an epoll loop, `nemo_poll` when it is readable"},
+    "nemo-place-wait": {"kind": "nemo", "api": "`nemo_place_wait` (the default policy)"},
+    "eventfd-ring": {"kind": "baseline", "api": "a ring and an `eventfd` written after every push "
+                                                "(`epoll_wait` / `read` to wait)"},
+    "unix-socket": {"kind": "baseline", "api": "a Unix stream socket pair (`read` / `write`)"},
+    ("request-reply", "nemo-am"): {"api": "`nemo_am_send` answered by `nemo_am_reply`, both sides in "
+                                          "`nemo_place_wait` (across processes: a shared domain, nemo/xproc.h)"},
 }
 
 PROGRAMS = (("condvar-handoff", "An unmodified pthread condvar program: a hand-off between two threads"),
@@ -113,91 +122,6 @@ def mech(name, suite=None, scenario=None):
 
 
 # ---------------------------------------------------------------- numbers
-
-def fmt_ns(v):
-    if v is None:
-        return "-"
-    if v >= 1e6:
-        return f"{v / 1e6:.2f} ms"
-    return f"{v / 1000:.1f} us" if v >= 10000 else f"{v:.0f} ns"
-
-
-def fmt_x(r):
-    """A ratio: 183x, 18.3x, 1.28x."""
-    if r is None:
-        return "-"
-    if r >= 100:
-        return f"{r:.0f}x"
-    return f"{r:.1f}x" if r >= 10 else f"{r:.2f}x"
-
-
-def fmt_rate(v):
-    if v is None:
-        return "-"
-    if v >= 1e6:
-        return f"{v / 1e6:.2f}M"
-    return f"{v / 1e3:.1f}k" if v >= 1e4 else f"{v:.0f}"
-
-
-def fmt_gap(ns_):
-    us = ns_ / 1000
-    return f"{us / 1000:g} ms" if us >= 1000 else f"{us:g} us"
-
-
-def verdict(r):
-    """helps / same / worse for a ratio where above 1 means nemo is better:
-    better or worse by SAME or more, judged as printed (two decimals), so
-    that the text never says "1.10x: no difference"."""
-    if r is None:
-        return "same"
-    if round(r, 2) >= SAME:
-        return "helps"
-    return "worse" if r > 0 and round(1 / r, 2) >= SAME else "same"
-
-
-def _item(key, title, use="", why="", caveat="", verdict_="info", measured=True, run=""):
-    return {"key": key, "title": title, "measured": measured, "use": use, "why": why,
-            "not": caveat, "verdict": verdict_, "run": run}
-
-
-def _not_measured(key, title, run, why=""):
-    return _item(key, title, why=why, verdict_="not measured", measured=False, run=run,
-                 use=f"Not measured: run `{run}`.")
-
-
-def latest(runs, suite):
-    """The most recent document of a suite with rows (ratios are taken
-    within one run), and how many documents of the suite there were."""
-    docs = [r for r in runs if r.suite == suite and r.rows]
-    if not docs:
-        return None, 0
-    return max(docs, key=lambda r: (r.started_at or "", str(r.path))), len(docs)
-
-
-def _lat(r, key="latency_ns"):
-    return f"p50 {fmt_ns(r[key]['p50'])}, p99 {fmt_ns(r[key]['p99'])}"
-
-
-def _p99(r, key="latency_ns"):
-    return r[key]["p99"]
-
-
-def _ratio(a, b):
-    """a / b, None where b is not positive."""
-    return a / b if a is not None and b else None
-
-
-def _compare(nemo_v, base_v, base_label):
-    """'1.28x faster than X' / 'within 1.1x of X (1.02x: no difference)' /
-    'slower than X (0.80x)', for latencies (lower is better)."""
-    r = _ratio(base_v, nemo_v)
-    v = verdict(r)
-    if v == "helps":
-        return f"{fmt_x(r)} faster than {base_label}"
-    if v == "same":
-        return f"within {SAME}x of {base_label} ({fmt_x(r)}: no difference)"
-    return f"slower than {base_label} ({fmt_x(r)})"
-
 
 def _vm_note(run, base="futex"):
     m = run.machine if run else {}
@@ -709,7 +633,7 @@ def legend(runs):
     documents that the advice may name, one line per distinct API."""
     seen, out = set(), []
     for run in runs:
-        if run.suite not in ("unicast", "broadcast", "throughput", "preload"):
+        if run.suite not in ("unicast", "broadcast", "throughput", "preload", "event-loop", "request-reply"):
             continue
         for r in run.rows:
             name = r.get("mechanism")
@@ -816,6 +740,14 @@ def advise(runs):
     items.extend(broadcast(bc) if bc is not None else
                  [_not_measured("broadcast", "Broadcast to K waiters", BROADCAST_RUN)])
     items.extend(throughput(tp))
+    loop, _ = latest(runs, "event-loop")
+    rr, _ = latest(runs, "request-reply")
+    mc, _ = latest(runs, "multicast")
+    items.append(advice_loop.event_loop(loop))
+    items.append(advice_rr.request_reply(rr, "threads"))
+    items.append(advice_rr.request_reply(rr, "processes"))
+    items.append(advice_rr.request_reply_ranks(mpi.newest(runs)))
+    items.append(advice_mcast.multicast(mc))
     app_run, _ = latest(runs, "app")
     sc_run, _ = latest(runs, "syscost")
     items.append(polling_strategy(app_run))
@@ -828,7 +760,8 @@ def sources(runs):
     """Which document each suite's advice read, with a note where there
     were several."""
     out = []
-    for suite in ("preload", "unicast", "broadcast", "throughput", "policy"):
+    for suite in ("preload", "unicast", "broadcast", "throughput", "event-loop", "request-reply", "mpi",
+                  "multicast", "policy"):
         run, n = latest(runs, suite)
         if run is not None:
             out.append((suite, run.path.name, n))

@@ -36,7 +36,8 @@ def build(paths, outdir):
                     (figures.throughput_rates, trows), (figures.preload_ratios, prows),
                     (figures.app_delay_distribution, arows), (figures.app_delay_share, arows),
                     (figures.app_runtime, arows), (figures.multicast_vs_n, runs),
-                    (figures.multicast_projection, runs)):
+                    (figures.multicast_projection, runs), (figures.event_loop_rates, runs),
+                    (figures.request_reply_cdf, runs)):
         try:
             fig = fn(arg, outdir)
         except Exception as ex:  # a figure that fails must not cost the others

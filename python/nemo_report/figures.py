@@ -594,3 +594,66 @@ def multicast_projection(runs, outdir):
         "The discrete-event simulator with the costs measured by this run's multicast suite, "
         "projected to 256 places: hierarchical topologies against Flat, and a small static group "
         "under Skip.")
+
+
+def event_loop_rates(runs, outdir):
+    """nemo-bench event-loop: messages per second (the bars) with the range
+    over rounds, and the receiver's wake-ups per message, per mechanism and
+    scenario."""
+    from . import evloop
+    run = evloop.newest(runs)
+    if run is None:
+        return None
+    t = evloop.by_key(run.rows)
+    mechs = [m for m in evloop.MECHS if any((m, s) in t for s in evloop.SCENARIOS)]
+    scens = [s for s in evloop.SCENARIOS if any((m, s) in t for m in mechs)]
+    if not mechs or not scens:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    width = 0.8 / len(mechs)
+    for i, m in enumerate(mechs):
+        xs = [k + i * width for k in range(len(scens))]
+        rows = [t.get((m, s)) for s in scens]
+        rate = [r["msgs_per_s"] / 1e6 if r else float("nan") for r in rows]
+        lo = [max(0.0, v - r["msgs_per_s_stats"]["min"] / 1e6) if r else 0 for v, r in zip(rate, rows)]
+        hi = [max(0.0, r["msgs_per_s_stats"]["max"] / 1e6 - v) if r else 0 for v, r in zip(rate, rows)]
+        axes[0].bar(xs, rate, width, yerr=[lo, hi], capsize=3, label=m)
+        axes[1].bar(xs, [r["wakeups_per_msg"] if r else float("nan") for r in rows], width, label=m)
+    for ax in axes:
+        ax.set_xticks([k + width * (len(mechs) - 1) / 2 for k in range(len(scens))])
+        ax.set_xticklabels(scens)
+    axes[0].set_ylabel("messages per second (millions)")
+    axes[1].set_ylabel("receiver wake-ups per message")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("Two senders flood one place in an event loop (nemo-bench event-loop)")
+    return _save(fig, outdir, "event_loop.png"), (
+        "Messages per second the receiver took (bars: all rounds together; whiskers: the slowest and the "
+        "fastest round) and its wake-ups per message (voluntary context switches), flooded and with the "
+        "senders pausing: nemo's descriptor in an epoll loop, nemo_place_wait, and an eventfd hand-off.")
+
+
+def request_reply_cdf(runs, outdir):
+    """nemo-bench request-reply: the round trip's distribution per
+    mechanism, between threads and between processes."""
+    from . import reqreply
+    run = reqreply.newest(runs)
+    if run is None:
+        return None
+    rows = [r for r in run.rows if isinstance(r.get("rtt_cdf_ns"), list) and len(r["rtt_cdf_ns"]) == 101]
+    scens = [s for s in reqreply.SCENARIOS if any(r["scenario"] == s for r in rows)]
+    if not scens:
+        return None
+    fig, axes = plt.subplots(1, len(scens), figsize=(5 * len(scens), 4), squeeze=False)
+    for ax, s in zip(axes[0], scens):
+        for r in sorted((r for r in rows if r["scenario"] == s), key=lambda r: r["mechanism"]):
+            ax.plot(np.array(r["rtt_cdf_ns"]) / 1000, np.linspace(0, 1, 101), label=r["mechanism"])
+        ax.set_xscale("log")
+        ax.set_xlabel("round trip (us)")
+        ax.set_ylabel("fraction of round trips")
+        ax.set_title(f"between {s}")
+        ax.legend(fontsize=7)
+    fig.suptitle("A client waits for each answer (nemo-bench request-reply)")
+    return _save(fig, outdir, "request_reply.png"), (
+        "Distribution of the round trip, one request in flight after a think time, between two threads and "
+        "between two processes: nemo_am_send answered by nemo_am_reply, a Unix socket pair, and an eventfd "
+        "with a ring each way.")

@@ -4,7 +4,7 @@ import base64
 import html
 import re
 
-from . import advice, analysis, load, mpi, papers
+from . import advice, analysis, evloop, load, mpi, papers, reqreply
 
 CSS = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222;line-height:1.45}
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
@@ -493,6 +493,9 @@ def page(runs, figures, problems, outdir):
                if srows else []),
              *([_paper_heading("Acknowledged multicast", papers.MULTICAST, papers.MULTICAST_TITLE), _multicast(runs)]
                if any(run.suite == "multicast" for run in runs) else []),
+             *(["<h2>Event loops: a place on its descriptor</h2>", evloop.section(runs)] if evloop.newest(runs) else []),
+             *(["<h2>Request and reply: threads and processes</h2>", reqreply.section(runs)]
+               if reqreply.newest(runs) else []),
              *(["<h2>Across MPI ranks (nemo-bench-mpi)</h2>", mpi.section(runs)] if mpi.newest(runs) else []),
              "<h2>Figures</h2>"]
     for name, caption in figures:
@@ -501,7 +504,8 @@ def page(runs, figures, problems, outdir):
                      f"<figcaption>{e(caption)}</figcaption></figure>")
         if name == "coherence.png":
             parts.append(_coherence_classes(runs))
-    other = [r for run in runs if run.suite not in ("unicast", "broadcast", "coherence", "policy", mpi.SUITE)
+    other = [r for run in runs if run.suite not in ("unicast", "broadcast", "coherence", "policy", mpi.SUITE,
+                                                    evloop.SUITE, reqreply.SUITE)
              for r in run.rows if not load.is_throughput_row(run.suite, r)
              and not load.is_preload_row(run.suite, r) and not load.is_app_row(run.suite, r)
              and not load.is_syscost_row(run.suite, r) and not load.is_multicast_row(run.suite, r)]

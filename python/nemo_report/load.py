@@ -6,7 +6,7 @@ recorded as "FILE: PATH: what" and everything valid is kept.
 import json
 import pathlib
 
-from . import mpi
+from . import evloop, mpi, reqreply
 
 STATS = ("min", "p50", "p90", "p99", "max", "mean", "stddev")
 ROW_REQUIRED = ("mechanism", "scenario", "src_cpu", "dst_cpu", "trials", "latency_ns", "sender_ns")
@@ -160,6 +160,10 @@ def _check_row(row, where, problems, suite=None):
         return False
     if mpi.is_row(suite, row):
         return mpi.check_row(row, where, problems)
+    if evloop.is_row(suite, row):
+        return evloop.check_row(row, where, problems)
+    if reqreply.is_row(suite, row):
+        return reqreply.check_row(row, where, problems)
     if is_app_row(suite, row):
         return _check_app_row(row, where, problems)
     if is_multicast_row(suite, row):

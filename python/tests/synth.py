@@ -212,3 +212,97 @@ def throughput(rates, batch=64):
                      "samples_file": None})
     return doc("throughput", small_topology(), {"seconds": 1.0, "batch": batch, "intervals": 10,
                                                 "ck_ring_entries": 1024, "skipped": []}, rows)
+
+
+# ------------------------------------------------- situations (advice_*.py)
+
+def event_loop(rates, wakeups=None):
+    """rates: {(mechanism, scenario): messages per second over 1 s};
+    wakeups: {(mechanism, scenario): wake-ups per message} (default: 0.001
+    for nemo's rows, 0.01 for eventfd-ring)."""
+    rows = []
+    for (mech, scen), rate in rates.items():
+        msgs = int(rate)
+        it = max(1, msgs // 100)
+        w = (wakeups or {}).get((mech, scen), 0.01 if mech == "eventfd-ring" else 0.001)
+        kicks = msgs + 4 if mech == "eventfd-ring" else msgs // 1000
+        st = stats(rate, 0.1)
+        nemo = None if mech == "eventfd-ring" else {
+            "kicks_fd": kicks if mech == "nemo-place-fd" else 0, "kicks_futex": 0 if mech == "nemo-place-fd" else kicks,
+            "kicks_signal": 0, "kicks_avoided": 10, "kicks_skipped": msgs, "sleeps": 0, "full_waits": 0,
+            "room_kicks": 0}
+        rows.append({"mechanism": mech, "scenario": scen, "dst_cpu": 1, "src_cpus": [0, 2], "senders": 2,
+                     "oversubscribed": False, "pause_us": 50.0 if scen == "paused" else 0.0,
+                     "pause_every": 100 if scen == "paused" else 0, "trials": 2, "seconds": 1.0,
+                     "messages": msgs, "msgs_per_s": rate, "msgs_per_s_stats": st, "iterations": it,
+                     "empty_iterations": it // 50, "empty_share": (it // 50) / it,
+                     "msgs_per_iteration": msgs / it, "wakeups": int(w * msgs), "wakeups_per_msg": w,
+                     "kicks": kicks, "kicks_per_msg": kicks / msgs, "full_waits": 0, "full_waits_per_msg": 0.0,
+                     "cpu_ns_per_msg": 1e9 / rate, "nemo_counters": nemo, "samples_file": None})
+    cfg = {"trials": 2, "rounds": 2, "seconds": 0.5, "scenarios": ["flood", "paused"], "senders": 2,
+           "pause_us": 50.0, "pause_every": 100, "ring_slots": 256, "cpus": [1, 0, 2], "skipped": []}
+    return doc("event-loop", small_topology(), cfg, rows)
+
+
+def request_reply(rtts, rates=None, server_cpu=None, skipped=()):
+    """rtts: {(mechanism, scenario): round-trip p50 ns, or (p50, p99)};
+    rates: {(mechanism, scenario): requests per second} (default 4e9 / p50);
+    server_cpu: {(mechanism, scenario): server CPU ns per round trip}
+    (default p50 / 4); skipped: (mechanism label, reason) pairs."""
+    rows = []
+    for (mech, scen), v in rtts.items():
+        p50, p99 = v if isinstance(v, tuple) else (v, v * 1.3)
+        st = stats(p50)
+        st["p99"], st["max"] = p99, max(st["max"], p99)
+        rate = (rates or {}).get((mech, scen), 4e9 / p50)
+        nemo = mech == "nemo-am"
+        rows.append({"mechanism": mech, "scenario": scen, "src_cpu": 0, "dst_cpu": 1, "trials": 200,
+                     "rounds": 2, "warmup": 20, "think_us": [20.0, 50.0], "rtt_ns": st, "rtt_cdf_ns": cdf(st),
+                     "client_wakeups_per_rtt": 0.0 if nemo else 1.0,
+                     "server_wakeups_per_rtt": 0.0 if nemo else 1.0, "client_cpu_ns_per_rtt": p50 / 4,
+                     "server_cpu_ns_per_rtt": (server_cpu or {}).get((mech, scen), p50 / 4),
+                     "kicks_per_rtt": 0.5 if nemo else None, "in_flight": 16, "requests": 200,
+                     "seconds": 200 / rate, "requests_per_s": rate, "requests_per_s_stats": stats(rate, 0.05),
+                     "requests_per_s_rounds": [rate * 0.95, rate * 1.05], "client_wakeups_per_request": 0.1,
+                     "server_wakeups_per_request": 0.1, "cpu_ns_per_request": 1e9 / rate,
+                     "kicks_per_request": 0.1 if nemo else None, "samples_file": None})
+    cfg = {"trials": 200, "warmup": 20, "delay_us": [20.0, 50.0], "seed": 1, "src_cpu": 0, "dst_cpu": 1,
+           "rounds": 2, "scenarios": ["threads", "processes"], "in_flight": 16, "ring_slots": 64,
+           "skipped": [{"mechanism": m, "reason": why} for m, why in skipped]}
+    return doc("request-reply", small_topology(), cfg, rows)
+
+
+def mpi(pingpong=None, remote=None, app=None):
+    """A nemo-bench-mpi document: the half round trip p50 of mpi-pingpong
+    and nemo-am-remote between ranks 0 and 1 (None: no such row); app:
+    {strategy: runtime in seconds}."""
+    rows = []
+    for mech, scen, p50 in (("mpi-pingpong", "blocking-recv", pingpong), ("nemo-am-remote", "polling", remote)):
+        if p50 is not None:
+            st = stats(p50)
+            rows.append({"mechanism": mech, "scenario": scen, "src_rank": 0, "dst_rank": 1, "src_cpu": -1,
+                         "dst_cpu": -1, "trials": 1000, "bytes": 8, "method": "alternating blocks",
+                         "latency_ns": st, "latency_cdf_ns": cdf(st)})
+    best = min(app.values()) if app else None
+    for strat, t in (app or {}).items():
+        rows.append({"mechanism": "nemo-mpi-app", "scenario": strat, "ranks": 2, "runtime_s": t,
+                     "relative_to_best": t / best, "relative_to_interrupt": t / app.get("thread-interrupt", t),
+                     "units": 100, "unit_ns": 5000, "period": 10})
+    d = doc("mpi", small_topology(), {"ranks": 2, "app_units": 100, "idle_s": 1.0, "suites": []}, rows)
+    d["machine"] = {"cpus": 4, "tsc_hz": 2.5e9, "mpi": "MPICH Version: 4.0"}
+    return d
+
+
+def multicast(latencies, places=4, constants=True, round_trip=1000.0):
+    """latencies: {(mechanism, group, n): p50 ns} (mechanism TOPOLOGY-MECHANISM);
+    constants: add the mcast-constants row (this machine's costs for the
+    simulator), with a request-reply round trip of round_trip ns."""
+    rows = []
+    for (mech, group, n), p50 in latencies.items():
+        rows.append({"mechanism": mech, "scenario": "polling", "topology": mech.split("-")[0], "group": group,
+                     "n": n, "places": places, "oversubscribed": False, "trials": 64, "latency_ns": stats(p50)})
+    if constants:
+        rows.append({"mechanism": "mcast-constants", "scenario": "constants", "trials": 64, "send": 150.0,
+                     "latency": 350.0, "atomic": 60.0, "node": 40.0, "call": 100.0, "check": 2.0,
+                     "action": 5.0, "recv": 0.0, "poll": 0.0, "one_way_ns": 200.0, "round_trip_ns": round_trip})
+    return doc("multicast", small_topology(places), {"rounds": 8, "trials": 8}, rows)

@@ -308,7 +308,7 @@ def test_every_mechanism_nemo_bench_emits_is_in_the_table():
     names |= set(re.findall(r'\[PR_\w+\]\s*=\s*\{\s*"([a-z0-9_-]+)"', progs))
     assert {"condvar-handoff", "pool", "nemo-am-each", "ck-ring"} <= names
     suites = {"unicast", "broadcast", "coherence", "policy", "throughput", "preload", "calibrate", "app",
-              "syscost", "multicast"}
+              "syscost", "multicast", "event-loop", "request-reply"}
     missing = sorted(n for n in names - suites if n not in advice.MECHANISMS)
     assert not missing, missing
 

@@ -590,3 +590,69 @@ def test_multicast(tmp_path, schema):
     sim = json.loads(out.read_text())
     assert sim["validation"] and all(v["simulated_ns"] > 0 for v in sim["validation"])
     assert all(r["latency_ns"]["p50"] > 0 for r in sim["results"])
+
+
+def test_event_loop(tmp_path, schema):
+    doc, path = run(tmp_path, "event-loop", "--seconds", "0.03", "--rounds", "2")
+    jsonschema.validate(doc, schema)
+    cfg = doc["config"]
+    assert cfg["rounds"] == cfg["trials"] == 2 and cfg["senders"] == 2
+    rows = {(r["mechanism"], r["scenario"]): r for r in doc["results"]}
+    assert set(rows) == {(m, s) for m in ("nemo-place-fd", "nemo-place-wait", "eventfd-ring")
+                         for s in ("flood", "paused")}
+    for (mech, scen), r in rows.items():
+        # nemo-bench checked every sender's sequence itself; here the
+        # counts must agree with each other and with the samples.
+        assert r["trials"] == 2 and r["messages"] > 0 and r["iterations"] > 0
+        assert r["msgs_per_s"] == pytest.approx(r["messages"] / r["seconds"])
+        assert r["empty_iterations"] <= r["iterations"]
+        assert r["empty_share"] == pytest.approx(r["empty_iterations"] / r["iterations"])
+        assert r["kicks_per_msg"] == pytest.approx(r["kicks"] / r["messages"])
+        assert (r["pause_us"] > 0) == (scen == "paused")
+        check_stats(r["msgs_per_s_stats"])
+        if mech == "eventfd-ring":
+            # the obvious design writes the eventfd after every push
+            assert r["nemo_counters"] is None
+            assert r["kicks"] == r["messages"] + 2 * r["trials"]    # and each sender's last, per round
+        else:
+            c = r["nemo_counters"]
+            assert r["kicks"] == c["kicks_fd"] + c["kicks_futex"] + c["kicks_signal"]
+            assert r["full_waits"] == c["full_waits"]
+        if mech == "nemo-place-wait":
+            assert r["empty_iterations"] == 0      # a wait returns once it handled something
+        if mech != "nemo-place-fd" and r["nemo_counters"] is not None:
+            assert r["nemo_counters"]["kicks_fd"] == 0
+        with open(path.parent / r["samples_file"]) as f:
+            lines = list(csv.DictReader(f))
+        assert len(lines) == 2
+        assert sum(int(x["messages"]) for x in lines) == r["messages"]
+        assert sum(int(x["iterations"]) for x in lines) == r["iterations"]
+
+
+def test_request_reply(tmp_path, schema):
+    doc, path = run(tmp_path, "request-reply", "--trials", "60", "--rounds", "2", "--warmup", "5",
+                    "--delay-us", "5:10")
+    jsonschema.validate(doc, schema)
+    rows = {(r["mechanism"], r["scenario"]): r for r in doc["results"]}
+    skipped = {s["mechanism"] for s in doc["config"]["skipped"]}
+    assert set(rows) | {(s.split(" (")[0], s.split("(")[1][:-1]) for s in skipped} == {
+        (m, s) for m in ("nemo-am", "unix-socket", "eventfd-ring") for s in ("threads", "processes")}
+    assert ("unix-socket", "processes") in rows and ("nemo-am", "threads") in rows
+    for (mech, scen), r in rows.items():
+        assert r["trials"] == 60 and r["rounds"] == 2 and r["requests"] == 60
+        assert r["think_us"] == [5.0, 10.0] and r["in_flight"] == 16
+        check_stats(r["rtt_ns"])
+        cdf = r["rtt_cdf_ns"]
+        assert cdf == sorted(cdf) and cdf[50] == pytest.approx(r["rtt_ns"]["p50"])
+        assert r["requests_per_s"] == pytest.approx(r["requests"] / r["seconds"])
+        assert len(r["requests_per_s_rounds"]) == 2
+        assert (r["kicks_per_rtt"] is None) == (mech != "nemo-am")
+        with open(path.parent / r["samples_file"]) as f:
+            lines = list(csv.DictReader(f))
+        assert len(lines) == 60 and {int(x["round"]) for x in lines} == {0, 1}
+        rtt = sorted(float(x["rtt_ns"]) for x in lines)
+        assert rtt[0] == pytest.approx(r["rtt_ns"]["min"], abs=0.1)
+        assert rtt[-1] == pytest.approx(r["rtt_ns"]["max"], abs=0.1)
+        # a side that blocks in read(2) sleeps for every request it waits for
+        if mech in ("unix-socket", "eventfd-ring"):
+            assert r["server_wakeups_per_rtt"] > 0.5
