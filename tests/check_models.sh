@@ -130,6 +130,12 @@ must_fail overflow.pml -DBROKEN_NO_BARRIER             # no membarrier at RW2
 must_fail overflow.pml -DIRQ -DBROKEN_NO_BARRIER
 must_fail overflow.pml -DBROKEN_NO_REASK               # a taken request not made again
 must_fail overflow.pml -DLEAVE -DBROKEN_FREE_EARLY     # overflow freed before the final drain
+# A send waiting for room woken by a request, not by the room (overflow.c,
+# RW5; placewait.c, W6): a place that handles messages on its own
+# (interrupt mode, progress thread, descriptor) handles the request after
+# the send returns, though no later kick can come.
+must_pass roomwake.pml
+must_fail roomwake.pml -DBROKEN_NO_RW5                  # leave the wait without looking
 # A send waiting for room (xproc.c, THE WAIT FOR ROOM): the sender sleeps
 # on its own word with its bit in the receiver's room mask; the receiver
 # frees a slot, then reads the mask and kicks.  Never asleep with room.
