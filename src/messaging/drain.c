@@ -396,3 +396,31 @@ bool nemo__pending(nemo_place *me)
 			return true;
 	return false;
 }
+
+/*
+ * W6, for every wait of a place on its own slot (placewait.c's, and the
+ * wait for room: overflow.c): leave the wait, and drain what a kick
+ * during it announced, unless the place's handlers run only when it
+ * polls.  A sender that read POLLING or SLEEPING set its hint bit and
+ * woke the thread at most - it did not signal, write the descriptor or
+ * tell the progress thread, and the bit now keeps every later sender
+ * from kicking.  A place that handles its messages on its own (interrupt
+ * mode, a descriptor an event loop watches, the progress thread) would
+ * otherwise leave with messages that nobody is told of: a wait for room
+ * that found its room returned with the request that woke it still
+ * queued, and the place computed on in interrupt mode while its client
+ * waited for good.  The store of RUNNING and the hint loads are seq_cst:
+ * the store-buffering pattern against S4;S5 (drain.c, WHY NO WAKE-UP IS
+ * LOST), so a sender that comes after reads RUNNING and kicks by the
+ * mode.  A place that only polls keeps its bits for its next poll.
+ * Returns the messages handled.
+ */
+unsigned nemo__wait_leave(nemo_place *me, nemo_waiter *w)
+{
+	nemo__slot_running(w);
+	if ((atomic_load_explicit(&me->irq_on, memory_order_relaxed) ||
+	     atomic_load_explicit(&me->delegated, memory_order_relaxed) ||
+	     atomic_load_explicit(&me->efd, memory_order_relaxed) >= 0) && nemo__pending(me))
+		return nemo__drain(me, NEMO_AM_CTX_WAIT, false);
+	return 0;
+}

@@ -864,7 +864,7 @@ static inline void nemo__grant_revoke(nemo_place *me)
 
 /* Is anything queued to me?  (hint words, hot links) */
 bool nemo__pending(nemo_place *me);
-/* W6 of placewait.c: leave a wait of me on its slot w (state RUNNING),
+/* W6 of placewait.c (drain.c): leave a wait of me on its slot w (state RUNNING),
  * and drain what a kick during it announced if me handles messages on its
  * own (interrupt mode, a descriptor, the progress thread); the count. */
 unsigned nemo__wait_leave(nemo_place *me, nemo_waiter *w);
