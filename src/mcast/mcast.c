@@ -65,6 +65,10 @@
  * chain every run of the function before the last arrival at the root,
  * which happens before DONE is sent, which the source's place handles
  * before `done` reads 1 (the messaging layer's release/acquire).
+ * models/mcast.pml checks the counting with spin (tests/check_models.sh):
+ * every fate of a role message above, Tree and Diamond; it rejects a
+ * dropped kept message left unreported, and sends counted instead of
+ * runs.
  *
  * LIFETIME
  *
