@@ -54,7 +54,7 @@ struct nemo_mcast_group {
 	_Atomic uint32_t *svc_members;/* [nsvc]: members on that CPU */
 	_Atomic uint64_t *last_run;   /* [P]: the multicast a member last ran for */
 	pthread_t *svc_thread;
-	_Atomic int svc_up, svc_stop, svc_failed;
+	_Atomic int svc_started, svc_stop, svc_failed;  /* svc_started: nemo__service_run's flag */
 	_Atomic uint64_t seq;         /* multicasts started */
 };
 

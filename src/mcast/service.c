@@ -7,18 +7,20 @@
  *
  * A service place waits for work as any place does (nemo_place_wait:
  * adaptive, poll then sleep), with a 10 ms deadline that only bounds how
- * long a stop takes to be seen.  Start: every thread joins, then the
- * caller returns; a thread that cannot join counts itself up and records
- * the error, which services_start returns (the domain has no room:
- * ENOSPC).  Stop: a flag, then each thread is joined.
- *
- * These threads are the group's own, not the polling layer's service
- * threads (src/poll/service.h: one per domain, claimed in a slot of the
- * domain): a group has one per CPU, and the multicast layer sits beside
- * polling, on messaging (tests/check_layers.py).
+ * long a stop takes to be seen.  Start: the threads are started one at a
+ * time by the polling layer's service-thread start (nemo__service_run,
+ * src/poll/service.h, which the progress thread and the watchdog use
+ * too): it returns once the thread has joined the domain as a place, or
+ * has failed to (then it is joined, and the error it recorded is
+ * returned: the domain has no room, ENOSPC).  Stop: a flag, then each
+ * thread is joined.  The polling layer's one-per-domain claim (its slot
+ * in the domain) does not apply: a group has one service place per CPU,
+ * and several groups may share a domain.
  */
 #define _GNU_SOURCE
 #include "mcast_internal.h"
+
+#include "../poll/service.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -40,13 +42,13 @@ static void *service_main(void *p)
 	nemo_place_id id;
 	int err = nemo_place_join(g->d, &pa, &id);
 	if (err) {
-		atomic_store_explicit(&g->svc_failed, err, memory_order_release);
-		atomic_fetch_add_explicit(&g->svc_up, 1, memory_order_release);
+		atomic_store_explicit(&g->svc_failed, err, memory_order_relaxed);
+		atomic_store_explicit(&g->svc_started, -1, memory_order_release);
 		return NULL;
 	}
 	g->slot_of[nemo_place_index(id)] = a.slot;
 	atomic_store_explicit(&g->svc_idx[a.slot], (int32_t)nemo_place_index(id), memory_order_relaxed);
-	atomic_fetch_add_explicit(&g->svc_up, 1, memory_order_release);
+	atomic_store_explicit(&g->svc_started, 1, memory_order_release);
 	/* Wait for work as any place does (adaptive: poll, then sleep); the
 	 * deadline only bounds how long a stop takes to be seen. */
 	while (!atomic_load_explicit(&g->svc_stop, memory_order_acquire)) {
@@ -84,22 +86,29 @@ int nemo__mc_services_start(nemo_mcast_group *g)
 	for (int c = 0, k = 0; c < CPU_SETSIZE && k < n; c++)
 		if (CPU_ISSET(c, &set))
 			g->svc_cpu[k++] = c;
+	/* One at a time, through the polling layer's start (service.h): it
+	 * returns once the thread has joined (svc_started 1), or has failed
+	 * to (-1: it is joined, and svc_failed says why). */
 	int started = 0;
 	for (int k = 0; k < n; k++) {
 		struct svc_arg *a = malloc(sizeof *a);
-		if (a)
-			*a = (struct svc_arg){ g, k };
-		if (!a || pthread_create(&g->svc_thread[k], NULL, service_main, a) != 0) {
-			free(a);
-			atomic_store(&g->svc_failed, EAGAIN);
+		if (!a) {
+			atomic_store_explicit(&g->svc_failed, EAGAIN, memory_order_relaxed);
+			break;
+		}
+		*a = (struct svc_arg){ g, k };
+		atomic_store_explicit(&g->svc_started, 0, memory_order_relaxed);
+		if (nemo__service_run(&g->svc_thread[k], service_main, a, &g->svc_started) != 0) {
+			if (!atomic_load_explicit(&g->svc_failed, memory_order_relaxed)) {
+				free(a);        /* no thread: pthread_create failed */
+				atomic_store_explicit(&g->svc_failed, EAGAIN, memory_order_relaxed);
+			}
 			break;
 		}
 		started++;
 	}
 	g->nsvc = started;
-	while (atomic_load_explicit(&g->svc_up, memory_order_acquire) < started)
-		sched_yield();
-	int err = atomic_load_explicit(&g->svc_failed, memory_order_acquire);
+	int err = atomic_load_explicit(&g->svc_failed, memory_order_relaxed);
 	if (err)
 		return NEMO__FAIL(err, "cannot start the %d service places (one per CPU): %s", n,
 				  err == ENOSPC ? "the domain has no room for them (max_places)"
