@@ -84,7 +84,6 @@
  * current topology, every multicast one for the topology it started on;
  * a dynamic rebuild swaps in a new one and drops the group's reference to
  * the old, which goes when its last multicast ends.
- *
  */
 #define _GNU_SOURCE
 #include "mcast_internal.h"

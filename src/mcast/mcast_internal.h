@@ -79,7 +79,6 @@ struct ex {
 	nemo_place_id self_id;
 };
 
-
 /* ----------------------------------------------------------- membership */
 
 static inline bool is_member(const nemo_mcast_group *g, unsigned idx)
