@@ -31,7 +31,7 @@ ALLOWED = {
     "events": {"waiter", "platform"},
     "messaging": {"waiter", "platform"},
     "poll": {"messaging", "waiter", "platform"},
-    "mcast": {"messaging", "waiter", "platform"},
+    "mcast": {"poll", "messaging", "waiter", "platform"},
     "preload": {"events", "waiter", "platform"},
     "fastio": {"platform"},
     "xproc": {"messaging", "waiter", "platform"},

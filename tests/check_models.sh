@@ -162,5 +162,18 @@ must_fail xprocfd.pml -DBROKEN_KICK_SLEEPING_ONLY       # a kick ignores FD_ARME
 must_fail xprocfd.pml -DBROKEN_NO_TOKEN                 # the bridge writes without the token
 must_fail xprocfd.pml -DBROKEN_UNDO_NO_WAKE             # A2's undo leaves the bridge queued
 must_fail xprocfd.pml -DBROKEN_DISARM_NO_WAKE           # the bridge left queued on the word
+# Multicast completion counting (src/mcast/mcast.c, WHY EXACTLY ONCE, AND
+# WHY IT COMPLETES; SENDS THAT RETURNED 0): the multicast completes, and
+# only when every member ran or its role was done by another place -
+# whatever happens to each role message (queued, kept, kept and dropped
+# because its place left, refused, or out of memory).
+must_pass mcast.pml
+must_pass mcast.pml -DDIAMOND
+must_pass mcast.pml -DOOM
+must_pass mcast.pml -DDIAMOND -DOOM
+must_fail mcast.pml -DBROKEN_DROP_SILENT                # a dropped kept role message not reported
+must_fail mcast.pml -DDIAMOND -DBROKEN_DROP_SILENT
+must_fail mcast.pml -DBROKEN_COUNT_SENDS                # sends counted, not runs
+must_fail mcast.pml -DDIAMOND -DBROKEN_COUNT_SENDS
 echo "check_models: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -74,7 +74,7 @@ class Bracket:
 
 
 class Topology:
-    """The brackets of src/mcast/mcast.c over the sorted place list L."""
+    """The brackets of src/mcast/topo.c over the sorted place list L."""
 
     def __init__(self, kind, places, fanout=2):
         self.kind = kind
