@@ -66,6 +66,17 @@
  * releasers, a stray kick landing on a reused slot, spurious wake-ups; a
  * broken variant (W3 before W2) is shown to lose a wake-up.
  *
+ * THE RAW WORD
+ *
+ * The handshake does not need a slot: R2-R3 and W4 work on any 32-bit
+ * word that holds a published state.  A layer whose sleeper cannot own a
+ * slot - a place of a shared segment, whose state other processes read;
+ * an MPI progress thread's doorbell; a descriptor's bridge - keeps its
+ * state in such a word and kicks and sleeps through nemo__word_kick and
+ * nemo__word_sleep (waiter_internal.h), with shared futex flags where
+ * the word is in shared memory.  So the kick is written once, here, and
+ * claim() below is the slot's case of it.
+ *
  * SHARED WORD
  *
  * A slot queued on a nemo_cond sleeps on the condvar's word `bseq`, with
@@ -233,12 +244,38 @@ void nemo__count_kick(bool issued)
 
 /* R2 and R3 of the essay: if w sleeps, move it to RUNNING (only one
  * kicker's CAS wins) and return true; the caller then wakes it. */
+/* R2 and R3's CAS on a raw word (THE RAW WORD): SLEEPING or `also` ->
+ * RUNNING. */
+static bool word_claim(_Atomic uint32_t *word, uint32_t also)
+{
+	uint32_t s = atomic_load_explicit(word, memory_order_seq_cst);                 /* R2 */
+	return (s == NEMO_WAITER_SLEEPING || s == also) &&
+	       atomic_compare_exchange_strong_explicit(word, &s, NEMO_WAITER_RUNNING,
+						       memory_order_seq_cst, memory_order_relaxed);  /* R3 */
+}
+
+bool nemo__word_kick(_Atomic uint32_t *word, uint32_t also, int flags)
+{
+	if (!word_claim(word, also))
+		return false;
+	nemo_futex_wake((uint32_t *)word, 1, flags, NULL);
+	return true;
+}
+
+void nemo__word_wake(_Atomic uint32_t *word, int n, int flags)
+{
+	nemo_futex_wake((uint32_t *)word, n, flags, NULL);
+}
+
+int nemo__word_sleep(_Atomic uint32_t *word, uint32_t val, const struct timespec *rel, int flags)
+{
+	int rc = nemo_futex_wait((uint32_t *)word, val, rel, flags);
+	return rc == EAGAIN ? 0 : rc;
+}
+
 static bool claim(nemo_waiter *w)
 {
-	uint32_t s = atomic_load_explicit(&w->state, memory_order_seq_cst);
-	bool won = s == NEMO_WAITER_SLEEPING &&
-		   atomic_compare_exchange_strong_explicit(&w->state, &s, NEMO_WAITER_RUNNING,
-							   memory_order_seq_cst, memory_order_relaxed);
+	bool won = word_claim(&w->state, NEMO_WAITER_SLEEPING);
 	nemo__count_kick(won);
 	return won;
 }

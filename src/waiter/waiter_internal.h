@@ -145,6 +145,32 @@ uint32_t nemo__slot_state(nemo_waiter *w);
  * when the slot joins the queue. */
 void nemo__slot_share(nemo_waiter *w, _Atomic uint32_t *word);
 
+/*
+ * THE RAW WORD (waiter.c): the published-state kick and sleep on a bare
+ * 32-bit word, for a layer whose sleeper's state lives in memory a slot
+ * cannot (a shared segment's place, shared across processes; an MPI
+ * progress thread's doorbell; a descriptor's bridge).  The same
+ * handshake as a slot's (waiter.c, THE HANDSHAKE): the sleeper publishes
+ * SLEEPING (seq_cst), re-checks its condition, sleeps while the word
+ * still holds what it published; a kicker makes its condition true,
+ * then claims the word (seq_cst load, CAS to RUNNING) and wakes it.
+ * flags: NEMO_FUTEX_PRIVATE or NEMO_FUTEX_SHARED (a word in memory
+ * other processes map).  These are the only futex calls of the layers
+ * above events (tests/check_layers.py).
+ */
+/* R2-R3 on a raw word: if it holds SLEEPING or `also` (a second sleeping
+ * state of the caller's protocol; SLEEPING again if none), CAS it to
+ * RUNNING and FUTEX_WAKE one sleeper.  True if this call won the CAS
+ * (and woke). */
+bool nemo__word_kick(_Atomic uint32_t *word, uint32_t also, int flags);
+/* A FUTEX_WAKE of up to n sleepers on word with no claim: for a word
+ * whose state the caller already changed (a teardown, a flag that is
+ * not a published state). */
+void nemo__word_wake(_Atomic uint32_t *word, int n, int flags);
+/* W4 on a raw word: sleep while *word == val, at most rel (NULL: no
+ * limit).  0 (woken, or the word differed), ETIMEDOUT, EINTR. */
+int nemo__word_sleep(_Atomic uint32_t *word, uint32_t val, const struct timespec *rel, int flags);
+
 /* R1 alone: record the releaser's CPU (`cpu`) and store the token, with
  * no kick.  The caller kicks afterwards - nemo__waiter_kick_many over a
  * batch of released slots - and reads nothing of the slot's owner after

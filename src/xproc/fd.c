@@ -112,13 +112,13 @@ static void *bridge(void *arg)
 	for (;;) {
 		while (!atomic_load_explicit(&p->fd_exit, memory_order_acquire) &&
 		       !atomic_load_explicit(&p->fd_armed, memory_order_seq_cst))                 /* B1 */
-			nemo_futex_wait((uint32_t *)&p->fd_armed, 0, NULL, NEMO_FUTEX_PRIVATE);
+			nemo__word_sleep(&p->fd_armed, 0, NULL, NEMO_FUTEX_PRIVATE);
 		if (atomic_load_explicit(&p->fd_exit, memory_order_acquire))
 			return NULL;
 		while (atomic_load_explicit(ws, memory_order_seq_cst) == XP_FD_ARMED &&
 		       !atomic_load_explicit(&p->fd_exit, memory_order_acquire)) {               /* B2 */
 			struct timespec slice = { 0, BRIDGE_SLICE_NS };
-			if (nemo_futex_wait((uint32_t *)ws, XP_FD_ARMED, &slice, NEMO_FUTEX_SHARED) == ETIMEDOUT)
+			if (nemo__word_sleep(ws, XP_FD_ARMED, &slice, NEMO_FUTEX_SHARED) == ETIMEDOUT)
 				nemo_xproc_check(p->x);
 		}
 		if (atomic_exchange_explicit(&p->fd_armed, 0, memory_order_seq_cst))             /* B3 */
@@ -134,23 +134,17 @@ static void fd_arm(nemo_xproc_place *p)
 	atomic_exchange_explicit(ws, XP_FD_ARMED, memory_order_seq_cst);                  /* A1 */
 	if (nemo__xp_wakeable(p, memory_order_seq_cst) &&
 	    atomic_exchange_explicit(&p->fd_armed, 0, memory_order_seq_cst)) {            /* A2 */
-		uint32_t a = XP_FD_ARMED;
-		if (atomic_compare_exchange_strong_explicit(ws, &a, NEMO_WAITER_RUNNING, memory_order_seq_cst,
-							    memory_order_relaxed))
-			nemo_futex_wake((uint32_t *)ws, 1, NEMO_FUTEX_SHARED, NULL);   /* the bridge may be queued */
+		nemo__word_kick(ws, XP_FD_ARMED, NEMO_FUTEX_SHARED);   /* the bridge may be queued */
 		fd_write(p);
 	}
-	nemo_futex_wake((uint32_t *)&p->fd_armed, 1, NEMO_FUTEX_PRIVATE, NULL);             /* A3 */
+	nemo__word_wake(&p->fd_armed, 1, NEMO_FUTEX_PRIVATE);                               /* A3 */
 }
 
 static void fd_disarm(nemo_xproc_place *p)
 {
 	_Atomic uint32_t *ws = &place_at(p->x, p->idx)->wstate;
 	if (atomic_exchange_explicit(&p->fd_armed, 0, memory_order_seq_cst)) {            /* F4 */
-		uint32_t a = XP_FD_ARMED;
-		if (atomic_compare_exchange_strong_explicit(ws, &a, NEMO_WAITER_RUNNING, memory_order_seq_cst,
-							    memory_order_relaxed))
-			nemo_futex_wake((uint32_t *)ws, 1, NEMO_FUTEX_SHARED, NULL);
+		nemo__word_kick(ws, XP_FD_ARMED, NEMO_FUTEX_SHARED);   /* the bridge, if queued */
 	}
 	uint32_t w = atomic_load_explicit(&p->fd_writes, memory_order_acquire);            /* F5 */
 	if (w != p->fd_read) {
@@ -216,8 +210,8 @@ void nemo__xp_fd_close(nemo_xproc_place *p)
 		return;
 	fd_disarm(p);
 	atomic_store_explicit(&p->fd_exit, 1, memory_order_release);
-	nemo_futex_wake((uint32_t *)&p->fd_armed, INT_MAX, NEMO_FUTEX_PRIVATE, NULL);
-	nemo_futex_wake((uint32_t *)&place_at(p->x, p->idx)->wstate, INT_MAX, NEMO_FUTEX_SHARED, NULL);
+	nemo__word_wake(&p->fd_armed, INT_MAX, NEMO_FUTEX_PRIVATE);
+	nemo__word_wake(&place_at(p->x, p->idx)->wstate, INT_MAX, NEMO_FUTEX_SHARED);
 	if (p->bridge_on)
 		pthread_join(p->bridge, NULL);
 	p->bridge_on = false;

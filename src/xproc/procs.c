@@ -58,7 +58,6 @@
 
 #include "../platform/fail.h"
 
-#include <nemo/platform.h>   /* nemo_futex_wake */
 
 #include <errno.h>
 #include <time.h>
@@ -117,13 +116,10 @@ static bool proc_dead(nemo_xproc *x, uint32_t k, uint64_t w)
 void nemo__xp_kick_place(nemo_xproc *x, uint32_t i)
 {
 	_Atomic uint32_t *ws = &place_at(x, i)->wstate;
-	uint32_t s = atomic_load_explicit(ws, memory_order_seq_cst);                       /* S2 */
-	if ((s == NEMO_WAITER_SLEEPING || s == XP_FD_ARMED) &&
-	    atomic_compare_exchange_strong_explicit(ws, &s, NEMO_WAITER_RUNNING, memory_order_seq_cst,
-						    memory_order_relaxed)) {                   /* S3 */
-		nemo_futex_wake((uint32_t *)ws, 1, NEMO_FUTEX_SHARED, NULL);
+	/* S2 (seq_cst load), S3 (CAS SLEEPING or FD_ARMED -> RUNNING, wake):
+	 * the waiter layer's kick on a raw word (waiter.c, THE RAW WORD). */
+	if (nemo__word_kick(ws, XP_FD_ARMED, NEMO_FUTEX_SHARED))
 		atomic_fetch_add_explicit(&x->kicks, 1, memory_order_relaxed);
-	}
 }
 
 /* D1-D4 for proc slot k, whose word is (identity | RECLAIM): idempotent. */
