@@ -274,7 +274,19 @@ typedef struct peer {
 	wire *q;                      /* the FIFO: q_cap entries (mmap'd), q_n from q_head */
 	unsigned q_head, q_n, q_cap;
 	_Atomic unsigned busy;        /* fl_n + q_n */
+	/* Its death, as the ordinary calls report it (DEAD RANKS). */
+	_Atomic uint64_t dseq;        /* the death's number (1, 2, ...; 0 while it lives) */
+	_Atomic uint64_t last_id;     /* the remote id of it that a place here last talked to */
+	_Atomic uint64_t talk[NEMO_PLACES_MAX / 64];   /* local indices that talked to it */
 } peer;
+
+/* What a local place has been told (its own thread only; reset when its
+ * index has a new occupant): deaths, and its wait's backoff. */
+typedef struct prec {
+	nemo_place_id id;
+	uint64_t seen;                /* ndead when it was last told */
+	uint64_t nap;                 /* the owner's slice: 16 us doubling to idle_max_ns */
+} prec;
 
 struct nemo_mpi {
 	nemo_domain *d;
@@ -296,6 +308,9 @@ struct nemo_mpi {
 	nemo_place_id out_by[NEMO_PLACES_MAX]; /* and the agent place that handed them */
 	pthread_mutex_t agent_lock;
 	pthread_mutex_t live_lock;             /* the proc references */
+	pthread_mutex_t dead_lock;             /* numbers the deaths (a leaf) */
+	_Atomic uint64_t ndead;                /* deaths so far (release after the dseq) */
+	prec *precs;                           /* per local index (d->P) */
 	_Atomic uint64_t next_live;            /* ticks of the next liveness check */
 	_Atomic int closing;
 	_Atomic int bounded;                   /* finalize: W's timeout for every host */
@@ -378,7 +393,9 @@ static bool bound_locked(nemo_domain *d)
 static int op_am(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload, size_t len,
 		 unsigned flags, const uint64_t *tag, const struct timespec *abstime);
 static int op_notify(nemo_place_id dest, uint32_t chan, unsigned flags, const struct timespec *abstime);
-static const nemo__remote_ops ops = {.am = op_am, .notify = op_notify};
+static int op_drive(nemo_domain *d, bool report, unsigned *handled, uint64_t *slice_ns);
+static int op_dead(nemo_place_id *ids, size_t cap, size_t *n, uint64_t *total);
+static const nemo__remote_ops ops = {.am = op_am, .notify = op_notify, .drive = op_drive, .dead = op_dead};
 
 /* ------------------------------------------------------------------------
  * Ids
@@ -416,13 +433,61 @@ static nemo_place_id local_of(nemo_mpi *m, nemo_place_id r)
 
 static void mark_dead(nemo_mpi *m, int r)
 {
-	if (!atomic_exchange_explicit(&m->peers[r].dead, 1, memory_order_relaxed))
+	peer *p = &m->peers[r];
+	if (atomic_load_explicit(&p->dead, memory_order_relaxed))
+		return;
+	/* Numbered under a lock, dseq before ndead (release): whoever reads
+	 * ndead = k (acquire) reads every death up to k numbered. */
+	pthread_mutex_lock(&m->dead_lock);
+	if (!atomic_load_explicit(&p->dead, memory_order_relaxed)) {
+		uint64_t k = atomic_load_explicit(&m->ndead, memory_order_relaxed) + 1;
+		atomic_store_explicit(&p->dseq, k, memory_order_relaxed);
+		atomic_store_explicit(&p->dead, 1, memory_order_relaxed);
+		atomic_store_explicit(&m->ndead, k, memory_order_release);
 		CADD(m, c_dead);
+	}
+	pthread_mutex_unlock(&m->dead_lock);
 }
 
 static inline bool is_dead(const peer *p)
 {
 	return atomic_load_explicit(&p->dead, memory_order_relaxed) != 0;
+}
+
+/* Place me's record (its own thread): a new occupant of the index starts
+ * afresh, having talked to nobody. */
+static prec *prec_of(nemo_mpi *m, const nemo_place *me)
+{
+	prec *q = &m->precs[me->idx];
+	if (q->id != me->id) {
+		q->id = me->id;
+		q->seen = 0;
+		q->nap = 0;
+		for (int r = 0; r < m->size; r++)
+			atomic_fetch_and_explicit(&m->peers[r].talk[me->idx / 64], ~(1ull << (me->idx % 64)),
+						  memory_order_relaxed);
+	}
+	return q;
+}
+
+/* Place me talks to remote place id of rank r (a send to it, a message
+ * from it): its death is news for me. */
+static void talk(nemo_mpi *m, const nemo_place *me, int r, nemo_place_id id)
+{
+	if (r < 0 || r >= m->size || r == m->rank)
+		return;
+	prec_of(m, me);
+	peer *p = &m->peers[r];
+	uint64_t bit = 1ull << (me->idx % 64);
+	if (!(atomic_load_explicit(&p->talk[me->idx / 64], memory_order_relaxed) & bit))
+		atomic_fetch_or_explicit(&p->talk[me->idx / 64], bit, memory_order_relaxed);
+	if (atomic_load_explicit(&p->last_id, memory_order_relaxed) != id)
+		atomic_store_explicit(&p->last_id, id, memory_order_relaxed);
+}
+
+static bool talked(const nemo_mpi *m, int r, unsigned idx)
+{
+	return (atomic_load_explicit(&m->peers[r].talk[idx / 64], memory_order_relaxed) >> (idx % 64)) & 1u;
 }
 
 /* Ask the references of the peers on this host, every LIVE_CHECK_NS (any
@@ -777,6 +842,7 @@ static int post(nemo_mpi *m, unsigned i)
 /* Run wire w's handler on the calling place (its own thread). */
 static void deliver_here(nemo_mpi *m, nemo_place *me, const wire *w, nemo_am_context ctx)
 {
+	talk(m, me, nemo_mpi_rank_of(w->src), w->src);
 	if (w->kind == K_AM) {
 		uint32_t meta;
 		if (nemo__am_resolve(me->d, me->id, w->id, w->len, &meta, "nemo_mpi (remote active message)")) {
@@ -972,7 +1038,9 @@ static int route(nemo_place_id dest, nemo_place **mep, nemo_mpi **mp, unsigned *
 			CADD(m, c_dead_sends);
 			err = nemo__fail(ECONNRESET, fn, "rank %d is dead", r);
 		} else if (atomic_load_explicit(&m->peers[r].bye, memory_order_relaxed)) {
-			err = nemo__fail(ESHUTDOWN, fn, "rank %d has finalized its binding", r);
+			/* Its places left, cleanly: as for a local place that left. */
+			err = nemo__fail(ESRCH, fn, "place %#llx is gone: rank %d has finalized its binding",
+					 (unsigned long long)dest, r);
 		}
 	}
 	if (err) {
@@ -1031,6 +1099,7 @@ static int op_am(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payl
 		}
 		goto out;
 	}
+	talk(m, me, r, dest);
 	wire w = {.src = rid(m->rank, me->idx, nemo__id_gen(me->id)), .dest = dest, .arg = arg,
 		  .kind = K_AM, .id = id, .len = (uint32_t)len, .tagged = tag != NULL};
 	if (tag) {
@@ -1069,11 +1138,100 @@ static int op_notify(nemo_place_id dest, uint32_t chan, unsigned flags, const st
 			err = abstime ? nemo_notify_timed(to, chan, flags, abstime) : nemo_notify(to, chan, flags);
 		goto out;
 	}
+	talk(m, me, r, dest);
 	wire w = {.src = rid(m->rank, me->idx, nemo__id_gen(me->id)), .dest = dest, .kind = K_NOTIFY, .id = chan};
 	err = send_wire(m, me, r, &w, flags, abstime, fn);
 out:
 	unpin(slot);
 	return err;
+}
+
+/* ------------------------------------------------------------------------
+ * The ordinary calls: nemo_poll, nemo_place_wait, nemo_place_wait_for
+ * drive the binding (remote.h's drive op; placewait.c, DRIVEN WAITS),
+ * and nemo_dead_places asks it (the dead op)
+ * ------------------------------------------------------------------------ */
+
+#define SLICE_MIN_NS 16000ull            /* the owner's first slice of sleep */
+#define SLICE_OTHER_NS (2 * LIVE_CHECK_NS) /* everyone else's: to learn of a death */
+
+/* A place of d polls or waits.  The owner of a SEND / CHECK / WATCHDOG
+ * binding is the one that receives: it makes a pass, and sleeps in
+ * slices that double from SLICE_MIN_NS to idle_max_ns while nothing
+ * comes (MPI cannot wake a sleeper).  The others are woken by the local
+ * ring that the agent hands their messages through, and sleep in slices
+ * of SLICE_OTHER_NS only to learn of deaths.  A wait (report) returns
+ * ECONNRESET once per new death of a rank that the place talked to. */
+static int op_drive(nemo_domain *d, bool report, unsigned *handled, uint64_t *slice_ns)
+{
+	unsigned slot;
+	bool closing;
+	nemo_mpi *m = pin(d, &slot, &closing);
+	if (!m)
+		return -1;
+	nemo_place *me = nemo__place_self();
+	int rc = 0;
+	prec *q = prec_of(m, me);
+	live_check(m);
+	if (m->prog != NEMO_MPI_PROGRESS_THREAD && pthread_equal(pthread_self(), m->owner) &&
+	    !atomic_load_explicit(&m->closing, memory_order_relaxed)) {
+		uint64_t before = atomic_load_explicit(&m->c_direct, memory_order_relaxed);
+		unsigned n = try_progress(m);   /* its direct deliveries are ours: we held the agent's lock */
+		*handled += (unsigned)(atomic_load_explicit(&m->c_direct, memory_order_relaxed) - before);
+		q->nap = n || !q->nap ? SLICE_MIN_NS : q->nap * 2;
+		if (q->nap > m->attr.idle_max_ns)
+			q->nap = m->attr.idle_max_ns;
+		*slice_ns = q->nap;
+	} else {
+		*slice_ns = SLICE_OTHER_NS;
+	}
+	uint64_t k = atomic_load_explicit(&m->ndead, memory_order_acquire);
+	if (report && k > q->seen) {
+		for (int r = 0; r < m->size && !rc; r++)
+			if (atomic_load_explicit(&m->peers[r].dseq, memory_order_relaxed) > q->seen &&
+			    talked(m, r, me->idx))
+				rc = nemo__fail(ECONNRESET, "nemo_place_wait", "rank %d, which this place talked to, died "
+						"(nemo_dead_places)", r);
+		q->seen = k;
+	}
+	unpin(slot);
+	return rc;
+}
+
+/* nemo_dead_places for the calling thread's place: the dead ranks it
+ * talked to, latest death first, each by the id of it last talked to. */
+static int op_dead(nemo_place_id *ids, size_t cap, size_t *n, uint64_t *total)
+{
+	nemo_place *me = nemo__place_self();
+	if (!me)
+		return 0;
+	unsigned slot;
+	bool closing;
+	nemo_mpi *m = pin(me->d, &slot, &closing);
+	if (!m)
+		return 0;
+	live_check(m);
+	prec_of(m, me);
+	uint64_t below = UINT64_MAX;
+	for (;;) {
+		int best = -1;
+		uint64_t bs = 0;
+		for (int r = 0; r < m->size; r++) {
+			uint64_t s = atomic_load_explicit(&m->peers[r].dseq, memory_order_acquire);
+			if (s && s < below && s > bs && talked(m, r, me->idx)) {
+				best = r;
+				bs = s;
+			}
+		}
+		if (best < 0)
+			break;
+		++*total;
+		if (*n < cap)
+			ids[(*n)++] = atomic_load_explicit(&m->peers[best].last_id, memory_order_relaxed);
+		below = bs;
+	}
+	unpin(slot);
+	return 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -1244,6 +1402,8 @@ static void free_binding(nemo_mpi *m)
 	free(m->peers);
 	pthread_mutex_destroy(&m->agent_lock);
 	pthread_mutex_destroy(&m->live_lock);
+	pthread_mutex_destroy(&m->dead_lock);
+	free(m->precs);
 	free(m);
 }
 
@@ -1323,6 +1483,7 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 	m->pidns = pid_namespace();
 	pthread_mutex_init(&m->agent_lock, NULL);
 	pthread_mutex_init(&m->live_lock, NULL);
+	pthread_mutex_init(&m->dead_lock, NULL);
 	if (MPI_Comm_dup(comm, &m->comm) != MPI_SUCCESS) {
 		free_binding(m);
 		return NEMO__FAIL(EIO, "MPI_Comm_dup failed");
@@ -1334,10 +1495,11 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 	m->postq = calloc(m->K, sizeof *m->postq);
 	m->pendq = calloc(m->K, sizeof *m->pendq);
 	m->peers = calloc((size_t)m->size, sizeof *m->peers);
+	m->precs = calloc(d->P, sizeof *m->precs);
 	for (int r = 0; m->peers && r < m->size; r++)
 		pthread_mutex_init(&m->peers[r].lock, NULL);
 	uint64_t *ids = calloc((size_t)m->size * 4, sizeof *ids);
-	if (!m->slots || !m->postq || !m->pendq || !m->peers || !ids || (unsigned)m->size > RANK_MAX) {
+	if (!m->slots || !m->postq || !m->pendq || !m->peers || !m->precs || !ids || (unsigned)m->size > RANK_MAX) {
 		MPI_Comm_free(&m->comm);
 		free(ids);
 		free_binding(m);
@@ -1598,7 +1760,8 @@ int nemo_mpi_place(nemo_mpi *m, int rank, unsigned index, nemo_place_id *out)
 	return 0;
 }
 
-/* The owner's (or a THREAD binding's place's) pass: MPI, then its queues. */
+/* The ordinary poll drives the binding (op_drive): this is nemo_poll,
+ * with the binding's checks. */
 int nemo_mpi_poll(nemo_mpi *m, unsigned *handled)
 {
 	if (handled)
@@ -1608,19 +1771,10 @@ int nemo_mpi_poll(nemo_mpi *m, unsigned *handled)
 	nemo_place *me = nemo__place_self();
 	if (!me || me->d != m->d)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place of the bound domain");
-	unsigned before = (unsigned)atomic_load_explicit(&m->c_direct, memory_order_relaxed), h = 0;
 	bool owner = pthread_equal(pthread_self(), m->owner);
-	if (owner && (!m->has_thr || m->prog == NEMO_MPI_PROGRESS_WATCHDOG)) {
-		nemo__busy_enter(me);   /* no interrupt-mode handler inside MPI */
-		try_progress(m);
-		nemo__busy_exit(me);
-	} else if (m->prog != NEMO_MPI_PROGRESS_THREAD) {
-		nemo_poll(handled);
+	int err = nemo_poll(handled);
+	if (!owner && m->prog != NEMO_MPI_PROGRESS_THREAD)
 		return NEMO__FAIL(EPERM, "only the owner progresses MPI with this strategy (nemo_poll was run)");
-	}
-	int err = nemo_poll(&h);
-	if (handled)
-		*handled = h + ((unsigned)atomic_load_explicit(&m->c_direct, memory_order_relaxed) - before);
 	return err;
 }
 
@@ -1633,43 +1787,6 @@ void nemo_mpi_check(nemo_mpi *m)
 		return;
 	m->check_due = now + m->threshold_ticks;
 	nemo_mpi_poll(m, NULL);
-}
-
-/* Handlers run on place me so far, wherever they ran: in its drains
- * (polls, waits, interrupts: the place's counters) or at once by the
- * agent (the binding's direct count; only the owner is handled at once
- * in the strategies that wait here). */
-static uint64_t handled_so_far(nemo_mpi *m, nemo_place *me)
-{
-	return atomic_load_explicit(&me->c_am_handled, memory_order_relaxed) +
-	       atomic_load_explicit(&me->c_nf_handled, memory_order_relaxed) +
-	       atomic_load_explicit(&m->c_direct, memory_order_relaxed);
-}
-
-/* The owner's wait in SEND / CHECK / WATCHDOG: poll MPI and the queues in
- * turn until done() or the deadline.  A handler that an interrupt ran
- * between two polls counts too (the place's counters), so a reply handled
- * in a signal handler ends the wait at once. */
-static int owner_wait(nemo_mpi *m, nemo_place *me, const uint64_t *word, uint64_t old,
-		      const struct timespec *abstime, unsigned *handled)
-{
-	uint64_t h0 = handled_so_far(m, me);
-	for (unsigned i = 0;; i++) {
-		nemo_mpi_poll(m, NULL);
-		uint64_t h = handled_so_far(m, me) - h0;
-		if (word ? __atomic_load_n(word, __ATOMIC_ACQUIRE) != old : h != 0) {
-			if (handled)
-				*handled = (unsigned)h;
-			return 0;
-		}
-		if ((i & 63) == 63) {
-			if (past(abstime))
-				return NEMO__FAIL(ETIMEDOUT, "the deadline passed");
-			sched_yield();
-		} else {
-			nemo_cpu_relax();
-		}
-	}
 }
 
 static int wait_args(nemo_mpi *m, const struct timespec *abstime, nemo_place **me)
@@ -1692,9 +1809,7 @@ int nemo_mpi_wait(nemo_mpi *m, const struct timespec *abstime, unsigned *handled
 	int err = wait_args(m, abstime, &me);
 	if (err)
 		return err;
-	if (m->prog == NEMO_MPI_PROGRESS_THREAD || !pthread_equal(pthread_self(), m->owner))
-		return nemo_place_wait(abstime, handled);
-	return owner_wait(m, me, NULL, 0, abstime, handled);
+	return nemo_place_wait(abstime, handled);   /* it drives the binding (op_drive) */
 }
 
 int nemo_mpi_wait_for(nemo_mpi *m, const uint64_t *word, uint64_t old, const struct timespec *abstime,
@@ -1708,9 +1823,7 @@ int nemo_mpi_wait_for(nemo_mpi *m, const uint64_t *word, uint64_t old, const str
 	int err = wait_args(m, abstime, &me);
 	if (err)
 		return err;
-	if (m->prog == NEMO_MPI_PROGRESS_THREAD || !pthread_equal(pthread_self(), m->owner))
-		return nemo_place_wait_for(word, old, abstime, handled);
-	return owner_wait(m, me, word, old, abstime, handled);
+	return nemo_place_wait_for(word, old, abstime, handled);   /* it drives the binding */
 }
 
 int nemo_mpi_get_counters(nemo_mpi *m, nemo_mpi_counters *out)

@@ -55,6 +55,20 @@ if(NEMO_BUILD_TESTS)
       add_test(NAME mpi.finalize-race.n${n} COMMAND ${NEMO_MPIEXEC} -n ${n} $<TARGET_FILE:test_mpi> finalize-race)
       set_tests_properties(mpi.finalize-race.n${n} PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
     endforeach()
+    # The ordinary calls drive MPI (issue 31): every strategy.
+    foreach(n 2 4)
+      foreach(s send check thread watchdog)
+        add_test(NAME mpi.ordinary-${s}.n${n}
+                 COMMAND ${NEMO_MPIEXEC} -n ${n} $<TARGET_FILE:test_mpi> ordinary-${s})
+        set_tests_properties(mpi.ordinary-${s}.n${n} PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
+      endforeach()
+    endforeach()
+    # A dead rank reported as a dead process is (issue 31): three ranks,
+    # the last dies; the survivors' sends, their waits for its replies,
+    # nemo_dead_places.
+    add_test(NAME mpi.death.n3
+             COMMAND ${PROJECT_SOURCE_DIR}/tests/test_mpi_abort.sh ${NEMO_MPIEXEC} 3 $<TARGET_FILE:test_mpi> death)
+    set_tests_properties(mpi.death.n3 PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
     # Flow control against a rank that takes nothing: two ranks suffice.
     add_test(NAME mpi.flow.n2 COMMAND ${NEMO_MPIEXEC} -n 2 $<TARGET_FILE:test_mpi> flow)
     set_tests_properties(mpi.flow.n2 PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
