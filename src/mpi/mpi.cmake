@@ -12,7 +12,8 @@ if(NOT MPI_C_FOUND)
 endif()
 message(STATUS "nemo: MPI found (${MPI_C_LIBRARY_VERSION_STRING}); building nemo-mpi")
 
-add_library(nemo-mpi SHARED ${PROJECT_SOURCE_DIR}/src/mpi/mpi.c)
+add_library(nemo-mpi SHARED ${PROJECT_SOURCE_DIR}/src/mpi/mpi.c ${PROJECT_SOURCE_DIR}/src/mpi/peers.c
+            ${PROJECT_SOURCE_DIR}/src/mpi/record.c ${PROJECT_SOURCE_DIR}/src/mpi/progress.c ${PROJECT_SOURCE_DIR}/src/mpi/send.c)
 set_target_properties(nemo-mpi PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
 target_compile_options(nemo-mpi PRIVATE ${NEMO_WARNINGS})
 target_include_directories(nemo-mpi PRIVATE ${PROJECT_SOURCE_DIR}/src)
