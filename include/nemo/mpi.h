@@ -234,7 +234,8 @@ int nemo_mpi_poll(nemo_mpi *m, unsigned *handled);
  * deadline (CLOCK_MONOTONIC) passes.  The owner of a SEND / CHECK /
  * WATCHDOG binding progresses MPI while it waits (MPI has no descriptor
  * to sleep on: it sleeps in slices of 16 us doubling to idle_max_ns);
- * the other places sleep until a local kick.
+ * the other places sleep until a local kick (looking every 100 ms for
+ * a dead rank).
  * @return 0; ETIMEDOUT; EINVAL; ENOTCONN; ECONNRESET once per death of a
  *         rank the place talked to (nemo_dead_places says which).
  */
