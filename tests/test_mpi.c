@@ -43,6 +43,24 @@
  *                   deadline (2^62 s) waits until rank 1 takes them.
  *                   Rank 1 then gets exactly the sends that returned 0,
  *                   in order.
+ *   ordinary-STRATEGY  the ordinary calls drive MPI (issue 31): ranks in
+ *                   pairs (client 2k, server 2k+1); the client pings the
+ *                   server's owner, which takes it with one
+ *                   nemo_place_wait, then one nemo_place_wait_for, then
+ *                   nemo_poll; then the server's worker (a place that is
+ *                   not the owner) is pinged while the owner waits with
+ *                   nemo_place_wait_for.  The server answers each ping
+ *                   after the phase that took it; the client waits for
+ *                   the answer with nemo_place_wait_for.  No nemo_mpi_* call in any of
+ *                   it; every wait has a 20 s deadline (a hang fails).
+ *   death           3 ranks, the last _exit()s (test_mpi_abort.sh): each
+ *                   survivor has sent it a request, and its
+ *                   nemo_place_wait_for for the reply returns ECONNRESET
+ *                   before its 20 s deadline; its sends to the dead rank
+ *                   are ECONNRESET; nemo_dead_places names the place it
+ *                   sent to (one death, total 1); the death is reported
+ *                   once (the next wait times out); a place that never
+ *                   talked to the dead rank is not told.
  *   finalize-race   cycles of nemo_mpi_create / nemo_mpi_finalize (each
  *                   strategy in turn) while two other places of the rank
  *                   send to a remote place without pause: each send
@@ -72,7 +90,7 @@
 #define N_NF 500
 #define MAXR 16
 
-enum { A_MSG = 1, A_REQ = 2, A_REP = 3, A_FLOW = 4, A_FLOW_END = 5, A_KEEP = 6 };
+enum { A_MSG = 1, A_REQ = 2, A_REP = 3, A_FLOW = 4, A_FLOW_END = 5, A_KEEP = 6, A_PING = 7, A_PONG = 8 };
 
 static int rank, size;
 static nemo_mpi *m;
@@ -221,7 +239,7 @@ static void flood(int role, bool notes)
 	}
 }
 
-static _Atomic int worker_joined, worker_sent, worker_done, owner_finalized;
+static _Atomic int worker_joined, worker_sent, worker_done, owner_finalized, worker_connreset;
 static pthread_t worker;
 static nemo_place_id worker_id;
 static bool notes = true, wait_all = true, worker_floods = true;
@@ -264,7 +282,8 @@ static void *worker_main(void *arg)
 	while (!atomic_load(&owner_finalized)) {
 		struct timespec ts;
 		deadline_in(&ts, 1);
-		nemo_place_wait(&ts, NULL);
+		if (nemo_place_wait(&ts, NULL) == ECONNRESET)
+			atomic_fetch_add(&worker_connreset, 1);
 	}
 	nemo_place_leave();
 	return NULL;
@@ -868,6 +887,174 @@ static int run_finalize_stuck(void)
 	_exit(atomic_load(&failures) ? 1 : 0);
 }
 
+/* ---- ordinary: the ordinary calls drive MPI (issue 31) ---- */
+
+static _Atomic uint64_t pinged;      /* pings handled on this rank (owner and worker) */
+static uint64_t pong;                /* the client's: the last reply's arg + 1 (atomic stores) */
+
+static void on_ping(const nemo_am_msg *msg, void *ctx)
+{
+	(void)msg;
+	(void)ctx;
+	atomic_fetch_add(&pinged, 1);
+}
+
+/* The server's answer to ping i, once the phase that took it is over
+ * (a handler's reply could bring the next ping into the same phase). */
+static void server_answer(uint64_t i)
+{
+	int err = nemo_am_send(ids[rank - 1][0], A_PONG, i, 0);
+	EXPECT(!err, "answer to ping %llu: %d (%s)", (unsigned long long)i, err, nemo_last_error());
+}
+
+static void on_pong(const nemo_am_msg *msg, void *ctx)
+{
+	(void)ctx;
+	__atomic_store_n(&pong, msg->arg + 1, __ATOMIC_RELEASE);
+}
+
+/* Wait for the pong of ping i with the ordinary wait (20 s: a hang fails). */
+static void client_wait(uint64_t i)
+{
+	struct timespec ts;
+	deadline_in(&ts, 20000);
+	int err = nemo_place_wait_for(&pong, i, &ts, NULL);
+	EXPECT(!err && __atomic_load_n(&pong, __ATOMIC_ACQUIRE) == i + 1,
+	       "client: nemo_place_wait_for the reply to ping %llu: %d, pong %llu", (unsigned long long)i, err,
+	       (unsigned long long)__atomic_load_n(&pong, __ATOMIC_ACQUIRE));
+}
+
+static int run_ordinary(nemo_mpi_progress prog)
+{
+	worker_floods = false;
+	wait_all = false;
+	notes = false;
+	setup(prog);
+	nemo_action_register(d, A_PING, on_ping, NULL);
+	nemo_action_register(d, A_PONG, on_pong, NULL);
+	MPI_Barrier(MPI_COMM_WORLD);   /* the handlers are registered everywhere */
+	bool client = rank % 2 == 0 && rank + 1 < size, server = rank % 2 == 1;
+	if (client) {
+		int srv = rank + 1;
+		for (uint64_t i = 0; i < 4; i++) {
+			int err = nemo_am_send(ids[srv][i < 3 ? 0 : 1], A_PING, i, 0);
+			EXPECT(!err, "ping %llu: %d (%s)", (unsigned long long)i, err, nemo_last_error());
+			client_wait(i);
+		}
+	} else if (server) {
+		struct timespec ts;
+		unsigned h = 0;
+		/* 1: one nemo_place_wait. */
+		deadline_in(&ts, 20000);
+		int err = nemo_place_wait(&ts, &h);
+		EXPECT(!err && h >= 1 && atomic_load(&pinged) == 1,
+		       "server: nemo_place_wait: %d, handled %u, pinged %llu (expected 0, 1, 1)", err, h,
+		       (unsigned long long)atomic_load(&pinged));
+		server_answer(0);
+		/* 2: one nemo_place_wait_for. */
+		deadline_in(&ts, 20000);
+		err = nemo_place_wait_for((const uint64_t *)&pinged, 1, &ts, NULL);
+		EXPECT(!err && atomic_load(&pinged) == 2, "server: nemo_place_wait_for: %d, pinged %llu", err,
+		       (unsigned long long)atomic_load(&pinged));
+		server_answer(1);
+		/* 3: nemo_poll. */
+		deadline_in(&ts, 20000);
+		struct timespec now;
+		do {
+			nemo_poll(NULL);
+			clock_gettime(CLOCK_MONOTONIC, &now);
+		} while (atomic_load(&pinged) < 3 && ts_ns(&now) < ts_ns(&ts));
+		EXPECT(atomic_load(&pinged) == 3, "server: nemo_poll: pinged %llu, expected 3",
+		       (unsigned long long)atomic_load(&pinged));
+		server_answer(2);
+		/* 4: the worker is pinged; the owner (the one that receives
+		 * under SEND) only waits for the worker's handler. */
+		deadline_in(&ts, 20000);
+		err = nemo_place_wait_for((const uint64_t *)&pinged, 3, &ts, NULL);
+		EXPECT(!err && atomic_load(&pinged) == 4, "server: wait while the worker is pinged: %d, pinged %llu",
+		       err, (unsigned long long)atomic_load(&pinged));
+		server_answer(3);
+	}
+	MPI_Barrier(MPI_COMM_WORLD);   /* the last reply is out before anyone finalizes */
+	atomic_store(&worker_done, 1);
+	finish();
+	if (!atomic_load(&failures))
+		printf("rank %d: ordinary: %s\n", rank, client ? "client ok" : server ? "server ok" : "idle");
+	return 0;
+}
+
+/* ---- death: a dead rank, reported as for a process (issue 31) ---- */
+
+static int run_death(void)
+{
+	lax = true;
+	peer_timeout_ns = 2000000000ull;
+	worker_floods = false;
+	wait_all = false;
+	notes = false;
+	setup(NEMO_MPI_PROGRESS_SEND);
+	nemo_action_register(d, A_PING, on_ping, NULL);
+	nemo_action_register(d, A_PONG, on_pong, NULL);
+	int victim = size - 1;
+	MPI_Comm alive;
+	MPI_Comm_split(MPI_COMM_WORLD, rank == victim ? MPI_UNDEFINED : 0, rank, &alive);
+	if (!shared_flags()) {
+		printf("PASS death rank %d (skipped: the ranks are not on one host)\n", rank);
+		fflush(stdout);
+		_exit(0);
+	}
+	if (rank == victim) {
+		flag_wait(victim, 1);
+		_exit(7);   /* dies without finalizing, answering nobody */
+	}
+	nemo_place_id vdst = ids[victim][0];
+	int err = nemo_am_send(vdst, A_PING, (uint64_t)rank, 0);
+	EXPECT(!err, "request to rank %d: %d (%s)", victim, err, nemo_last_error());
+	MPI_Barrier(alive);   /* every survivor's request is out */
+	if (rank == 0)
+		flag_set(victim, 1);
+	/* The reply never comes: the wait learns of the death, long before
+	 * its deadline (ETIMEDOUT would mean it did not). */
+	struct timespec ts;
+	deadline_in(&ts, 20000);
+	err = nemo_place_wait_for(&pong, 0, &ts, NULL);
+	EXPECT(err == ECONNRESET, "wait for the dead rank's reply: %d (%s), expected ECONNRESET", err,
+	       nemo_last_error());
+	err = nemo_am_send(vdst, A_PING, 1, 0);
+	EXPECT(err == ECONNRESET, "send to the dead rank: %d, expected ECONNRESET", err);
+	err = nemo_notify(vdst, 1, 0);
+	EXPECT(err == ECONNRESET, "notify to the dead rank: %d, expected ECONNRESET", err);
+	nemo_place_id dead[4] = {0};
+	size_t n = 0;
+	uint64_t total = 0;
+	err = nemo_dead_places(dead, 4, &n, &total);
+	EXPECT(!err && n == 1 && total == 1 && dead[0] == vdst && nemo_mpi_rank_of(dead[0]) == victim,
+	       "nemo_dead_places: %d, n %zu, total %llu, ids[0] %#llx (rank %d), expected 0, 1, 1, %#llx (rank %d)",
+	       err, n, (unsigned long long)total, (unsigned long long)dead[0], nemo_mpi_rank_of(dead[0]),
+	       (unsigned long long)vdst, victim);
+	/* Reported once: the next wait runs to its (short) deadline. */
+	deadline_in(&ts, 300);
+	err = nemo_place_wait_for(&pong, 0, &ts, NULL);
+	EXPECT(err == ETIMEDOUT, "a second wait: %d, expected ETIMEDOUT (the death is told once)", err);
+	/* A survivor is no dead place. */
+	if (size > 2) {
+		int other = rank == 0 ? 1 : 0;
+		err = nemo_am_send(ids[other][0], A_MSG, 0, 0);
+		EXPECT(!err, "send to surviving rank %d: %d (%s)", other, err, nemo_last_error());
+	}
+	MPI_Barrier(alive);   /* the survivors' sends to each other are out */
+	atomic_store(&worker_done, 1);
+	err = nemo_mpi_finalize(m);
+	EXPECT(err == ECONNRESET, "finalize with a dead rank: %d, expected ECONNRESET", err);
+	atomic_store(&owner_finalized, 1);
+	pthread_join(worker, NULL);
+	EXPECT(atomic_load(&worker_connreset) == 0, "the worker, which never talked to the dead rank, was told");
+	if (!atomic_load(&failures))
+		printf("PASS death rank %d\n", rank);
+	fflush(stdout);
+	_exit(atomic_load(&failures) ? 1 : 0);   /* MPI_Finalize would wait for the dead rank */
+}
+
 /* ---- finalize-race: sends from other places while the owner finalizes ---- */
 
 enum { RACE_CYCLES = 40, RACE_THREADS = 2 };
@@ -986,6 +1173,10 @@ int main(int argc, char **argv)
 		run_flow();
 	else if (!strcmp(mode, "finalize-race"))
 		run_finalize_race();
+	else if (!strncmp(mode, "ordinary-", 9))
+		run_ordinary(strategy_of(mode + 9));
+	else if (!strcmp(mode, "death"))
+		run_death();
 	else {
 		fprintf(stderr, "test_mpi: unknown mode %s\n", mode);
 		MPI_Abort(MPI_COMM_WORLD, 2);

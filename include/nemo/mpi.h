@@ -10,7 +10,13 @@
  * (a handler's msg->src is the remote id of the sender, so replies just
  * work) and nemo_notify.  Handlers run on the destination place's thread,
  * at the same moments as for local messages (its polls, waits, threshold
- * checks, interrupts, the poll layer's progress thread).
+ * checks, interrupts, the poll layer's progress thread).  The ordinary
+ * calls receive: nemo_poll, nemo_place_wait and nemo_place_wait_for
+ * drive MPI under every strategy (the owner of a SEND / CHECK / WATCHDOG
+ * binding progresses MPI in them; asleep in a wait, it looks every
+ * 16 us doubling to idle_max_ns, since MPI cannot wake it); the
+ * nemo_mpi_poll / nemo_mpi_wait / nemo_mpi_wait_for below are those
+ * calls with the binding's checks.
  *
  * Guarantees.  Messages from one place to one remote place are handled
  * in the order sent, each exactly once (MPI's non-overtaking order on one
@@ -54,9 +60,11 @@
  *
  * Progress strategies (nemo_mpi_attr.progress), chosen per binding at run
  * time:
- *   NEMO_MPI_PROGRESS_SEND     the owner progresses MPI in nemo_mpi_poll,
- *                              nemo_mpi_wait and at each of its remote
- *                              sends; MPI_THREAD_FUNNELED suffices;
+ *   NEMO_MPI_PROGRESS_SEND     the owner progresses MPI in its polls and
+ *                              waits (nemo_poll, nemo_place_wait,
+ *                              nemo_place_wait_for, nemo_mpi_*) and at
+ *                              each of its remote sends;
+ *                              MPI_THREAD_FUNNELED suffices;
  *   NEMO_MPI_PROGRESS_CHECK    the same, and nemo_mpi_check() - a
  *                              threshold check to put in loops - polls
  *                              when threshold_ns has passed (Perkovic &
@@ -81,13 +89,22 @@
  *   EALREADY     the domain is bound already, or the caller is not its place
  *   ENOTCONN     the caller is not a place of a bound domain
  *   EHOSTUNREACH a remote id whose rank is not in the communicator
- *   ESHUTDOWN    the destination rank has finalized its binding, or ours
- *                is finalizing (once nemo_mpi_finalize has returned, the
- *                domain is not bound: a remote id is ESRCH)
+ *   ESRCH        the place left: its rank has finalized its binding
+ *                (cleanly; as a local place that left); also any remote
+ *                id once our nemo_mpi_finalize has returned (the domain
+ *                is not bound)
+ *   ESHUTDOWN    our binding is finalizing
  *   ECONNRESET   the destination rank died (its process is gone, even if
  *                its pid now names another process; or, on another host,
  *                a send to it did not complete within peer_timeout_ns);
- *                counted in nemo_mpi_counters.dead_sends
+ *                counted in nemo_mpi_counters.dead_sends.  A wait
+ *                (nemo_place_wait, nemo_place_wait_for, nemo_mpi_wait*)
+ *                of a place that talked to that rank (sent to it or got
+ *                a message from it) returns ECONNRESET once per such
+ *                death, within about 100 ms of its finding; and
+ *                nemo_dead_places (nemo/domain.h) lists the dead ranks
+ *                the calling place talked to, each by the id of its
+ *                place last talked to
  *   EAGAIN       NEMO_NONBLOCK and the rank's window full (flow control)
  *   ETIMEDOUT    a timed send's deadline passed with the window full
  *   ENOBUFS      a handler's send with 65536 sends kept for that rank
@@ -201,8 +218,9 @@ int nemo_mpi_place(nemo_mpi *m, int rank, unsigned index, nemo_place_id *out);
 int nemo_mpi_rank_of(nemo_place_id id);
 
 /**
- * Progress MPI now (owner, or any place with a THREAD binding: then it
- * does nothing but nemo_poll), then nemo_poll the calling place.
+ * nemo_poll, with the binding's checks: the owner of a SEND / CHECK /
+ * WATCHDOG binding progresses MPI in it (any place's nemo_poll does the
+ * same); with a THREAD binding, any place just polls.
  * @param handled receives the handlers run here (may be NULL)
  * @return 0; EINVAL; ENOTCONN; EPERM for a place other than the owner
  *         of a SEND / CHECK / WATCHDOG binding (it just nemo_polls: use
@@ -211,13 +229,15 @@ int nemo_mpi_rank_of(nemo_place_id id);
 int nemo_mpi_poll(nemo_mpi *m, unsigned *handled);
 
 /**
- * Wait until at least one handler ran on the calling place (remote or
- * local messages, also one run by an interrupt during the call), or the
- * deadline (CLOCK_MONOTONIC) passes.  The owner
- * of a SEND / CHECK / WATCHDOG binding polls MPI and its queues in turn
- * (MPI has no descriptor to sleep on; it yields the CPU between rounds);
- * with a THREAD binding the place sleeps in nemo_place_wait.
- * @return 0; ETIMEDOUT; EINVAL; ENOTCONN.
+ * nemo_place_wait, with the binding's checks: wait until at least one
+ * handler ran on the calling place (remote or local messages), or the
+ * deadline (CLOCK_MONOTONIC) passes.  The owner of a SEND / CHECK /
+ * WATCHDOG binding progresses MPI while it waits (MPI has no descriptor
+ * to sleep on: it sleeps in slices of 16 us doubling to idle_max_ns);
+ * the other places sleep until a local kick (looking every 100 ms for
+ * a dead rank).
+ * @return 0; ETIMEDOUT; EINVAL; ENOTCONN; ECONNRESET once per death of a
+ *         rank the place talked to (nemo_dead_places says which).
  */
 int nemo_mpi_wait(nemo_mpi *m, const struct timespec *abstime, unsigned *handled);
 
@@ -227,8 +247,11 @@ int nemo_mpi_wait(nemo_mpi *m, const struct timespec *abstime, unsigned *handled
  * interrupt or the progress thread handled just before the call is not
  * waited for again.  Write the word from this place's handlers with an
  * atomic store.
+ * It is nemo_place_wait_for with the binding's checks (it drives MPI as
+ * nemo_mpi_wait does).
  * @return 0 once *word != old; ETIMEDOUT; EINVAL (NULL m or word, a
- *         malformed abstime); ENOTCONN.
+ *         malformed abstime); ENOTCONN; ECONNRESET once per death of a
+ *         rank the place talked to.
  */
 int nemo_mpi_wait_for(nemo_mpi *m, const uint64_t *word, uint64_t old, const struct timespec *abstime,
 		      unsigned *handled);

@@ -22,6 +22,21 @@
  *
  * (Why no wake-up is lost: drain.c, WHY NO WAKE-UP IS LOST.)
  *
+ * DRIVEN WAITS (remote.h, the drive op)
+ *
+ * A place of a domain that a transport serves (a domain bound to MPI)
+ * gets its remote messages through its ordinary calls.  While a
+ * transport with a drive op is registered, nemo_poll drives it once
+ * before it drains, and a wait drives it at the start, in every poll
+ * round (try_take) and between slices of its sleep: the transport says
+ * how long the place may sleep (*slice_ns; MPI has no descriptor to
+ * sleep on, so the place that receives for the rank sleeps in slices of
+ * a backoff, and every place in slices long enough to learn of a dead
+ * peer).  A slice ends like a deadline (ETIMEDOUT from the wait loop),
+ * and the wait goes on until its own deadline.  A local kick wakes the
+ * place at once, as always.  A drive in a wait may end it with an error
+ * (ECONNRESET: a peer the place talks to died).
+ *
  * THE FILE DESCRIPTOR
  *
  * nemo_place_fd gives the place an eventfd (efd) for event loops.  The
@@ -78,9 +93,21 @@
 #include <errno.h>
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 /* --------------------------------------------------------- poll, wait */
+
+/* DRIVEN WAITS: the calling thread's wait drives its transport (set by
+ * place_wait, saved around a handler's nested wait), and the error a
+ * drive ended it with. */
+static __thread bool drive_on __attribute__((tls_model("initial-exec")));
+static __thread int drive_err __attribute__((tls_model("initial-exec")));
+
+static inline bool drives(void)
+{
+	return atomic_load_explicit(&nemo__remote_drivers, memory_order_relaxed) != 0;
+}
 
 int nemo_poll(unsigned *handled)
 {
@@ -91,7 +118,11 @@ int nemo_poll(unsigned *handled)
 	bool fd = atomic_load_explicit(&me->efd, memory_order_relaxed) >= 0;
 	if (fd)
 		nemo__fd_disarm(me);
-	unsigned n = nemo__drain(me, NEMO_AM_CTX_POLL, false);
+	unsigned n = 0;
+	uint64_t slice;
+	if (drives())    /* DRIVEN WAITS (a poll reports no death) */
+		(void)nemo__remote_drive(me->d, false, &n, &slice);
+	n += nemo__drain(me, NEMO_AM_CTX_POLL, false);
 	if (me->ovf_n)
 		nemo__ovf_flush(me);
 	if (fd)
@@ -188,7 +219,16 @@ static bool place_try_take(void *arg)
 	/* The drain itself, not "pending, then drain": its empty checks
 	 * cost as much as nemo__pending's, and a message found is handled
 	 * without a second look. */
-	unsigned n = nemo__drain(me, NEMO_AM_CTX_WAIT, false);
+	unsigned n = 0;
+	if (drive_on) {   /* DRIVEN WAITS */
+		uint64_t slice;
+		int e = nemo__remote_drive(me->d, true, &n, &slice);
+		if (e > 0) {
+			drive_err = e;
+			return true;
+		}
+	}
+	n += nemo__drain(me, NEMO_AM_CTX_WAIT, false);
 	if (me->ovf_n)
 		nemo__ovf_flush(me);
 	me->handled += n;
@@ -303,9 +343,48 @@ static int place_wait(nemo_place *me, const struct timespec *abstime, unsigned *
 	unsigned outer = me->handled;   /* a handler may wait too: nest the count */
 	me->handled = 0;
 	nemo_waiter *w = atomic_load_explicit(&me->waiter, memory_order_relaxed);
+	bool outer_drive = drive_on;
+	int outer_err = drive_err;
+	drive_err = 0;
+	uint64_t slice = 0;
+	drive_on = drives() && nemo__remote_drive(me->d, true, &me->handled, &slice) >= 0;  /* DRIVEN WAITS */
 	nemo__slot_polling(w);                                                             /* W1 */
-	rc = nemo__wait_loop(&place_ops, me, &me->policy, CLOCK_MONOTONIC, abstime,
-			     place_owns_cpu(me) ? NEMO__WAIT_OWNED : 0);
+	unsigned flags = place_owns_cpu(me) ? NEMO__WAIT_OWNED : 0;
+	for (;;) {
+		if (drive_on && (drive_err || (word ? __atomic_load_n(word, __ATOMIC_ACQUIRE) != old : me->handled > 0))) {
+			rc = drive_err;   /* a drive between slices ran a handler, or ended the wait */
+			break;
+		}
+		if (!slice) {
+			rc = nemo__wait_loop(&place_ops, me, &me->policy, CLOCK_MONOTONIC, abstime, flags);
+			break;
+		}
+		/* A slice of the sleep: until abstime or slice_ns from now. */
+		struct timespec until;
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_sec += (time_t)(slice / 1000000000u);
+		until.tv_nsec += (long)(slice % 1000000000u);
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		bool last = abstime && (abstime->tv_sec < until.tv_sec ||
+					(abstime->tv_sec == until.tv_sec && abstime->tv_nsec <= until.tv_nsec));
+		rc = nemo__wait_loop(&place_ops, me, &me->policy, CLOCK_MONOTONIC, last ? abstime : &until, flags);
+		if (rc != ETIMEDOUT || last)
+			break;
+		slice = 0;
+		int e = nemo__remote_drive(me->d, true, &me->handled, &slice);
+		if (e > 0)
+			drive_err = e;
+		else if (e < 0)
+			slice = 0;   /* unbound meanwhile: an ordinary wait from here */
+		nemo__slot_polling(w);
+	}
+	if (drive_err)
+		rc = drive_err;
+	drive_on = outer_drive;
+	drive_err = outer_err;
 	me->handled += nemo__wait_leave(me, w);                                            /* W6 */
 	if (atomic_load_explicit(&me->efd, memory_order_relaxed) >= 0)
 		nemo__fd_arm(me);           /* back to waiting on its descriptor */

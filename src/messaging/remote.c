@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 
 static const nemo__remote_ops *_Atomic remote_ops[NEMO__REMOTE_N];
+_Atomic unsigned nemo__remote_drivers;
 
 static const char *const transport_name[NEMO__REMOTE_N] = {
 	"a remote place, and no transport (nemo/mpi.h) is running",
@@ -27,7 +28,32 @@ static const char *const transport_name[NEMO__REMOTE_N] = {
 
 const nemo__remote_ops *nemo__remote_register(unsigned t, const nemo__remote_ops *ops)
 {
-	return t < NEMO__REMOTE_N ? atomic_exchange_explicit(&remote_ops[t], ops, memory_order_acq_rel) : NULL;
+	if (t >= NEMO__REMOTE_N)
+		return NULL;
+	const nemo__remote_ops *old = atomic_exchange_explicit(&remote_ops[t], ops, memory_order_acq_rel);
+	if (ops && ops->drive && !(old && old->drive))
+		atomic_fetch_add_explicit(&nemo__remote_drivers, 1, memory_order_relaxed);
+	else if (old && old->drive && !(ops && ops->drive))
+		atomic_fetch_sub_explicit(&nemo__remote_drivers, 1, memory_order_relaxed);
+	return old;
+}
+
+int nemo__remote_drive(nemo_domain *d, bool report, unsigned *handled, uint64_t *slice_ns)
+{
+	int rc = -1;
+	*slice_ns = 0;
+	for (unsigned t = 0; t < NEMO__REMOTE_N; t++) {
+		const nemo__remote_ops *o = atomic_load_explicit(&remote_ops[t], memory_order_acquire);
+		uint64_t s = 0;
+		int r = o && o->drive ? o->drive(d, report, handled, &s) : -1;
+		if (r < 0)
+			continue;
+		if (s && (!*slice_ns || s < *slice_ns))
+			*slice_ns = s;
+		if (rc <= 0)
+			rc = r;
+	}
+	return rc;
 }
 
 static const nemo__remote_ops *ops_of(nemo_place_id dest)

@@ -21,12 +21,21 @@
  * nemo_notify_set_handler, nemo_am_broadcast to everyone) ask the
  * transports, in their "not a place" branch, through nemo__remote_self;
  * the fast paths pay nothing for it.
+ *
+ * A place of this process whose domain a transport serves (a domain
+ * bound to MPI) has its ordinary waits and polls drive that transport:
+ * nemo_poll, nemo_place_wait and nemo_place_wait_for call
+ * nemo__remote_drive while a transport with a drive op is registered
+ * (nemo__remote_drivers, one relaxed load otherwise), so that no
+ * transport needs calls of its own to receive (placewait.c, DRIVEN
+ * WAITS).
  */
 #ifndef NEMO_MESSAGING_REMOTE_H
 #define NEMO_MESSAGING_REMOTE_H
 
 #include <nemo/domain.h>
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -102,6 +111,16 @@ typedef struct nemo__remote_ops {
 	 *  stored, *total += how many died in all (NULL: none of its places
 	 *  can die).  Returns 0 or an error. */
 	int (*dead)(nemo_place_id *ids, size_t cap, size_t *n, uint64_t *total);
+	/** The ordinary calls of place me (the calling thread's, of domain
+	 *  d) drive the transport: one progress pass if this thread is the
+	 *  one that receives for d (*handled += the handlers it ran at once
+	 *  on me), and *slice_ns := how long a wait of me may sleep before
+	 *  it calls again (0: as long as it likes: it is woken as for local
+	 *  messages).  report (a wait, not a poll): return ECONNRESET, once
+	 *  per death, if a peer that me talks to died since me was last told.
+	 *  Returns -1 when d is not this transport's (nothing done), 0, or
+	 *  the error (NULL: the transport needs no driving). */
+	int (*drive)(nemo_domain *d, bool report, unsigned *handled, uint64_t *slice_ns);
 } nemo__remote_ops;
 
 /** Register transport t's table (NULL: none).  Returns the previous one. */
@@ -120,6 +139,15 @@ int nemo__remote_broadcast(const nemo_place_id *set, size_t n, uint32_t id, uint
  *  of the calls that have no place ("the calling thread is not a place");
  *  fn NULL: ENOTCONN bare (a query that is no failure). */
 int nemo__remote_self(nemo__remote_self_op op, const nemo__remote_self_args *a, const char *fn);
+
+/** How many registered transports have a drive op (relaxed: a hint; a
+ *  transport registers before the first call that needs it). */
+extern _Atomic unsigned nemo__remote_drivers;
+
+/** The ordinary calls' drive (remote.h's drive op) over every transport
+ *  with one: -1 if none serves d, else 0 or the first error; *handled
+ *  and *slice_ns as the op says (the shortest slice). */
+int nemo__remote_drive(nemo_domain *d, bool report, unsigned *handled, uint64_t *slice_ns);
 
 /** nemo_dead_places over every transport (remote.c). */
 int nemo__remote_dead(nemo_place_id *ids, size_t cap, size_t *n, uint64_t *total);

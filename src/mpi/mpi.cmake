@@ -12,7 +12,8 @@ if(NOT MPI_C_FOUND)
 endif()
 message(STATUS "nemo: MPI found (${MPI_C_LIBRARY_VERSION_STRING}); building nemo-mpi")
 
-add_library(nemo-mpi SHARED ${PROJECT_SOURCE_DIR}/src/mpi/mpi.c)
+add_library(nemo-mpi SHARED ${PROJECT_SOURCE_DIR}/src/mpi/mpi.c ${PROJECT_SOURCE_DIR}/src/mpi/peers.c
+            ${PROJECT_SOURCE_DIR}/src/mpi/record.c ${PROJECT_SOURCE_DIR}/src/mpi/progress.c ${PROJECT_SOURCE_DIR}/src/mpi/send.c)
 set_target_properties(nemo-mpi PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
 target_compile_options(nemo-mpi PRIVATE ${NEMO_WARNINGS})
 target_include_directories(nemo-mpi PRIVATE ${PROJECT_SOURCE_DIR}/src)
@@ -55,6 +56,20 @@ if(NEMO_BUILD_TESTS)
       add_test(NAME mpi.finalize-race.n${n} COMMAND ${NEMO_MPIEXEC} -n ${n} $<TARGET_FILE:test_mpi> finalize-race)
       set_tests_properties(mpi.finalize-race.n${n} PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
     endforeach()
+    # The ordinary calls drive MPI (issue 31): every strategy.
+    foreach(n 2 4)
+      foreach(s send check thread watchdog)
+        add_test(NAME mpi.ordinary-${s}.n${n}
+                 COMMAND ${NEMO_MPIEXEC} -n ${n} $<TARGET_FILE:test_mpi> ordinary-${s})
+        set_tests_properties(mpi.ordinary-${s}.n${n} PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
+      endforeach()
+    endforeach()
+    # A dead rank reported as a dead process is (issue 31): three ranks,
+    # the last dies; the survivors' sends, their waits for its replies,
+    # nemo_dead_places.
+    add_test(NAME mpi.death.n3
+             COMMAND ${PROJECT_SOURCE_DIR}/tests/test_mpi_abort.sh ${NEMO_MPIEXEC} 3 $<TARGET_FILE:test_mpi> death)
+    set_tests_properties(mpi.death.n3 PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
     # Flow control against a rank that takes nothing: two ranks suffice.
     add_test(NAME mpi.flow.n2 COMMAND ${NEMO_MPIEXEC} -n 2 $<TARGET_FILE:test_mpi> flow)
     set_tests_properties(mpi.flow.n2 PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
