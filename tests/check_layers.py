@@ -11,7 +11,9 @@ the build's object files and the sources:
      of src/ outside src/waiter/: everything else reaches a slot through
      the functions of waiter_internal.h (tests/test_adaptive.c, a
      white-box test of the wait history, includes it; tests are not
-     scanned).
+     scanned);
+  4. no futex call in messaging, poll, mcast, xproc or mpi: they sleep
+     and kick through the waiter layer (waiter.c, THE RAW WORD).
 
 Usage: check_layers.py BUILD_DIR [SOURCE_DIR]
 Exit 0 when every rule holds, 1 with one line per violation.
@@ -168,6 +170,21 @@ def main():
         if c:
             steps = " -> ".join(f"{a} ({uses[a][b]})" for a, b in zip(c, c[1:]))
             bad.append(f"cycle in {layer}: {steps} -> {c[-1]}")
+
+    # 4. The futex is the waiter layer's: the layers that sleep and kick
+    # through it (messaging, poll, mcast, xproc, mpi) make no futex call
+    # of their own (waiter.c, THE RAW WORD).
+    futex_sym = re.compile(r"^nemo_futex_")
+    for src in sorted(needs):
+        if layer_of(src) in ("messaging", "poll", "mcast", "xproc", "mpi"):
+            for s in sorted(needs[src]):
+                if futex_sym.match(s):
+                    bad.append(f"{src} calls {s}: sleep and kick through the waiter layer (nemo__word_*)")
+    for src in sorted(glob.glob("src/**/*.[ch]", recursive=True)):
+        if layer_of(src) in ("messaging", "poll", "mcast", "xproc", "mpi"):
+            for no, line in enumerate(open(src, encoding="utf-8"), 1):
+                if "SYS_futex" in line or "SYS_futex_waitv" in line:
+                    bad.append(f"{src}:{no} makes a futex system call: the waiter layer's")
 
     # 3. The project describes itself: no source or document points at a
     # file that is not in it (the design map is docs/architecture.md).

@@ -303,7 +303,7 @@ void *thr_main(void *arg)
 			if (m->attr.watchdog_ns >= 1000000000ull)
 				ts = (struct timespec){1, 0};
 			if (!atomic_load_explicit(&m->stop, memory_order_seq_cst))
-				nemo_futex_wait((uint32_t *)&m->bell->kick, k, &ts, m->bell_flags);
+				nemo__word_sleep(&m->bell->kick, k, &ts, m->bell_flags);
 			CADD(m, c_sleeps);
 			uint64_t lp = atomic_load_explicit(&m->last_progress, memory_order_relaxed);
 			if (nemo_ticks_to_ns((int64_t)(nemo_ticks() - lp)) >= (double)m->attr.watchdog_ns &&
@@ -339,7 +339,7 @@ void *thr_main(void *arg)
 		/* T3: a last look at MPI and the local work, after T1. */
 		if (!try_progress(m) && !atomic_load_explicit(&m->stop, memory_order_seq_cst)) {
 			struct timespec ts = {(time_t)(nap / 1000000000ull), (long)(nap % 1000000000ull)};
-			nemo_futex_wait((uint32_t *)&b->kick, k, &ts, m->bell_flags);          /* T4 */
+			nemo__word_sleep(&b->kick, k, &ts, m->bell_flags);                     /* T4 */
 			CADD(m, c_sleeps);
 			if (atomic_load_explicit(&b->kick, memory_order_relaxed) != k) {
 				CADD(m, c_wakeups);

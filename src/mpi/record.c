@@ -167,7 +167,7 @@ void thr_kick(nemo_mpi *m)
 {
 	atomic_fetch_add_explicit(&m->bell->kick, 1, memory_order_seq_cst);                  /* K2 */
 	if (atomic_load_explicit(&m->bell->sleeping, memory_order_seq_cst))                  /* K3 */
-		nemo_futex_wake((uint32_t *)&m->bell->kick, 1, m->bell_flags, NULL);
+		nemo__word_wake(&m->bell->kick, 1, m->bell_flags);
 }
 
 /* After a send to rank r completed: ring r's doorbell if its progress
@@ -180,7 +180,7 @@ void ring(nemo_mpi *m, int r)
 	atomic_thread_fence(memory_order_seq_cst);                                      /* R1 */
 	if (atomic_load_explicit(&b->sleeping, memory_order_relaxed)) {                 /* R2 */
 		atomic_fetch_add_explicit(&b->kick, 1, memory_order_seq_cst);           /* R3 */
-		nemo_futex_wake((uint32_t *)&b->kick, 1, NEMO_FUTEX_SHARED, NULL);
+		nemo__word_wake(&b->kick, 1, NEMO_FUTEX_SHARED);
 	}
 }
 

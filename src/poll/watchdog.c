@@ -223,7 +223,7 @@ static void *wd_main(void *arg)
 			if (nemo__slot_sleep_begin(w, NULL, any_clock, g, &word, &val, &bits))         /* W5 */
 				continue;
 			atomic_fetch_add_explicit(&g->sleeps, 1, memory_order_relaxed);
-			nemo_futex_wait(word, val, NULL, NEMO_FUTEX_PRIVATE);
+			nemo__word_sleep((_Atomic uint32_t *)word, val, NULL, NEMO_FUTEX_PRIVATE);
 			nemo__slot_awake(w);
 		} else {
 			/* Sleep until `early` before the deadline, then spin the
@@ -235,7 +235,7 @@ static void *wd_main(void *arg)
 				struct timespec rel = { (time_t)(ns / 1e9), (long)(ns - (double)(time_t)(ns / 1e9) * 1e9) };
 				if (rel.tv_nsec < 0 || rel.tv_nsec >= 1000000000)
 					rel.tv_nsec = 0;
-				if (nemo_futex_wait((uint32_t *)&g->stop_word, 0, &rel, NEMO_FUTEX_PRIVATE) == ETIMEDOUT) {
+				if (nemo__word_sleep(&g->stop_word, 0, &rel, NEMO_FUTEX_PRIVATE) == ETIMEDOUT) {
 					uint64_t woke = nemo_ticks();
 					early_ns = next_early(early_ns, woke > target ? nemo_ticks_to_ns((int64_t)(woke - target)) : 0);
 					atomic_store_explicit(&g->early_ns, (uint64_t)early_ns, memory_order_relaxed);
@@ -284,7 +284,7 @@ int nemo_watchdog_stop(nemo_watchdog *g)
 		return NEMO__FAIL(EINVAL, "the watchdog is NULL");
 	atomic_store_explicit(&g->stop, 1, memory_order_seq_cst);
 	atomic_store_explicit(&g->stop_word, 1, memory_order_seq_cst);
-	nemo_futex_wake((uint32_t *)&g->stop_word, 1, NEMO_FUTEX_PRIVATE, NULL);
+	nemo__word_wake(&g->stop_word, 1, NEMO_FUTEX_PRIVATE);
 	nemo_waiter *w = atomic_load_explicit(&g->w, memory_order_acquire);
 	if (w)
 		nemo__waiter_kick_issued(w);
