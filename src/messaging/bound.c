@@ -371,6 +371,11 @@ static __attribute__((noinline)) int send_and_curry(nemo_place *me, nemo_place_i
 	int err = nemo_am_sendv(dest, id, arg, NULL, 0, flags);
 	if (err || !me || nemo__id_is_remote(dest) || (id & 0x80000000u))
 		return err;
+	/* A served place is drained by the progress thread, whose handlers
+	 * move hdepth under the place's lock: its sends are never curried
+	 * (fast_key is 0 while served), and hdepth is not ours to read. */
+	if (atomic_load_explicit(&me->delegated, memory_order_relaxed))
+		return 0;
 	if (atomic_load_explicit(&me->busy, memory_order_relaxed) || me->hdepth)
 		return 0;    /* a handler's send: leave the caller's curry be */
 	if (me->curry_miss.dest != dest || me->curry_miss.id != id ||
