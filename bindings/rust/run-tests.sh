@@ -37,7 +37,7 @@ else
 	copy="$CARGO_TARGET_DIR/src-without-tokio"
 	rm -rf "$copy"
 	mkdir -p "$copy"
-	cp -r "$here/Cargo.toml" "$here/nemo-sys" "$here/nemo" "$copy/"
+	cp -r "$here/Cargo.toml" "$here/README.md" "$here/nemo-sys" "$here/nemo" "$copy/"
 	# Drop the optional dependency, its feature and its example.
 	sed -i -e '/^tokio = {/d' -e 's/^tokio = \["dep:tokio"\]/tokio = []/' -e '/^\[\[example\]\]/,$d' "$copy/nemo/Cargo.toml"
 	rm -f "$copy/nemo/examples/tokio_fd.rs"

@@ -789,3 +789,8 @@ mod tokio_support {
         Error { code, message: e.to_string() }
     }
 }
+
+/// The examples of bindings/rust/README.md, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
