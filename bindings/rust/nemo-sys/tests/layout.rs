@@ -18,6 +18,17 @@ macro_rules! offset_of {
     }};
 }
 
+fn size_of_pointee<T>(_: *const T) -> usize {
+    size_of::<T>()
+}
+
+macro_rules! field_size {
+    ($t:ty, $f:ident) => {{
+        let u = MaybeUninit::<$t>::uninit();
+        size_of_pointee(unsafe { std::ptr::addr_of!((*u.as_ptr()).$f) })
+    }};
+}
+
 /// (C expression, Rust value) pairs.
 fn expected() -> Vec<(String, u64)> {
     let mut v: Vec<(String, u64)> = Vec::new();
@@ -25,7 +36,8 @@ fn expected() -> Vec<(String, u64)> {
         ($t:ident, $c:expr, [$($f:ident),*]) => {
             v.push((format!("sizeof({})", $c), size_of::<$t>() as u64));
             v.push((format!("_Alignof({})", $c), align_of::<$t>() as u64));
-            $( v.push((format!("offsetof({}, {})", $c, stringify!($f)), offset_of!($t, $f) as u64)); )*
+            $( v.push((format!("offsetof({}, {})", $c, stringify!($f)), offset_of!($t, $f) as u64));
+               v.push((format!("sizeof((({} *)0)->{})", $c, stringify!($f)), field_size!($t, $f) as u64)); )*
         };
     }
     macro_rules! k {
