@@ -27,7 +27,10 @@ unset RUSTFLAGS CARGO_BUILD_RUSTFLAGS
 echo "rust: $(cargo --version), libnemo from $NEMO_LIB_DIR"
 
 cd "$here"
-if cargo fetch --locked -q 2>/dev/null || cargo fetch --locked --offline -q 2>/dev/null; then
+# At most 2 minutes for the download (Debian's cargo 1.63 clones the
+# whole crates.io index the first time); the cache is tried first.
+if cargo fetch --locked --offline -q 2>/dev/null ||
+	CARGO_NET_RETRY=1 timeout 120 cargo fetch --locked -q; then
 	cargo test --offline --locked --features tokio
 	cargo run --offline --locked -q --example pool 2000 2
 	cargo run --offline --locked -q --features tokio --example tokio_fd
