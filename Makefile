@@ -17,7 +17,7 @@ VENV     := .venv
 PYTHON   := $(CURDIR)/$(VENV)/bin/python
 CMAKE_FLAGS := -G Ninja -DNEMO_PYTHON=$(PYTHON)
 
-.PHONY: all build test test-plain test-asan test-tsan test-python report install bundle clean bootstrap fuzz-xproc
+.PHONY: all build test test-plain test-asan test-tsan test-python test-rust report install bundle clean bootstrap fuzz-xproc
 
 all: build
 
@@ -38,6 +38,10 @@ test: test-plain test-asan test-tsan test-python
 
 test-plain: build
 	cd $(BUILD) && ctest --output-on-failure -j2
+
+# Only the Rust crates' tests (bindings/rust; also part of test-plain).
+test-rust: build
+	cd $(BUILD) && ctest --output-on-failure -L rust
 
 # Every C test and smoke run again under AddressSanitizer + UBSan.
 test-asan: bootstrap
