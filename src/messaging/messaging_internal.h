@@ -399,7 +399,7 @@ typedef struct nemo__action {
 int nemo__am_resolve(struct nemo_domain *d, nemo_place_id dest, uint32_t id, size_t len, uint32_t *meta,
 		     const char *fn);
 
-/* nemo_am_sendv for layers above with internal flags (NEMO__SEND_KEEP_ALL;
+/* nemo_am_sendv with internal flags (NEMO__SEND_KEEP_ALL: nemo__am_send_kept;
  * am.c): a local dest only, no check of the flags. */
 int nemo__am_sendv_flags(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload, size_t len,
 			 unsigned flags);
@@ -573,15 +573,8 @@ static inline __attribute__((always_inline)) bool nemo__granted(_Atomic uint64_t
  * messages, which a member needs to run its function: src/mcast). */
 #define NEMO__SEND_KEEP_ALL (1u << 31)
 
-/* The send flags every send accepts: 0, or EINVAL with the text for fn. */
-#define NEMO__SEND_FLAGS ((unsigned)(NEMO_PUSH | NEMO_NONBLOCK | NEMO_MORE))
-static inline int nemo__check_flags(unsigned flags, const char *fn)
-{
-	if (__builtin_expect(!(flags & ~NEMO__SEND_FLAGS), 1))
-		return 0;
-	return nemo__fail(EINVAL, fn, "flags 0x%x: unknown bits 0x%x (NEMO_PUSH, NEMO_NONBLOCK, NEMO_MORE)", flags,
-			  flags & ~NEMO__SEND_FLAGS);
-}
+/* The send flags every send accepts (NEMO__SEND_FLAGS, nemo__check_flags):
+ * modes.h. */
 
 /* An active message's flags, payload and length as every send checks them
  * (am.c; also the MPI layer's remote sends): 0, or the error with the text

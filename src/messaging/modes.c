@@ -199,3 +199,35 @@ void nemo__place_poll_check_counters(const nemo_place *p, uint64_t *polls, uint6
 	*polls = atomic_load_explicit(&p->c_poll_checks, memory_order_relaxed);
 	*handled = atomic_load_explicit(&p->c_poll_check_handled, memory_order_relaxed);
 }
+
+nemo_place_id nemo__domain_place_id(struct nemo_domain *d, unsigned idx)
+{
+	uint64_t s = atomic_load_explicit(&d->places[idx].status, memory_order_acquire);
+	if (nemo__status_state(s) != NEMO__ST_ACTIVE)
+		return NEMO_PLACE_NONE;
+	return nemo__make_id(idx, nemo__status_gen(s));
+}
+
+unsigned nemo__domain_actions(const struct nemo_domain *d)
+{
+	return d->A;
+}
+
+int nemo__place_cpu(const nemo_place *p)
+{
+	return p->cpu;
+}
+
+int nemo__place_hdepth(const nemo_place *me)
+{
+	return me->hdepth;
+}
+
+int nemo__am_send_kept(nemo_place *me, nemo_place_id to, uint32_t id, uint64_t arg, const void *payload,
+		       size_t len)
+{
+	me->hdepth++;           /* as a handler: never waits */
+	int err = nemo__am_sendv_flags(to, id, arg, payload, len, NEMO__SEND_KEEP_ALL);
+	me->hdepth--;
+	return err;
+}

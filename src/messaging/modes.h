@@ -25,8 +25,10 @@
 #include "../platform/invariant.h"
 #include "../waiter/waiter_internal.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct nemo_place nemo_place;
@@ -149,5 +151,36 @@ struct nemo__poll_check *nemo__place_poll_check(nemo_place *me);
 /* Count one check that handled n (owner only), and read the counts. */
 void nemo__place_count_poll_check(nemo_place *me, unsigned n);
 void nemo__place_poll_check_counters(const nemo_place *p, uint64_t *polls, uint64_t *handled);
+
+/* ------------------------------------- the layers that act as a place */
+
+/* The send flags every send accepts: 0, or EINVAL with the text for fn
+ * (inline: every send checks them; also the xproc and MPI layers'). */
+#define NEMO__SEND_FLAGS ((unsigned)(NEMO_PUSH | NEMO_NONBLOCK | NEMO_MORE))
+static inline int nemo__check_flags(unsigned flags, const char *fn)
+{
+	if (__builtin_expect(!(flags & ~NEMO__SEND_FLAGS), 1))
+		return 0;
+	return nemo__fail(EINVAL, fn, "flags 0x%x: unknown bits 0x%x (NEMO_PUSH, NEMO_NONBLOCK, NEMO_MORE)", flags,
+			  flags & ~NEMO__SEND_FLAGS);
+}
+
+/* The id of the place at index idx < P if it is ACTIVE (an acquire load
+ * of its status), else NEMO_PLACE_NONE (src/mcast: a node's place). */
+nemo_place_id nemo__domain_place_id(struct nemo_domain *d, unsigned idx);
+/* Action ids of the domain: 0 < id < nemo__domain_actions(d). */
+unsigned nemo__domain_actions(const struct nemo_domain *d);
+/* The CPU p is pinned to, or -1 (a plain read: src/mcast's service mode
+ * reads the domain's other places). */
+int nemo__place_cpu(const nemo_place *p);
+/* Handlers running on me's thread now (owner only): 0 outside one. */
+int nemo__place_hdepth(const nemo_place *me);
+/* Send an active message from me to the local place to as a handler
+ * sends (src/mcast's role messages): it never waits, and what does not
+ * fit is kept in me's overflow, past overflow_max if need be
+ * (NEMO__SEND_KEEP_ALL of messaging_internal.h; overflow.c).  Returns 0
+ * or the error of nemo_am_sendv. */
+int nemo__am_send_kept(nemo_place *me, nemo_place_id to, uint32_t id, uint64_t arg, const void *payload,
+		       size_t len);
 
 #endif
