@@ -51,19 +51,7 @@
 
 /* ------------------------------------------------------------- encoding */
 
-/* Place ids (nemo/domain.h): index in the low 16 bits, generation in the
- * high 48.  Generations start at 1 and skip 0 when they wrap (after 2^48
- * joins of one index), so 0 can mean "no occupant yet" below. */
-#define NEMO__IDX_BITS 16
-#define NEMO__GEN_MASK 0xFFFFFFFFFFFFull
-static inline nemo_place_id nemo__make_id(unsigned idx, uint64_t gen)
-{
-	return ((gen & NEMO__GEN_MASK) << NEMO__IDX_BITS) | idx;
-}
-static inline uint64_t nemo__id_gen(nemo_place_id id)
-{
-	return id >> NEMO__IDX_BITS;
-}
+/* Place ids (nemo__make_id, nemo__id_gen: index and generation): modes.h. */
 
 /* A place's status word: generation << 2 | state. */
 enum { NEMO__ST_FREE = 0, NEMO__ST_ACTIVE = 1, NEMO__ST_LEAVING = 2 };
@@ -143,9 +131,7 @@ static inline uint32_t nemo__meta_event1(uint32_t meta)   /* event + 1, 0: none 
 	return (meta >> 12) & 0x1FFFu;
 }
 
-/* The largest payload the ring carries: a user's NEMO_AM_PAYLOAD_MAX plus
- * a reply's 8-byte tag. */
-#define NEMO__WIRE_PAYLOAD_MAX (NEMO_AM_PAYLOAD_MAX + 8u)
+/* NEMO__WIRE_PAYLOAD_MAX (the largest payload the ring carries): modes.h. */
 
 /* ------------------------------------------------------------ structures */
 
@@ -576,16 +562,8 @@ static inline __attribute__((always_inline)) bool nemo__granted(_Atomic uint64_t
 /* The send flags every send accepts (NEMO__SEND_FLAGS, nemo__check_flags):
  * modes.h. */
 
-/* An active message's flags, payload and length as every send checks them
- * (am.c; also the MPI layer's remote sends): 0, or the error with the text
- * for fn. */
-int nemo__am_args_fail(const void *payload, size_t len, unsigned flags, const char *fn);
-static inline int nemo__am_check_args(const void *payload, size_t len, unsigned flags, const char *fn)
-{
-	if (__builtin_expect(!(flags & ~NEMO__SEND_FLAGS) && len <= NEMO_AM_PAYLOAD_MAX && (payload || !len), 1))
-		return 0;
-	return nemo__am_args_fail(payload, len, flags, fn);   /* out of line: the error's text */
-}
+/* nemo__am_check_args (an active message's flags, payload and length as
+ * every send checks them): modes.h. */
 
 /* The calling thread's place (nemo__place_self) and the check of a live
  * domain (nemo__domain_check): modes.h. */

@@ -231,3 +231,65 @@ int nemo__am_send_kept(nemo_place *me, nemo_place_id to, uint32_t id, uint64_t a
 	me->hdepth--;
 	return err;
 }
+
+nemo_place_id nemo__place_id(const nemo_place *p)
+{
+	return p->id;
+}
+
+unsigned nemo__place_idx(const nemo_place *p)
+{
+	return p->idx;
+}
+
+unsigned nemo__domain_events(const struct nemo_domain *d)
+{
+	return d->E;
+}
+
+nemo_am_handler nemo__domain_action_handler(struct nemo_domain *d, uint32_t id)
+{
+	return atomic_load_explicit(&d->adt[id].fn, memory_order_acquire);
+}
+
+void nemo__place_busy_enter(nemo_place *me)
+{
+	nemo__busy_enter(me);
+}
+
+void nemo__place_busy_exit(nemo_place *me)
+{
+	nemo__busy_exit(me);
+}
+
+void nemo__place_handler_enter(nemo_place *me)
+{
+	nemo__busy_enter(me);
+	me->hdepth++;
+}
+
+void nemo__place_handler_exit(nemo_place *me)
+{
+	me->hdepth--;
+	nemo__busy_exit(me);
+}
+
+int nemo__am_deliver_remote(nemo_place *me, nemo_place_id src, uint32_t id, bool tagged, uint64_t arg,
+			    const void *payload, size_t len, nemo_am_context ctx)
+{
+	uint32_t meta;
+	int err = nemo__am_resolve(me->d, me->id, id, len, &meta, "nemo_mpi (remote active message)");
+	if (err)
+		return err;
+	nemo__am_deliver(me, src, meta | (tagged ? NEMO__META_TAGGED : 0), arg, payload, len, ctx);
+	return 0;
+}
+
+int nemo__notify_deliver_remote(nemo_place *me, nemo_place_id src, uint32_t chan)
+{
+	nemo_notify_handler fn = atomic_load_explicit(&me->nf_fn, memory_order_acquire);
+	if (!fn)
+		return ENOENT;
+	fn(atomic_load_explicit(&me->nf_ctx, memory_order_relaxed), src, chan);
+	return 0;
+}

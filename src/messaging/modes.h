@@ -41,6 +41,24 @@ struct nemo_domain;
  * NEMO_POLL_THRESHOLD_DEFAULT_NS of nemo/poll.h (src/poll/poll.c asserts). */
 #define NEMO__POLL_THRESHOLD_DEFAULT_NS 5000u
 
+/* Place ids (nemo/domain.h): index in the low 16 bits, generation in the
+ * high 48.  Generations start at 1 and skip 0 when they wrap (after 2^48
+ * joins of one index), so 0 can mean "no occupant yet" (messaging_internal.h). */
+#define NEMO__IDX_BITS 16
+#define NEMO__GEN_MASK 0xFFFFFFFFFFFFull
+static inline nemo_place_id nemo__make_id(unsigned idx, uint64_t gen)
+{
+	return ((gen & NEMO__GEN_MASK) << NEMO__IDX_BITS) | idx;
+}
+static inline uint64_t nemo__id_gen(nemo_place_id id)
+{
+	return id >> NEMO__IDX_BITS;
+}
+
+/* The largest payload the ring carries: a user's NEMO_AM_PAYLOAD_MAX plus
+ * a reply's 8-byte tag (also the MPI layer's wire format). */
+#define NEMO__WIRE_PAYLOAD_MAX (NEMO_AM_PAYLOAD_MAX + 8u)
+
 /* ------------------------------------------------------------ the caller */
 
 /* The calling thread's place (NULL if none).  Readable from the
@@ -165,6 +183,17 @@ static inline int nemo__check_flags(unsigned flags, const char *fn)
 			  flags & ~NEMO__SEND_FLAGS);
 }
 
+/* An active message's flags, payload and length as every send checks them
+ * (am.c; also the MPI layer's remote sends): 0, or the error with the text
+ * for fn. */
+int nemo__am_args_fail(const void *payload, size_t len, unsigned flags, const char *fn);
+static inline int nemo__am_check_args(const void *payload, size_t len, unsigned flags, const char *fn)
+{
+	if (__builtin_expect(!(flags & ~NEMO__SEND_FLAGS) && len <= NEMO_AM_PAYLOAD_MAX && (payload || !len), 1))
+		return 0;
+	return nemo__am_args_fail(payload, len, flags, fn);   /* out of line: the error's text */
+}
+
 /* The id of the place at index idx < P if it is ACTIVE (an acquire load
  * of its status), else NEMO_PLACE_NONE (src/mcast: a node's place). */
 nemo_place_id nemo__domain_place_id(struct nemo_domain *d, unsigned idx);
@@ -182,5 +211,35 @@ int nemo__place_hdepth(const nemo_place *me);
  * or the error of nemo_am_sendv. */
 int nemo__am_send_kept(nemo_place *me, nemo_place_id to, uint32_t id, uint64_t arg, const void *payload,
 		       size_t len);
+
+/* Its id and index (owner-private words, set at join: the calling
+ * thread's own place, or one it serves). */
+nemo_place_id nemo__place_id(const nemo_place *p);
+unsigned nemo__place_idx(const nemo_place *p);
+/* Event ids of the domain: 0 <= event < nemo__domain_events(d). */
+unsigned nemo__domain_events(const struct nemo_domain *d);
+/* The handler registered for action id < nemo__domain_actions(d), or NULL
+ * (an acquire load; am.c's table). */
+nemo_am_handler nemo__domain_action_handler(struct nemo_domain *d, uint32_t id);
+
+/* Enter / leave a nemo call on the caller's own place (irq.c, INTERRUPT
+ * DEFERRAL, E1 and E2: messaging_internal.h's nemo__busy_enter/exit, out
+ * of line), and the same around work done as a handler of a poll
+ * (hdepth too: its sends never wait). */
+void nemo__place_busy_enter(nemo_place *me);
+void nemo__place_busy_exit(nemo_place *me);
+void nemo__place_handler_enter(nemo_place *me);
+void nemo__place_handler_exit(nemo_place *me);
+
+/* Deliver a message that came from another process or rank (a
+ * transport's: src/mpi) to me, on its own thread: an active message -
+ * id (action or NEMO_AM_EVENT | event) resolved for me with len payload
+ * bytes (tagged: the first 8 are a reply's request tag), then its handler
+ * run with context ctx - or a notification (chan) to me's notification
+ * handler.  0, or the error that dropped it (the resolve's; ENOENT: no
+ * notification handler). */
+int nemo__am_deliver_remote(nemo_place *me, nemo_place_id src, uint32_t id, bool tagged, uint64_t arg,
+			    const void *payload, size_t len, nemo_am_context ctx);
+int nemo__notify_deliver_remote(nemo_place *me, nemo_place_id src, uint32_t chan);
 
 #endif
