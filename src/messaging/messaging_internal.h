@@ -1,7 +1,9 @@
 /*
  * messaging_internal.h - the messaging layer's structures (places, queues,
- * and the active messages they carry: am.c), shared with the polling layer
- * above it (src/poll/) but not with users.
+ * and the active messages they carry: am.c), private to src/messaging/:
+ * the layers above (src/poll, src/mcast, src/xproc, src/mpi) see a place
+ * through the functions of modes.h, and the transports through remote.h
+ * (tests/check_layers.py, rule 5).
  *
  * Memory of a domain with P places (all allocated at creation):
  *
