@@ -13,7 +13,14 @@ the build's object files and the sources:
      white-box test of the wait history, includes it; tests are not
      scanned);
   4. no futex call in messaging, poll, mcast, xproc or mpi: they sleep
-     and kick through the waiter layer (waiter.c, THE RAW WORD).
+     and kick through the waiter layer (waiter.c, THE RAW WORD);
+  5. a file of src/ outside src/messaging/ includes from src/messaging/
+     only its narrow headers: modes.h (what a receiver mode - the
+     progress thread, the watchdog - or a layer that acts as a place
+     needs of a place, as functions: nemo_place stays an incomplete
+     type) and remote.h (the transports' hook).  messaging_internal.h
+     (the layout of places, queues and domains), grant.h and any other
+     header there are the messaging layer's own.
 
 Usage: check_layers.py BUILD_DIR [SOURCE_DIR]
 Exit 0 when every rule holds, 1 with one line per violation.
@@ -39,6 +46,8 @@ ALLOWED = {
     "xproc": {"messaging", "waiter", "platform"},
     "mpi": {"poll", "messaging", "waiter", "platform"},
 }
+# The headers of src/messaging/ that other layers may include (rule 5).
+MESSAGING_NARROW = {"modes.h", "remote.h"}
 # Public headers and the layer each belongs to.
 PUBLIC = {
     "platform.h": "platform", "version.h": "platform", "waiter.h": "waiter",
@@ -155,6 +164,11 @@ def main():
                 lb = layer_of(target)
                 if os.path.basename(target) == "slot.h" and la != "waiter":
                     bad.append(f"{src} includes {target}: the slot's layout is the waiter layer's")
+                # 5. messaging's layout is private: others see modes.h / remote.h.
+                if (lb == "messaging" and la != "messaging"
+                        and os.path.basename(target) not in MESSAGING_NARROW):
+                    bad.append(f"{src} includes {target}: private to src/messaging "
+                               f"(include modes.h or remote.h)")
             else:
                 continue
             if lb and lb != la and lb not in ALLOWED.get(la, set()):

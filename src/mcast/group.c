@@ -80,7 +80,7 @@ static int node_changed(nemo_mcast_group *g, unsigned idx, int delta)
 /* Service mode: the slot of the CPU that serves place p. */
 static int32_t slot_for(const nemo_mcast_group *g, nemo_place_id p)
 {
-	int cpu = g->d->places[nemo_place_index(p)].cpu;
+	int cpu = nemo__place_cpu(nemo__domain_place(g->d, nemo_place_index(p)));
 	if (cpu < 0 && p == nemo_place_self())
 		cpu = sched_getcpu();
 	for (int s = 0; cpu >= 0 && s < g->nsvc; s++)
@@ -236,7 +236,7 @@ int nemo_mcast_group_create(nemo_domain *d, const nemo_mcast_attr *attr, nemo_mc
 	g->mech = a.mechanism;
 	g->fanout = a.fanout;
 	g->dynamic = a.dynamic;
-	g->P = d->P;
+	g->P = nemo__domain_places(d);
 	g->service = a.service;
 	pthread_mutex_init(&g->lock, NULL);
 	g->member = calloc(g->P, sizeof *g->member);
@@ -244,7 +244,7 @@ int nemo_mcast_group_create(nemo_domain *d, const nemo_mcast_attr *attr, nemo_mc
 	g->stat = aligned_alloc(NEMO__CACHELINE, NEMO__LINES(g->P * sizeof *g->stat));
 	if (!g->member || !g->member_id || !g->stat) {
 		group_free(g);
-		return NEMO__FAIL(ENOMEM, "cannot allocate the group (%u places)", d->P);
+		return NEMO__FAIL(ENOMEM, "cannot allocate the group (%u places)", nemo__domain_places(d));
 	}
 	memset(g->stat, 0, g->P * sizeof *g->stat);
 	/* The action: the one asked for, or the highest free one. */
@@ -252,7 +252,7 @@ int nemo_mcast_group_create(nemo_domain *d, const nemo_mcast_attr *attr, nemo_mc
 		err = nemo_action_register(d, a.action, nemo__mc_on_message, g);
 	} else {
 		err = ENOSPC;
-		for (uint32_t id = d->A; id-- > 1 && err;) {
+		for (uint32_t id = nemo__domain_actions(d); id-- > 1 && err;) {
 			err = nemo_action_register(d, id, nemo__mc_on_message, g);
 			if (err == EEXIST)
 				err = ENOSPC;
@@ -284,7 +284,7 @@ int nemo_mcast_group_create(nemo_domain *d, const nemo_mcast_attr *attr, nemo_mc
 	atomic_init(&g->topo, t);
 	if (!t) {
 		group_free(g);
-		return NEMO__FAIL(ENOMEM, "cannot allocate the group's topology (%u places)", d->P);
+		return NEMO__FAIL(ENOMEM, "cannot allocate the group's topology (%u places)", nemo__domain_places(d));
 	}
 	g->action = a.action;
 	*out = g;

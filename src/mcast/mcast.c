@@ -33,7 +33,7 @@
  * SENDS THAT RETURNED 0.  A role's message is sent as a handler sends
  * (the source's dispatch too): it never waits, and what does not fit is
  * kept in the sending place's overflow (nemo/domain.h), past
- * overflow_max if need be (NEMO__SEND_KEEP_ALL: a member needs the
+ * overflow_max if need be (nemo__am_send_kept: a member needs the
  * message to run, and a multicast sends at most one per bracket).  A
  * kept message is delivered later, or - its place left first - dropped,
  * and then reported to this layer's undelivered callback on the sending
@@ -146,10 +146,7 @@ static bool send_op(struct ex *ex, uint32_t op, uint32_t b, unsigned idx)
 	NEMO__COUNT(st, messages);
 	struct nemo_mcast *m = ex->m;
 	/* As a handler: never waits; kept, past overflow_max if need be. */
-	nemo_place *me = nemo__place_self();
-	me->hdepth++;
-	int err = nemo__am_sendv_flags(to, g->action, (uint64_t)(uintptr_t)m, &w, sizeof w, NEMO__SEND_KEEP_ALL);
-	me->hdepth--;
+	int err = nemo__am_send_kept(nemo__place_self(), to, g->action, (uint64_t)(uintptr_t)m, &w, sizeof w);
 	if (err) {
 		atomic_store_explicit(&st->messages, atomic_load_explicit(&st->messages, memory_order_relaxed) - 1,
 				      memory_order_relaxed);
@@ -337,9 +334,9 @@ static int mcast_start(nemo_mcast_group *g, nemo_mcast_fn fn, void *ctx, uint64_
 	nemo_place *me = nemo__place_self();
 	if (!me)
 		return nemo__fail(ENOTCONN, fname, "the calling thread is not a place (nemo_place_join first)");
-	if (me->d != g->d)
+	if (nemo__place_domain(me) != g->d)
 		return nemo__fail(EXDEV, fname, "the calling place belongs to another domain than the group");
-	if (!(flags & NEMO_MCAST_ASYNC) && me->hdepth)
+	if (!(flags & NEMO_MCAST_ASYNC) && nemo__place_hdepth(me))
 		return nemo__fail(EDEADLK, fname, "a multicast waits, and this is a handler (use NEMO_MCAST_ASYNC)");
 	pthread_mutex_lock(&g->lock);
 	struct mc_topo *t = atomic_load_explicit(&g->topo, memory_order_relaxed);

@@ -13,7 +13,7 @@
 
 #include <nemo/mcast.h>
 
-#include "../messaging/messaging_internal.h"
+#include "../messaging/modes.h"
 #include "topo.h"
 
 #include <pthread.h>
@@ -100,11 +100,7 @@ static inline bool node_member(const nemo_mcast_group *g, unsigned idx)
 /* The current id of the place at idx, or NEMO_PLACE_NONE. */
 static inline nemo_place_id place_at(const nemo_mcast_group *g, unsigned idx)
 {
-	struct nemo_domain *d = g->d;
-	uint64_t s = atomic_load_explicit(&d->places[idx].status, memory_order_acquire);
-	if (nemo__status_state(s) != NEMO__ST_ACTIVE)
-		return NEMO_PLACE_NONE;
-	return nemo__make_id(idx, nemo__status_gen(s));
+	return nemo__domain_place_id(g->d, idx);
 }
 
 /* ------------------------------------------------- service.c, mcast.c */

@@ -433,9 +433,9 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 			p->wf_word = NULL;
 			p->user_ctx = a.context;
 			p->guest = false;
-			p->poll_thresh_ns = NEMO__POLL_THRESHOLD_DEFAULT_NS;
-			p->poll_thresh_ticks = 0;     /* set below, with the clock */
-			p->poll_next = 0;
+			p->pc.thresh_ns = NEMO__POLL_THRESHOLD_DEFAULT_NS;
+			p->pc.thresh_ticks = 0;     /* set below, with the clock */
+			p->pc.next = 0;
 			atomic_store_explicit(&p->wd_ticks, 0, memory_order_relaxed);
 			atomic_store_explicit(&p->wd_since, 0, memory_order_relaxed);
 			atomic_store_explicit(&p->delegated, 0, memory_order_relaxed);
@@ -522,7 +522,7 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 	}
 	pthread_setspecific(exit_key, d);
 	nemo_clock_init();
-	tls_place->poll_thresh_ticks = nemo_ns_to_ticks((double)NEMO__POLL_THRESHOLD_DEFAULT_NS);
+	tls_place->pc.thresh_ticks = nemo_ns_to_ticks((double)NEMO__POLL_THRESHOLD_DEFAULT_NS);
 	nemo__poll_due = 0;         /* the first threshold check decides */
 	if (a.flags & NEMO_PLACE_INTERRUPTS) {
 		sigset_t set;

@@ -1,7 +1,9 @@
 /*
  * messaging_internal.h - the messaging layer's structures (places, queues,
- * and the active messages they carry: am.c), shared with the polling layer
- * above it (src/poll/) but not with users.
+ * and the active messages they carry: am.c), private to src/messaging/:
+ * the layers above (src/poll, src/mcast, src/xproc, src/mpi) see a place
+ * through the functions of modes.h, and the transports through remote.h
+ * (tests/check_layers.py, rule 5).
  *
  * Memory of a domain with P places (all allocated at creation):
  *
@@ -39,13 +41,10 @@
 #include "../platform/fail.h"
 #include "../platform/invariant.h"
 #include "../waiter/waiter_internal.h"
-
-/* Buckets of the notification-delay histogram: NEMO_DELAY_BUCKETS of
- * nemo/poll.h, a layer above (src/poll/delay.c asserts they match). */
-#define NEMO__DELAY_BUCKETS 48
-/* A place's poll-check threshold until nemo_poll_threshold_set: the
- * NEMO_POLL_THRESHOLD_DEFAULT_NS of nemo/poll.h (src/poll/poll.c asserts). */
-#define NEMO__POLL_THRESHOLD_DEFAULT_NS 5000u
+/* What the layers above may use of a place (the receiver modes' narrow
+ * interface): the caller's place, nemo__dest, the delay and threshold
+ * constants. */
+#include "modes.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -54,19 +53,7 @@
 
 /* ------------------------------------------------------------- encoding */
 
-/* Place ids (nemo/domain.h): index in the low 16 bits, generation in the
- * high 48.  Generations start at 1 and skip 0 when they wrap (after 2^48
- * joins of one index), so 0 can mean "no occupant yet" below. */
-#define NEMO__IDX_BITS 16
-#define NEMO__GEN_MASK 0xFFFFFFFFFFFFull
-static inline nemo_place_id nemo__make_id(unsigned idx, uint64_t gen)
-{
-	return ((gen & NEMO__GEN_MASK) << NEMO__IDX_BITS) | idx;
-}
-static inline uint64_t nemo__id_gen(nemo_place_id id)
-{
-	return id >> NEMO__IDX_BITS;
-}
+/* Place ids (nemo__make_id, nemo__id_gen: index and generation): modes.h. */
 
 /* A place's status word: generation << 2 | state. */
 enum { NEMO__ST_FREE = 0, NEMO__ST_ACTIVE = 1, NEMO__ST_LEAVING = 2 };
@@ -146,9 +133,7 @@ static inline uint32_t nemo__meta_event1(uint32_t meta)   /* event + 1, 0: none 
 	return (meta >> 12) & 0x1FFFu;
 }
 
-/* The largest payload the ring carries: a user's NEMO_AM_PAYLOAD_MAX plus
- * a reply's 8-byte tag. */
-#define NEMO__WIRE_PAYLOAD_MAX (NEMO_AM_PAYLOAD_MAX + 8u)
+/* NEMO__WIRE_PAYLOAD_MAX (the largest payload the ring carries): modes.h. */
 
 /* ------------------------------------------------------------ structures */
 
@@ -351,9 +336,10 @@ typedef struct nemo_place {
 	                                   nemo_notify_timed; NULL: none), read by nemo__wait_room */
 	bool guest;                   /* joined by a send from a plain thread */
 	uint32_t fd_read;             /* eventfd writes read back */
-	/* Threshold checks (src/poll/poll.c): the threshold, and the tick
-	 * after which the next check polls (in nemo_ticks() units). */
-	uint64_t poll_thresh_ns, poll_thresh_ticks, poll_next;
+	/* Threshold checks (src/poll/poll.c, through nemo__place_poll_check
+	 * of modes.h): the threshold, and the tick after which the next
+	 * check polls (in nemo_ticks() units). */
+	struct nemo__poll_check pc;
 	/* The overflow (overflow.c, OVERFLOW): an array of ovf_cap entries
 	 * (mmap'd: it may grow in a signal handler), live ones in
 	 * [ovf_head, ovf_tail), ovf_n of them not yet delivered. */
@@ -401,7 +387,7 @@ typedef struct nemo__action {
 int nemo__am_resolve(struct nemo_domain *d, nemo_place_id dest, uint32_t id, size_t len, uint32_t *meta,
 		     const char *fn);
 
-/* nemo_am_sendv for layers above with internal flags (NEMO__SEND_KEEP_ALL;
+/* nemo_am_sendv with internal flags (NEMO__SEND_KEEP_ALL: nemo__am_send_kept;
  * am.c): a local dest only, no check of the flags. */
 int nemo__am_sendv_flags(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload, size_t len,
 			 unsigned flags);
@@ -575,41 +561,14 @@ static inline __attribute__((always_inline)) bool nemo__granted(_Atomic uint64_t
  * messages, which a member needs to run its function: src/mcast). */
 #define NEMO__SEND_KEEP_ALL (1u << 31)
 
-/* The send flags every send accepts: 0, or EINVAL with the text for fn. */
-#define NEMO__SEND_FLAGS ((unsigned)(NEMO_PUSH | NEMO_NONBLOCK | NEMO_MORE))
-static inline int nemo__check_flags(unsigned flags, const char *fn)
-{
-	if (__builtin_expect(!(flags & ~NEMO__SEND_FLAGS), 1))
-		return 0;
-	return nemo__fail(EINVAL, fn, "flags 0x%x: unknown bits 0x%x (NEMO_PUSH, NEMO_NONBLOCK, NEMO_MORE)", flags,
-			  flags & ~NEMO__SEND_FLAGS);
-}
+/* The send flags every send accepts (NEMO__SEND_FLAGS, nemo__check_flags):
+ * modes.h. */
 
-/* An active message's flags, payload and length as every send checks them
- * (am.c; also the MPI layer's remote sends): 0, or the error with the text
- * for fn. */
-int nemo__am_args_fail(const void *payload, size_t len, unsigned flags, const char *fn);
-static inline int nemo__am_check_args(const void *payload, size_t len, unsigned flags, const char *fn)
-{
-	if (__builtin_expect(!(flags & ~NEMO__SEND_FLAGS) && len <= NEMO_AM_PAYLOAD_MAX && (payload || !len), 1))
-		return 0;
-	return nemo__am_args_fail(payload, len, flags, fn);   /* out of line: the error's text */
-}
+/* nemo__am_check_args (an active message's flags, payload and length as
+ * every send checks them): modes.h. */
 
-
-/* The calling thread's place (NULL if none).  Readable from the
- * interrupt signal handler (initial-exec TLS); inline: every send and
- * poll starts here. */
-extern __thread nemo_place *nemo__tls_place __attribute__((tls_model("initial-exec")));
-static inline nemo_place *nemo__place_self(void)
-{
-	return nemo__tls_place;
-}
-
-/* Check a live domain: 0, EINVAL (NULL), EIDRM. */
-/* 0, or EINVAL/EIDRM with the reason recorded for fn (the public call). */
-int nemo__domain_check_in(const struct nemo_domain *d, const char *fn);
-#define nemo__domain_check(d) nemo__domain_check_in((d), __func__)
+/* The calling thread's place (nemo__place_self) and the check of a live
+ * domain (nemo__domain_check): modes.h. */
 
 /* Enter / leave a nemo call on the caller's own place (irq.c, INTERRUPT
  * DEFERRAL, E1 and E2): while busy, the interrupt handler defers; leaving
@@ -671,9 +630,7 @@ static inline bool nemo__in_call(nemo_place *me)
 }
 void nemo__busy_exit(nemo_place *me);
 
-/* The destination place of id, if id names an active place of d:
- * returns it and its status word in *st; NULL if not (ESRCH). */
-nemo_place *nemo__dest(struct nemo_domain *d, nemo_place_id id, uint64_t *st);
+/* nemo__dest (S0: the destination place of an id): modes.h. */
 
 
 
@@ -809,9 +766,7 @@ nemo__send_commit(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id de
 	return 0;
 }
 
-/* Signal dst now if it is in interrupt mode (K1-K3 of kick.c), for a
- * thread that is not a place (the watchdog): true if a signal was sent. */
-bool nemo__irq_signal(nemo_place *dst);
+/* nemo__irq_signal (K1-K3 for a thread that is not a place): modes.h. */
 
 /* Interrupts of me were just turned off (irq_on := 0, seq_cst): wait
  * until no kicker that saw them on is still sending its signal, and take
@@ -874,9 +829,7 @@ unsigned nemo__wait_leave(nemo_place *me, nemo_waiter *w);
  * place of another domain; the errors of nemo_place_join. */
 int nemo__place_adopt(struct nemo_domain *d, const char *fn);
 
-/* The calling thread's next threshold-check tick (nemo/poll.h; defined in
- * domain.c, which resets it at join and leave: the place's lifecycle). */
-extern __thread uint64_t nemo__poll_due __attribute__((tls_model("initial-exec")));
+/* nemo__poll_due, the calling thread's next threshold-check tick: modes.h. */
 
 /* Record one notification delay of me (drain.c; owner only). */
 void nemo__delay_record(nemo_place *me, uint64_t enq_ticks);

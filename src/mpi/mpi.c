@@ -120,15 +120,16 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 	if (!inited || fin)
 		return NEMO__FAIL(EINVAL, "MPI is not initialised (MPI_Init_thread first) or already finalized");
 	nemo_place *me = nemo__place_self();
-	if (!me || me->d != d)
+	if (!me || nemo__place_domain(me) != d)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place of d (nemo_place_join first)");
 	nemo_mpi_attr a = attr ? *attr : (nemo_mpi_attr){0};
 	if ((unsigned)a.progress > NEMO_MPI_PROGRESS_WATCHDOG)
 		return NEMO__FAIL(EINVAL, "progress %d is not a strategy", (int)a.progress);
 	if (!a.action)
-		a.action = d->A - 1;
-	if (a.action >= d->A)
-		return NEMO__FAIL(EINVAL, "action %u is out of range: the domain has max_actions %u", a.action, d->A);
+		a.action = nemo__domain_actions(d) - 1;
+	if (a.action >= nemo__domain_actions(d))
+		return NEMO__FAIL(EINVAL, "action %u is out of range: the domain has max_actions %u", a.action,
+				  nemo__domain_actions(d));
 	if (!a.recv_depth)
 		a.recv_depth = 64;
 	if (a.recv_depth < 4 || a.recv_depth > 4096)
@@ -161,7 +162,7 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 	pthread_mutex_unlock(&bind_lock);
 	if (bound)
 		return NEMO__FAIL(EALREADY, "the domain is bound to MPI already");
-	nemo_am_handler cur = atomic_load_explicit(&d->adt[a.action].fn, memory_order_acquire);
+	nemo_am_handler cur = nemo__domain_action_handler(d, a.action);
 	if (cur && cur != handed_handler)
 		return NEMO__FAIL(EEXIST, "the reserved action %u has a handler already (nemo_mpi_attr.action)",
 				  a.action);
@@ -177,7 +178,7 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 	m->action = a.action;
 	m->level = level;
 	m->owner = pthread_self();
-	m->owner_id = me->id;
+	m->owner_id = nemo__place_id(me);
 	m->K = a.recv_depth;
 	m->host = host_hash();
 	m->pidns = pid_namespace();
@@ -195,7 +196,7 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 	m->postq = calloc(m->K, sizeof *m->postq);
 	m->pendq = calloc(m->K, sizeof *m->pendq);
 	m->peers = calloc((size_t)m->size, sizeof *m->peers);
-	m->precs = calloc(d->P, sizeof *m->precs);
+	m->precs = calloc(nemo__domain_places(d), sizeof *m->precs);
 	for (int r = 0; m->peers && r < m->size; r++)
 		pthread_mutex_init(&m->peers[r].lock, NULL);
 	uint64_t *ids = calloc((size_t)m->size * 4, sizeof *ids);
@@ -353,7 +354,7 @@ int nemo_mpi_finalize(nemo_mpi *m)
 	atomic_store_explicit(&m->bounded, 1, memory_order_relaxed);
 	nemo_place *me = nemo__place_self();
 	if (me)
-		nemo__busy_enter(me);   /* no interrupt-mode handler while we hold locks */
+		nemo__place_busy_enter(me);   /* no interrupt-mode handler while we hold locks */
 	pthread_mutex_lock(&m->agent_lock);
 	/* Drain the records, then BYE behind them, then receive until every
 	 * rank has said it (or is dead, or given up on). */
@@ -383,7 +384,7 @@ int nemo_mpi_finalize(nemo_mpi *m)
 	}
 	pthread_mutex_unlock(&m->agent_lock);
 	if (me)
-		nemo__busy_exit(me);
+		nemo__place_busy_exit(me);
 	while (atomic_load_explicit(&m->kicking, memory_order_acquire))
 		sched_yield();
 	pthread_mutex_lock(&bind_lock);
@@ -469,7 +470,7 @@ int nemo_mpi_poll(nemo_mpi *m, unsigned *handled)
 	if (!m)
 		return NEMO__FAIL(EINVAL, "m is NULL");
 	nemo_place *me = nemo__place_self();
-	if (!me || me->d != m->d)
+	if (!me || nemo__place_domain(me) != m->d)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place of the bound domain");
 	bool owner = pthread_equal(pthread_self(), m->owner);
 	int err = nemo_poll(handled);
@@ -496,7 +497,7 @@ static int wait_args(nemo_mpi *m, const struct timespec *abstime, nemo_place **m
 	if (abstime && (abstime->tv_nsec < 0 || abstime->tv_nsec >= 1000000000L))
 		return NEMO__FAIL(EINVAL, "abstime has tv_nsec %ld", abstime->tv_nsec);
 	*me = nemo__place_self();
-	if (!*me || (*me)->d != m->d)
+	if (!*me || nemo__place_domain(*me) != m->d)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place of the bound domain");
 	return 0;
 }

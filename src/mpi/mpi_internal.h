@@ -189,7 +189,7 @@
 #include <nemo/mpi.h>
 #include <nemo/platform.h>
 
-#include "../messaging/messaging_internal.h"
+#include "../messaging/modes.h"
 #include "../messaging/remote.h"
 #include "../platform/fail.h"
 #include "../platform/proc.h"
@@ -318,7 +318,7 @@ struct nemo_mpi {
 	pthread_mutex_t live_lock;             /* the proc references */
 	pthread_mutex_t dead_lock;             /* numbers the deaths (a leaf) */
 	_Atomic uint64_t ndead;                /* deaths so far (release after the dseq) */
-	prec *precs;                           /* per local index (d->P) */
+	prec *precs;                           /* per local index (nemo__domain_places) */
 	_Atomic uint64_t next_live;            /* ticks of the next liveness check */
 	_Atomic int closing;
 	_Atomic int bounded;                   /* finalize: W's timeout for every host */

@@ -21,15 +21,15 @@ nemo_place_id local_of(nemo_mpi *m, nemo_place_id r)
 {
 	unsigned idx = (unsigned)(r & 0xFFFFu);
 	uint64_t g24 = (r >> 16) & GEN24;
-	if (idx >= m->d->P)
+	if (idx >= nemo__domain_places(m->d))
 		return 0;
-	uint64_t s = atomic_load_explicit(&m->d->places[idx].status, memory_order_acquire);
-	if (nemo__status_state(s) != NEMO__ST_ACTIVE)
+	nemo_place_id id = nemo__domain_place_id(m->d, idx);   /* its status: ACTIVE, and the generation */
+	if (id == NEMO_PLACE_NONE)
 		return 0;
-	uint64_t gen = nemo__status_gen(s);
+	uint64_t gen = nemo__id_gen(id);
 	if (g24 != GEN24 && (gen & GEN24) != g24)
 		return 0;
-	return nemo__make_id(idx, gen);
+	return id;
 }
 /* ------------------------------------------------------------------------
  * Liveness (DEAD RANKS, mpi_internal.h)
@@ -58,13 +58,15 @@ void mark_dead(nemo_mpi *m, int r)
  * afresh, having talked to nobody. */
 prec *prec_of(nemo_mpi *m, const nemo_place *me)
 {
-	prec *q = &m->precs[me->idx];
-	if (q->id != me->id) {
-		q->id = me->id;
+	unsigned idx = nemo__place_idx(me);
+	nemo_place_id id = nemo__place_id(me);
+	prec *q = &m->precs[idx];
+	if (q->id != id) {
+		q->id = id;
 		q->seen = 0;
 		q->nap = 0;
 		for (int r = 0; r < m->size; r++)
-			atomic_fetch_and_explicit(&m->peers[r].talk[me->idx / 64], ~(1ull << (me->idx % 64)),
+			atomic_fetch_and_explicit(&m->peers[r].talk[idx / 64], ~(1ull << (idx % 64)),
 						  memory_order_relaxed);
 	}
 	return q;
@@ -78,9 +80,10 @@ void talk(nemo_mpi *m, const nemo_place *me, int r, nemo_place_id id)
 		return;
 	prec_of(m, me);
 	peer *p = &m->peers[r];
-	uint64_t bit = 1ull << (me->idx % 64);
-	if (!(atomic_load_explicit(&p->talk[me->idx / 64], memory_order_relaxed) & bit))
-		atomic_fetch_or_explicit(&p->talk[me->idx / 64], bit, memory_order_relaxed);
+	unsigned idx = nemo__place_idx(me);
+	uint64_t bit = 1ull << (idx % 64);
+	if (!(atomic_load_explicit(&p->talk[idx / 64], memory_order_relaxed) & bit))
+		atomic_fetch_or_explicit(&p->talk[idx / 64], bit, memory_order_relaxed);
 	if (atomic_load_explicit(&p->last_id, memory_order_relaxed) != id)
 		atomic_store_explicit(&p->last_id, id, memory_order_relaxed);
 }

@@ -31,22 +31,14 @@ int post(nemo_mpi *m, unsigned i)
 static void deliver_here(nemo_mpi *m, nemo_place *me, const wire *w, nemo_am_context ctx)
 {
 	talk(m, me, nemo_mpi_rank_of(w->src), w->src);
-	if (w->kind == K_AM) {
-		uint32_t meta;
-		if (nemo__am_resolve(me->d, me->id, w->id, w->len, &meta, "nemo_mpi (remote active message)")) {
-			CADD(m, c_dropped);
-			return;
-		}
-		nemo__am_deliver(me, w->src, meta | (w->tagged ? NEMO__META_TAGGED : 0), w->arg,
-				 w->len ? w->payload : NULL, w->len, ctx);
-	} else {
-		nemo_notify_handler fn = atomic_load_explicit(&me->nf_fn, memory_order_acquire);
-		if (!fn) {
-			CADD(m, c_dropped);
-			return;
-		}
-		fn(atomic_load_explicit(&me->nf_ctx, memory_order_relaxed), w->src, w->id);
-	}
+	int err;
+	if (w->kind == K_AM)
+		err = nemo__am_deliver_remote(me, w->src, w->id, w->tagged, w->arg, w->len ? w->payload : NULL,
+					      w->len, ctx);
+	else
+		err = nemo__notify_deliver_remote(me, w->src, w->id);   /* ENOENT: no handler */
+	if (err)
+		CADD(m, c_dropped);
 }
 
 /* The reserved action: a handed slot, on its destination's thread.
@@ -79,19 +71,18 @@ static int hand(nemo_mpi *m, unsigned i)
 	}
 	nemo_place *me = nemo__place_self();
 	unsigned di = nemo_place_index(to);
-	nemo_place_id via = me ? me->id : NEMO_PLACE_NONE;
+	nemo_place_id via = me ? nemo__place_id(me) : NEMO_PLACE_NONE;
 	/* One path per destination at a time: while slots handed to it by
 	 * one agent place are in its ring, neither another agent's ring nor
 	 * the direct path may overtake them (AGENTS AND ORDER, mpi_internal.h). */
 	if (m->out_n[di] && (via == to || m->out_by[di] != via))
 		return EAGAIN;
-	if (me && me->id == to) {
-		/* For the agent itself: handle it now, as a handler of a poll. */
-		nemo__busy_enter(me);
-		me->hdepth++;
+	if (me && via == to) {
+		/* For the agent itself: handle it now, as a handler of a poll
+		 * (busy and hdepth: nemo__place_handler_enter). */
+		nemo__place_handler_enter(me);
 		deliver_here(m, me, &s->w, NEMO_AM_CTX_POLL);
-		me->hdepth--;
-		nemo__busy_exit(me);
+		nemo__place_handler_exit(me);
 		CADD(m, c_direct);
 		return post(m, i), 0;
 	}
@@ -239,7 +230,7 @@ int op_drive(nemo_domain *d, bool report, unsigned *handled, uint64_t *slice_ns)
 	if (report && k > q->seen) {
 		for (int r = 0; r < m->size && !rc; r++)
 			if (atomic_load_explicit(&m->peers[r].dseq, memory_order_relaxed) > q->seen &&
-			    talked(m, r, me->idx))
+			    talked(m, r, nemo__place_idx(me)))
 				rc = nemo__fail(ECONNRESET, "nemo_place_wait", "rank %d, which this place talked to, died "
 						"(nemo_dead_places)", r);
 		q->seen = k;
@@ -257,7 +248,7 @@ int op_dead(nemo_place_id *ids, size_t cap, size_t *n, uint64_t *total)
 		return 0;
 	unsigned slot;
 	bool closing;
-	nemo_mpi *m = pin(me->d, &slot, &closing);
+	nemo_mpi *m = pin(nemo__place_domain(me), &slot, &closing);
 	if (!m)
 		return 0;
 	live_check(m);
@@ -268,7 +259,7 @@ int op_dead(nemo_place_id *ids, size_t cap, size_t *n, uint64_t *total)
 		uint64_t bs = 0;
 		for (int r = 0; r < m->size; r++) {
 			uint64_t s = atomic_load_explicit(&m->peers[r].dseq, memory_order_acquire);
-			if (s && s < below && s > bs && talked(m, r, me->idx)) {
+			if (s && s < below && s > bs && talked(m, r, nemo__place_idx(me))) {
 				best = r;
 				bs = s;
 			}

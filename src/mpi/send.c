@@ -10,7 +10,7 @@ static int send_to(nemo_mpi *m, nemo_place *me, int r, const wire *w, unsigned f
 		   const struct timespec *abstime, const char *fn)
 {
 	peer *p = &m->peers[r];
-	bool mpi = may_call_mpi(m), handler = me->hdepth > 0;
+	bool mpi = may_call_mpi(m), handler = nemo__place_hdepth(me) > 0;
 	bool owner = pthread_equal(pthread_self(), m->owner);
 	naps b = {0, 0};
 	for (;;) {
@@ -85,7 +85,7 @@ static int route(nemo_place_id dest, nemo_place **mep, nemo_mpi **mp, unsigned *
 	if (!me)
 		return nemo__fail(ENOTCONN, fn, "the calling thread is not a place (nemo_place_join first)");
 	bool closing;
-	nemo_mpi *m = pin(me->d, slot, &closing);
+	nemo_mpi *m = pin(nemo__place_domain(me), slot, &closing);
 	if (!m)
 		return closing ? nemo__fail(ESHUTDOWN, fn, "this rank's binding is finalizing")
 			       : nemo__fail(ESRCH, fn, "place %#llx is remote, and this domain is not bound to MPI",
@@ -124,11 +124,11 @@ static int route(nemo_place_id dest, nemo_place **mep, nemo_mpi **mp, unsigned *
 static int send_wire(nemo_mpi *m, nemo_place *me, int r, const wire *w, unsigned flags,
 		     const struct timespec *abstime, const char *fn)
 {
-	nemo__busy_enter(me);
+	nemo__place_busy_enter(me);
 	int err = send_to(m, me, r, w, flags, abstime, fn);
 	if (!err && m->prog != NEMO_MPI_PROGRESS_THREAD && pthread_equal(pthread_self(), m->owner))
 		try_progress(m);
-	nemo__busy_exit(me);
+	nemo__place_busy_exit(me);
 	return err;
 }
 
@@ -145,7 +145,8 @@ int op_am(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload, si
 		return err;
 	if ((err = nemo__am_check_args(payload, len, flags, fn)))
 		goto out;
-	if (id & 0x80000000u ? (id & 0x7FFFFFFFu) >= me->d->E : id >= me->d->A) {
+	struct nemo_domain *d = nemo__place_domain(me);
+	if (id & 0x80000000u ? (id & 0x7FFFFFFFu) >= nemo__domain_events(d) : id >= nemo__domain_actions(d)) {
 		err = nemo__fail(ERANGE, fn, "id %#x is out of range of this domain's tables", id);
 		goto out;
 	}
@@ -164,7 +165,8 @@ int op_am(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload, si
 		goto out;
 	}
 	talk(m, me, r, dest);
-	wire w = {.src = rid(m->rank, me->idx, nemo__id_gen(me->id)), .dest = dest, .arg = arg,
+	nemo_place_id self = nemo__place_id(me);
+	wire w = {.src = rid(m->rank, nemo_place_index(self), nemo__id_gen(self)), .dest = dest, .arg = arg,
 		  .kind = K_AM, .id = id, .len = (uint32_t)len, .tagged = tag != NULL};
 	if (tag) {
 		memcpy(w.payload, tag, sizeof *tag);
@@ -203,7 +205,8 @@ int op_notify(nemo_place_id dest, uint32_t chan, unsigned flags, const struct ti
 		goto out;
 	}
 	talk(m, me, r, dest);
-	wire w = {.src = rid(m->rank, me->idx, nemo__id_gen(me->id)), .dest = dest, .kind = K_NOTIFY, .id = chan};
+	nemo_place_id self = nemo__place_id(me);
+	wire w = {.src = rid(m->rank, nemo_place_index(self), nemo__id_gen(self)), .dest = dest, .kind = K_NOTIFY, .id = chan};
 	err = send_wire(m, me, r, &w, flags, abstime, fn);
 out:
 	unpin(slot);

@@ -13,7 +13,7 @@
 #define _GNU_SOURCE
 #include <nemo/poll.h>
 
-#include "../messaging/messaging_internal.h"
+#include "../messaging/modes.h"
 
 #include <errno.h>
 #include <string.h>
@@ -30,7 +30,7 @@ int nemo_place_delays(nemo_domain *d, nemo_place_id id, nemo_delay_stats *out)
 		return err;
 	if (!out)
 		return NEMO__FAIL(EINVAL, "out is NULL");
-	if (!(d->flags & NEMO_DOMAIN_DELAYS))
+	if (!nemo__domain_delays(d))
 		return NEMO__FAIL(ENOTSUP, "the domain was created without NEMO_DOMAIN_DELAYS");
 	uint64_t st;
 	nemo_place *p = nemo__dest(d, id, &st);
@@ -38,11 +38,7 @@ int nemo_place_delays(nemo_domain *d, nemo_place_id id, nemo_delay_stats *out)
 		return NEMO__FAIL(ESRCH, "place %#llx is not in the domain (never was, or left)",
 				  (unsigned long long)id);
 	memset(out, 0, sizeof *out);
-	out->count = atomic_load_explicit(&p->dl_count, memory_order_relaxed);
-	out->sum_ns = atomic_load_explicit(&p->dl_sum_ns, memory_order_relaxed);
-	out->max_ns = atomic_load_explicit(&p->dl_max_ns, memory_order_relaxed);
-	for (unsigned k = 0; k < NEMO_DELAY_BUCKETS; k++)
-		out->buckets[k] = atomic_load_explicit(&p->dl_bucket[k], memory_order_relaxed);
+	nemo__place_delays_read(p, &out->count, &out->sum_ns, &out->max_ns, out->buckets);
 	return 0;
 }
 

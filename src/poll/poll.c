@@ -23,7 +23,7 @@
 #define _GNU_SOURCE
 #include <nemo/poll.h>
 
-#include "../messaging/messaging_internal.h"
+#include "../messaging/modes.h"
 
 _Static_assert(NEMO__POLL_THRESHOLD_DEFAULT_NS == NEMO_POLL_THRESHOLD_DEFAULT_NS,
 	       "messaging starts places at the documented default threshold");
@@ -39,21 +39,21 @@ void nemo__poll_check_due(void)
 		nemo__poll_due = UINT64_MAX;
 		return;
 	}
+	struct nemo__poll_check *pc = nemo__place_poll_check(me);
 	uint64_t now = nemo_ticks();
 	bool tsc = nemo_clock_source__ == NEMO_CLOCK_TSC;
-	if (!tsc && now < me->poll_next)
+	if (!tsc && now < pc->next)
 		return;                 /* not due: the slow clock's own compare */
-	if (nemo__in_call(me)) {
+	if (nemo__place_in_call(me)) {
 		/* Inside a nemo call of this place (a handler run by a poll or a
 		 * wait): its caller is polling already; do not nest. */
 		return;
 	}
 	unsigned n = 0;
 	nemo_poll(&n);
-	NEMO__PCOUNT(me, c_poll_checks);
-	NEMO__PADD(me, c_poll_check_handled, n);
-	uint64_t next = nemo_ticks() + me->poll_thresh_ticks;
-	me->poll_next = next;
+	nemo__place_count_poll_check(me, n);
+	uint64_t next = nemo_ticks() + pc->thresh_ticks;
+	pc->next = next;
 	nemo__poll_due = tsc ? next : 0;
 }
 
@@ -65,9 +65,10 @@ int nemo_poll_threshold_set(uint64_t ns)
 	if (ns > THRESHOLD_MAX_NS)
 		return NEMO__FAIL(EINVAL, "threshold %llu ns is above 10 s", (unsigned long long)ns);
 	nemo_clock_init();
-	me->poll_thresh_ns = ns;
-	me->poll_thresh_ticks = nemo_ns_to_ticks((double)ns);
-	me->poll_next = 0;
+	struct nemo__poll_check *pc = nemo__place_poll_check(me);
+	pc->thresh_ns = ns;
+	pc->thresh_ticks = nemo_ns_to_ticks((double)ns);
+	pc->next = 0;
 	nemo__poll_due = 0;         /* the next check decides, with the new threshold */
 	return 0;
 }
@@ -79,7 +80,7 @@ int nemo_poll_threshold_get(uint64_t *ns)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	if (!ns)
 		return NEMO__FAIL(EINVAL, "ns is NULL");
-	*ns = me->poll_thresh_ns;
+	*ns = nemo__place_poll_check(me)->thresh_ns;
 	return 0;
 }
 
@@ -90,7 +91,6 @@ int nemo_poll_check_counters(uint64_t *polls, uint64_t *handled)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
 	if (!polls || !handled)
 		return NEMO__FAIL(EINVAL, "%s is NULL", polls ? "handled" : "polls");
-	*polls = atomic_load_explicit(&me->c_poll_checks, memory_order_relaxed);
-	*handled = atomic_load_explicit(&me->c_poll_check_handled, memory_order_relaxed);
+	nemo__place_poll_check_counters(me, polls, handled);
 	return 0;
 }

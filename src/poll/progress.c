@@ -5,25 +5,28 @@
  * STATES.  Per place: delegated (0/1, set by the place itself under its
  * plock) and plock, a mutex held by whoever consumes the place's queues
  * or sends as it: the place's own thread for the length of each of its
- * nemo calls while delegated (nemo__busy_enter/exit: messaging_internal.h
- * and irq.c), or the progress thread while it drains the place.
+ * nemo calls while delegated (nemo__busy_enter/exit of the messaging
+ * layer: irq.c), or the progress thread while it drains the place.  This
+ * layer sees neither field: nemo__place_set_served sets delegated under
+ * plock, nemo__place_delegated reads it, and nemo__place_serve takes the
+ * lock for a drain (src/messaging/modes.h).
  * Interrupt mode is excluded (a signal handler cannot take the lock), and
  * so is being served while in a handler.  Per domain: prog_w, the
  * progress thread's waiter slot (RUNNING, POLLING, SLEEPING), published
- * while the thread runs.
+ * while the thread runs (nemo__domain_set_progress_waiter).
  *
- * THE LOOP.  try_take: for every index whose place is ACTIVE and
- * delegated, trylock its plock (busy: its own thread is in a nemo call
- * and handles its own messages; skip it); under the lock re-check
- * delegated, become the place for the drain (the thread-local place
- * pointer, so handlers' sends go out as it), drain it with context
- * NEMO_AM_CTX_PROGRESS, deliver its overflow, and unlock.  Something
+ * THE LOOP.  try_take: for every index, nemo__place_serve (modes.h): if
+ * its place is ACTIVE and delegated, trylock its plock (busy: its own
+ * thread is in a nemo call and handles its own messages; skip it); under
+ * the lock re-check delegated, become the place for the drain (the
+ * thread-local place pointer, so handlers' sends go out as it), drain it
+ * with context NEMO_AM_CTX_PROGRESS, deliver its overflow, and unlock.  Something
  * handled: loop.  Else wait through the waiter layer's loop with the
  * thread's policy: poll (try_take again) for its budget, then sleep:
  *
  *   P1  exchange(state, SLEEPING, seq_cst)
- *   P2  for every delegated place: any hint word non-zero (seq_cst load)
- *       -> cancel (state RUNNING) and drain
+ *   P2  for every delegated place: any hint word non-zero (seq_cst load;
+ *       nemo__domain_progress_pending) -> cancel (state RUNNING) and drain
  *   P3  futex_wait(state, SLEEPING)
  *
  * A sender (kick.c): S4 sets its hint bit at r with a seq_cst RMW, then
@@ -78,38 +81,17 @@ struct nemo_progress {
 static unsigned pass(struct nemo_progress *p)
 {
 	struct nemo_domain *d = p->d;
-	unsigned total = 0;
-	for (unsigned i = 0; i < d->P; i++) {
-		nemo_place *x = &d->places[i];
-		if (!atomic_load_explicit(&x->delegated, memory_order_relaxed) ||
-		    nemo__status_state(atomic_load_explicit(&x->status, memory_order_acquire)) != NEMO__ST_ACTIVE)
-			continue;
-		if (pthread_mutex_trylock(&x->plock) != 0)
-			continue;     /* its own thread is in a nemo call: it drains */
-		if (atomic_load_explicit(&x->delegated, memory_order_relaxed) &&
-		    nemo__status_state(atomic_load_explicit(&x->status, memory_order_acquire)) == NEMO__ST_ACTIVE) {
-			NEMO__INVARIANT(!nemo__tls_place, "the progress thread is a place itself");
-			nemo__tls_place = x;
-			nemo__holds_plock = true;      /* handlers' nemo calls: locked already */
-			atomic_store_explicit(&x->busy, 1, memory_order_relaxed);
-			unsigned n = nemo__drain(x, NEMO_AM_CTX_PROGRESS, false);
-			if (x->ovf_n) {
-				/* Kept sends: delivered now, or a kick (of this
-				 * thread, the place being served) when room for
-				 * them appears (overflow.c, ROOM KICKS). */
-				nemo__ovf_flush(x);
-				nemo__ovf_arm(x);
-			}
-			atomic_store_explicit(&x->busy, 0, memory_order_relaxed);
-			nemo__holds_plock = false;
-			nemo__tls_place = NULL;
-			if (n) {
-				atomic_fetch_add_explicit(&p->drains, 1, memory_order_relaxed);
-				atomic_fetch_add_explicit(&p->handled, n, memory_order_relaxed);
-				total += n;
-			}
+	unsigned total = 0, np = nemo__domain_places(d);
+	for (unsigned i = 0; i < np; i++) {
+		/* Skipped unless ACTIVE and delegated, or while its own thread
+		 * is in a nemo call (then it drains); else drained under its
+		 * plock, with its overflow (modes.h). */
+		unsigned n = nemo__place_serve(nemo__domain_place(d, i));
+		if (n) {
+			atomic_fetch_add_explicit(&p->drains, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&p->handled, n, memory_order_relaxed);
+			total += n;
 		}
-		pthread_mutex_unlock(&x->plock);
 	}
 	return total;
 }
@@ -129,17 +111,7 @@ static bool prog_pending(void *arg)
 	struct nemo_progress *p = arg;
 	if (atomic_load_explicit(&p->stop, memory_order_seq_cst))
 		return true;
-	struct nemo_domain *d = p->d;
-	for (unsigned i = 0; i < d->P; i++) {
-		nemo_place *x = &d->places[i];
-		if (!atomic_load_explicit(&x->delegated, memory_order_seq_cst))
-			continue;
-		_Atomic uint64_t *row = nemo__hint_row(d, i);
-		for (unsigned w = 0; w < d->HW; w++)
-			if (atomic_load_explicit(&row[w], memory_order_seq_cst))
-				return true;
-	}
-	return false;
+	return nemo__domain_progress_pending(p->d);
 }
 
 static bool prog_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *bits)
@@ -175,7 +147,7 @@ static void *prog_main(void *arg)
 	}
 	nemo__slot_running(w);
 	atomic_store_explicit(&p->w, w, memory_order_relaxed);
-	atomic_store_explicit(&p->d->prog_w, w, memory_order_release);
+	nemo__domain_set_progress_waiter(p->d, w);
 	atomic_store_explicit(&p->started, 1, memory_order_release);
 	while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
 		if (pass(p))
@@ -184,7 +156,7 @@ static void *prog_main(void *arg)
 		nemo__wait_loop(&prog_ops, p, &p->policy, CLOCK_MONOTONIC, NULL, 0);
 		nemo__slot_running(w);
 	}
-	atomic_store_explicit(&p->d->prog_w, NULL, memory_order_release);
+	nemo__domain_set_progress_waiter(p->d, NULL);
 	return NULL;
 }
 
@@ -220,7 +192,7 @@ int nemo_progress_start(nemo_domain *d, const nemo_progress_attr *attr, nemo_pro
 		return ENOMEM;
 	p->d = d;
 	p->policy = a.policy;
-	if ((err = nemo__service_claim(d, &d->progress, p, "progress thread", __func__))) {
+	if ((err = nemo__service_claim(d, NEMO__SERVICE_PROGRESS, p, "progress thread", __func__))) {
 		free(p);
 		return err;
 	}
@@ -232,7 +204,7 @@ int nemo_progress_start(nemo_domain *d, const nemo_progress_attr *attr, nemo_pro
 		err = NEMO__FAIL(EINVAL, "cannot pin the progress thread to cpu %d", a.cpu);
 	}
 	if (err) {
-		nemo__service_unclaim(d, &d->progress);
+		nemo__service_unclaim(d, NEMO__SERVICE_PROGRESS);
 		free(p);
 		return err;
 	}
@@ -249,7 +221,7 @@ int nemo_progress_stop(nemo_progress *p)
 	if (w)
 		nemo__waiter_kick_issued(w);
 	pthread_join(p->thread, NULL);
-	nemo__service_unclaim(p->d, &p->d->progress);
+	nemo__service_unclaim(p->d, NEMO__SERVICE_PROGRESS);
 	free(p);
 	return 0;
 }
@@ -279,19 +251,17 @@ int nemo_place_set_progress(bool on)
 	nemo_place *me = nemo__place_self();
 	if (!me)
 		return NEMO__FAIL(ENOTCONN, "the calling thread is not a place (nemo_place_join first)");
-	if (nemo__in_call(me))
+	if (nemo__place_in_call(me))
 		return NEMO__FAIL(EBUSY, "called from inside a handler or another nemo call of this place");
-	if (on && atomic_load_explicit(&me->irq_on, memory_order_relaxed))
+	if (on && nemo__place_irq_on(me))
 		return NEMO__FAIL(EBUSY, "interrupt mode is on: turn it off first (the two are exclusive)");
-	if (on)
-		nemo__grant_revoke(me);   /* granted senders would not wake the progress thread */
-	pthread_mutex_lock(&me->plock);
-	nemo__place_set_delegated(me, on);
-	pthread_mutex_unlock(&me->plock);
+	/* Grants revoked first when on (granted senders would not wake the
+	 * progress thread), then delegated set under the place's plock. */
+	nemo__place_set_served(me, on);
 	if (on) {
 		/* What is already queued: the progress thread's next pass sees
 		 * the hints; wake it in case it sleeps. */
-		nemo_waiter *w = atomic_load_explicit(&me->d->prog_w, memory_order_acquire);
+		nemo_waiter *w = nemo__domain_progress_waiter(nemo__place_domain(me));
 		if (w)
 			nemo__waiter_kick_issued(w);
 	}

@@ -8,23 +8,17 @@
 #include <pthread.h>
 #include <sched.h>
 
-int nemo__service_claim(struct nemo_domain *d, void **slot, void *self, const char *what, const char *fn)
+int nemo__service_claim(struct nemo_domain *d, enum nemo__service which, void *self, const char *what,
+			const char *fn)
 {
-	int err = 0;
-	pthread_mutex_lock(&d->lock);
-	if (*slot)
-		err = nemo__fail(EEXIST, fn, "the domain has a %s already", what);
-	else
-		*slot = self;
-	pthread_mutex_unlock(&d->lock);
-	return err;
+	if (nemo__domain_service_claim(d, which, self))
+		return nemo__fail(EEXIST, fn, "the domain has a %s already", what);
+	return 0;
 }
 
-void nemo__service_unclaim(struct nemo_domain *d, void **slot)
+void nemo__service_unclaim(struct nemo_domain *d, enum nemo__service which)
 {
-	pthread_mutex_lock(&d->lock);
-	*slot = NULL;
-	pthread_mutex_unlock(&d->lock);
+	nemo__domain_service_unclaim(d, which);
 }
 
 uint64_t nemo__thread_cpu_ns(pthread_t t)

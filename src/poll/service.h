@@ -6,14 +6,17 @@
 #ifndef NEMO_POLL_SERVICE_H
 #define NEMO_POLL_SERVICE_H
 
-#include "../messaging/messaging_internal.h"
+#include "../messaging/modes.h"
 
-/* Claim *slot of d for self (under d's lock): 0, or EEXIST naming `what`
- * for the public call fn. */
-int nemo__service_claim(struct nemo_domain *d, void **slot, void *self, const char *what, const char *fn);
+#include <pthread.h>
+
+/* Claim d's slot which for self (under d's lock: nemo__domain_service_claim
+ * of modes.h): 0, or EEXIST naming `what` for the public call fn. */
+int nemo__service_claim(struct nemo_domain *d, enum nemo__service which, void *self, const char *what,
+			const char *fn);
 
 /* Give the slot back. */
-void nemo__service_unclaim(struct nemo_domain *d, void **slot);
+void nemo__service_unclaim(struct nemo_domain *d, enum nemo__service which);
 
 /* From the service thread itself: ask for SCHED_FIFO priority 1, so that
  * its short bursts run as soon as it is woken even when every CPU is

@@ -7,7 +7,11 @@
  * State per place: wd_ticks (T in ticks, 0: not watched; written by the
  * place, read by senders) and wd_since (the tick since which a message
  * has waited, 0: none).  Per domain: wd_w, the watchdog thread's waiter
- * slot (RUNNING, SLEEPING), published while it runs.
+ * slot (RUNNING, SLEEPING), published while it runs.  This layer reaches
+ * them through src/messaging/modes.h: nemo__place_wd_since (load),
+ * nemo__place_wd_since_clear (CAS s -> 0), nemo__place_wd_since_take
+ * (exchange), nemo__place_wd_ticks / nemo__place_set_wd_ticks, and
+ * nemo__domain_set_watchdog_waiter (wd_w).
  *
  *   W1  a sender whose kick finds the place RUNNING, with interrupt mode on
  *       and wd_ticks set, while a watchdog runs (kick.c, wd_defer): no
@@ -152,9 +156,10 @@ static uint64_t pass(struct nemo_watchdog *g)
 {
 	struct nemo_domain *d = g->d;
 	uint64_t next = UINT64_MAX;
-	for (unsigned i = 0; i < d->P; i++) {
-		nemo_place *x = &d->places[i];
-		uint64_t s = atomic_load_explicit(&x->wd_since, memory_order_seq_cst);
+	unsigned np = nemo__domain_places(d);
+	for (unsigned i = 0; i < np; i++) {
+		nemo_place *x = nemo__domain_place(d, i);
+		uint64_t s = nemo__place_wd_since(x);
 		if (!s)
 			continue;
 		/* The time is read after the clock: one read per pass let a
@@ -165,16 +170,13 @@ static uint64_t pass(struct nemo_watchdog *g)
 		uint64_t now = nemo_ticks();
 		/* T 0: the place turned its watchdog off after a sender had
 		 * deferred to it: signal now. */
-		uint64_t t = atomic_load_explicit(&x->wd_ticks, memory_order_relaxed);
-		if (nemo__status_state(atomic_load_explicit(&x->status, memory_order_acquire)) != NEMO__ST_ACTIVE) {
-			atomic_compare_exchange_strong_explicit(&x->wd_since, &s, 0, memory_order_seq_cst,
-								memory_order_relaxed);
+		uint64_t t = nemo__place_wd_ticks(x);
+		if (!nemo__place_active(x)) {
+			nemo__place_wd_since_clear(x, s);
 			continue;
 		}
 		if (now >= s && now - s >= t) {
-			if (atomic_compare_exchange_strong_explicit(&x->wd_since, &s, 0, memory_order_seq_cst,
-								    memory_order_relaxed) &&
-			    nemo__irq_signal(x)) {
+			if (nemo__place_wd_since_clear(x, s) && nemo__irq_signal(x)) {
 				atomic_fetch_add_explicit(&g->fired, 1, memory_order_relaxed);
 				note_late(g, now - (s + t));   /* when it decided: the tgkill is the signal's cost */
 			}
@@ -193,8 +195,9 @@ static bool any_clock(void *arg)
 	if (atomic_load_explicit(&g->stop, memory_order_seq_cst))
 		return true;
 	struct nemo_domain *d = g->d;
-	for (unsigned i = 0; i < d->P; i++) {
-		if (atomic_load_explicit(&d->places[i].wd_since, memory_order_seq_cst))
+	unsigned np = nemo__domain_places(d);
+	for (unsigned i = 0; i < np; i++) {
+		if (nemo__place_wd_since(nemo__domain_place(d, i)))
 			return true;
 	}
 	return false;
@@ -212,7 +215,7 @@ static void *wd_main(void *arg)
 	g->realtime = nemo__service_realtime();  /* fire on time on a busy machine */
 	nemo__slot_running(w);
 	atomic_store_explicit(&g->w, w, memory_order_relaxed);
-	atomic_store_explicit(&g->d->wd_w, w, memory_order_release);
+	nemo__domain_set_watchdog_waiter(g->d, w);
 	atomic_store_explicit(&g->started, 1, memory_order_release);
 	double early_ns = EARLY_MAX_NS;
 	atomic_store_explicit(&g->early_ns, (uint64_t)early_ns, memory_order_relaxed);
@@ -249,7 +252,7 @@ static void *wd_main(void *arg)
 		}
 		atomic_fetch_add_explicit(&g->wakeups, 1, memory_order_relaxed);
 	}
-	atomic_store_explicit(&g->d->wd_w, NULL, memory_order_seq_cst);   /* W6 */
+	nemo__domain_set_watchdog_waiter(g->d, NULL);                     /* W6 */
 	return NULL;
 }
 
@@ -265,12 +268,12 @@ int nemo_watchdog_start(nemo_domain *d, nemo_watchdog **out)
 	if (!g)
 		return ENOMEM;
 	g->d = d;
-	if ((err = nemo__service_claim(d, &d->watchdog, g, "watchdog", __func__))) {
+	if ((err = nemo__service_claim(d, NEMO__SERVICE_WATCHDOG, g, "watchdog", __func__))) {
 		free(g);
 		return err;
 	}
 	if ((err = nemo__service_run(&g->thread, wd_main, g, &g->started))) {
-		nemo__service_unclaim(d, &d->watchdog);
+		nemo__service_unclaim(d, NEMO__SERVICE_WATCHDOG);
 		free(g);
 		return err;
 	}
@@ -292,13 +295,14 @@ int nemo_watchdog_stop(nemo_watchdog *g)
 	/* Clocks left running: their places are signalled by their next
 	 * senders at once from now on; signal those waiting now. */
 	struct nemo_domain *d = g->d;
-	for (unsigned i = 0; i < d->P; i++) {
-		nemo_place *x = &d->places[i];
-		uint64_t s = atomic_exchange_explicit(&x->wd_since, 0, memory_order_seq_cst);
-		if (s && nemo__status_state(atomic_load_explicit(&x->status, memory_order_acquire)) == NEMO__ST_ACTIVE)
+	unsigned np = nemo__domain_places(d);
+	for (unsigned i = 0; i < np; i++) {
+		nemo_place *x = nemo__domain_place(d, i);
+		uint64_t s = nemo__place_wd_since_take(x);
+		if (s && nemo__place_active(x))
 			nemo__irq_signal(x);
 	}
-	nemo__service_unclaim(d, &d->watchdog);
+	nemo__service_unclaim(d, NEMO__SERVICE_WATCHDOG);
 	free(g);
 	return 0;
 }
@@ -328,6 +332,6 @@ int nemo_place_set_watchdog(uint64_t t_ns)
 		return NEMO__FAIL(EINVAL, "T of %llu ns is above 1 s", (unsigned long long)t_ns);
 	nemo_clock_init();
 	uint64_t t = t_ns ? nemo_ns_to_ticks((double)t_ns) : 0;
-	atomic_store_explicit(&me->wd_ticks, t_ns && !t ? 1 : t, memory_order_seq_cst);
+	nemo__place_set_wd_ticks(me, t_ns && !t ? 1 : t);
 	return 0;
 }

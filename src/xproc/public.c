@@ -35,7 +35,7 @@
 
 #include <nemo/notify.h>
 
-#include "../messaging/messaging_internal.h"   /* nemo__check_flags */
+#include "../messaging/modes.h"   /* nemo__check_flags */
 #include "../messaging/remote.h"
 #include "../platform/fail.h"
 

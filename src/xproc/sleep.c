@@ -102,7 +102,6 @@
 
 #include "segment.h"
 
-#include "../messaging/messaging_internal.h"   /* nemo__check_deadline */
 #include "../platform/fail.h"
 
 #include <errno.h>
