@@ -171,7 +171,12 @@
  * Sends to a dead rank fail with ECONNRESET (dead_sends).  The agent's
  * pass asks before it moves any record (W2), so the record of a rank
  * found dead is dropped and counted (W5), not handed to an MPI that may
- * complete sends to a dead process and lose them uncounted.
+ * complete sends to a dead process and lose them uncounted.  Asking
+ * means knowing: live_check returns false while another thread's check
+ * is under way (next_live is stored only once a check has marked what it
+ * found), and then neither the pass nor a send hands anything to MPI for
+ * a rank of this host - else a rank dead for longer than LIVE_CHECK_NS
+ * could be sent its record while the checker that found it was preempted.
  *
  * FINALIZE'S BOUNDED WAIT.  After F3 the owner drains every record, says
  * BYE to every live rank and receives until every live rank has said it.
@@ -414,7 +419,7 @@ void mark_dead(nemo_mpi *m, int r);
 prec *prec_of(nemo_mpi *m, const nemo_place *me);
 void talk(nemo_mpi *m, const nemo_place *me, int r, nemo_place_id id);
 bool talked(const nemo_mpi *m, int r, unsigned idx);
-void live_check(nemo_mpi *m);
+bool live_check(nemo_mpi *m);
 
 /* record.c: a rank's record (SENDS: W1-W5), rings, naps */
 void ring(nemo_mpi *m, int r);

@@ -94,22 +94,32 @@ bool talked(const nemo_mpi *m, int r, unsigned idx)
 }
 
 /* Ask the references of the peers on this host, every LIVE_CHECK_NS (any
- * thread; one at a time). */
-void live_check(nemo_mpi *m)
+ * thread; one at a time, live_lock).  next_live is stored only after a
+ * check has marked what it found (release), so a check that is not due
+ * means one that started less than LIVE_CHECK_NS ago has finished:
+ * returns true when every rank of this host that died more than
+ * LIVE_CHECK_NS ago is marked dead (acquire), false while another
+ * thread's check is under way (its findings may not be marked yet: the
+ * caller must not hand a record to MPI on the strength of it, DEAD
+ * RANKS).  Never blocks: a handler run by a signal may get here while
+ * its thread holds live_lock. */
+bool live_check(nemo_mpi *m)
 {
-	uint64_t now = nemo_ticks(), due = atomic_load_explicit(&m->next_live, memory_order_relaxed);
-	if (now < due || !atomic_compare_exchange_strong_explicit(&m->next_live, &due,
-								   now + nemo_ns_to_ticks(LIVE_CHECK_NS),
-								   memory_order_relaxed, memory_order_relaxed))
-		return;
+	if (nemo_ticks() < atomic_load_explicit(&m->next_live, memory_order_acquire))
+		return true;
 	if (pthread_mutex_trylock(&m->live_lock))
-		return;
-	for (int r = 0; r < m->size; r++) {
-		peer *p = &m->peers[r];
-		if (p->local && !is_dead(p) && nemo__proc_dead(&p->proc))
-			mark_dead(m, r);
+		return false;
+	uint64_t now = nemo_ticks();
+	if (now >= atomic_load_explicit(&m->next_live, memory_order_relaxed)) {
+		for (int r = 0; r < m->size; r++) {
+			peer *p = &m->peers[r];
+			if (p->local && !is_dead(p) && nemo__proc_dead(&p->proc))
+				mark_dead(m, r);
+		}
+		atomic_store_explicit(&m->next_live, now + nemo_ns_to_ticks(LIVE_CHECK_NS), memory_order_release);
 	}
 	pthread_mutex_unlock(&m->live_lock);
+	return true;
 }
 
 /* ------------------------------------------------------------------------

@@ -129,8 +129,10 @@ unsigned progress(nemo_mpi *m)
 	CADD(m, c_progress);
 	uint64_t now = nemo_ticks();
 	atomic_store_explicit(&m->last_progress, now, memory_order_relaxed);
-	live_check(m);   /* first: a record of a rank found dead is dropped, not sent */
-	n += push_all(m);
+	/* First: a record of a rank found dead is dropped, not sent; while
+	 * another thread's check is under way, no record moves this pass. */
+	if (live_check(m))
+		n += push_all(m);
 	while (m->pend_n) {
 		if (hand(m, m->pendq[m->pend_head]) == EAGAIN)
 			break;

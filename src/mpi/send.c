@@ -16,6 +16,11 @@ static int send_to(nemo_mpi *m, nemo_place *me, int r, const wire *w, unsigned f
 	for (;;) {
 		if (atomic_load_explicit(&m->closing, memory_order_seq_cst))
 			return nemo__fail(ESHUTDOWN, fn, "this rank's binding is finalizing");
+		/* Nothing goes to MPI for a rank of this host unless its death,
+		 * if older than LIVE_CHECK_NS, is marked: MPI may complete a send
+		 * to a dead process, and it would be lost uncounted.  While
+		 * another thread's check is under way, there is no room. */
+		bool fresh = !p->local || live_check(m);
 		int err = -1;          /* -1: no room */
 		bool kept = false;
 		pthread_mutex_lock(&p->lock);
@@ -25,8 +30,8 @@ static int send_to(nemo_mpi *m, nemo_place *me, int r, const wire *w, unsigned f
 			return nemo__fail(ESHUTDOWN, fn, "this rank's binding is finalizing");
 		}
 		if (!is_dead(p)) {
-			push(m, p, r, mpi);
-			if (mpi && !p->q_n && p->fl_n < FLIGHT_MAX && !is_dead(p)) {
+			push(m, p, r, mpi && fresh);
+			if (mpi && fresh && !p->q_n && p->fl_n < FLIGHT_MAX && !is_dead(p)) {
 				err = have_window(p) ? isend(m, p, r, w) : ENOMEM;
 				if (!err)
 					reap(m, p, r);
