@@ -175,5 +175,35 @@ must_fail mcast.pml -DBROKEN_DROP_SILENT                # a dropped kept role me
 must_fail mcast.pml -DDIAMOND -DBROKEN_DROP_SILENT
 must_fail mcast.pml -DBROKEN_COUNT_SENDS                # sends counted, not runs
 must_fail mcast.pml -DDIAMOND -DBROKEN_COUNT_SENDS
+# The polling watchdog (src/poll/watchdog.c, THE WATCHDOG; kick.c,
+# wd_defer; drain.c, W3): a message to a place computing in interrupt
+# mode under a watchdog defers its signal to the watchdog's clock and is
+# never left with no clock, no signal coming and the watchdog asleep -
+# also across nemo_watchdog_stop (-DSTOP: W6 and the stop's take).
+must_pass watchdog.pml
+must_pass watchdog.pml -DPOLLS=0                        # only the watchdog's signals drain
+must_pass watchdog.pml -DNS=1 -DNM=2 -DPOLLS=2          # a second message finds its bit set
+must_pass watchdog.pml -DSTOP
+must_pass watchdog.pml -DSTOP -DNS=1 -DNM=2
+must_fail watchdog.pml -DBROKEN_NO_W2                   # the clock's starter does not wake the watchdog
+must_fail watchdog.pml -DBROKEN_CLEAR_LATE              # W3's clear after the hint words
+must_fail watchdog.pml -DBROKEN_NO_W5_RECHECK           # W5 sleeps without re-reading the clocks
+must_fail watchdog.pml -DSTOP -DBROKEN_NO_W6            # no re-read of wd_w after the CAS
+must_fail watchdog.pml -DSTOP -DBROKEN_NO_TAKE          # the stop leaves running clocks
+# The code as C11 (not x86-64) reads it: the relaxed loads of drain.c's
+# D2 hint word and kick.c's wd_defer reordered before the seq_cst store /
+# RMW that precede them (watchdog.pml, NOTE ON THE RELAXED LOADS).
+must_fail watchdog.pml -DWEAK_DRAIN                     # drain's hint load before W3's store
+must_fail watchdog.pml -DWEAK_SEND                      # sender's wd_since load before S4
+# The MPI progress thread's sleep (src/mpi/mpi_internal.h, THE PROGRESS
+# THREAD'S SLEEP; record.c, thr_kick and ring): no local work or message
+# from a rank of this host is slept through, without the timeout.
+must_pass doorbell.pml -DMAXSPUR=1
+must_pass doorbell.pml -DNL=2 -DMAXSPUR=1               # two local kickers
+must_pass doorbell.pml -DNR=2 -DMAXSPUR=1               # two ringing ranks
+must_fail doorbell.pml -DBROKEN_LOOK_FIRST              # T3 before T1
+must_fail doorbell.pml -DBROKEN_K3_FIRST                # the kicker reads sleeping before its bump
+must_fail doorbell.pml -DBROKEN_NO_R1                   # ring without its fence
+must_fail doorbell.pml -DBROKEN_RING_NO_BUMP            # R3 wakes without bumping kick
 echo "check_models: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
