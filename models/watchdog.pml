@@ -93,14 +93,14 @@
  * clear (W3: store wd_since := 0, then read the hint words) and a
  * deferring sender (S4's fetch_or of its hint bit, then its look at
  * wd_since) are the store-buffering pattern: each must see the other's
- * write.  In the C code the drain's read of the hint word (drain.c, D2:
- * the relaxed load before the exchange) and the sender's look at
- * wd_since (kick.c, wd_defer: the relaxed load before the CAS) are
- * relaxed loads after a seq_cst store or RMW.  On x86-64 the store is an
- * xchg (or mov; mfence) and the RMW a locked instruction, both full
- * barriers, so the model's SC holds there (as long as the compiler keeps
- * the order).  Under C11 alone, and on ARMv8 (a plain ldr after an stlr,
- * or after an ldaxr/stlxr loop, may be satisfied first), either load
+ * write.  The drain's read of the hint word (drain.c, D2: the load before
+ * the exchange) and the sender's look at wd_since (kick.c, wd_defer: the
+ * load before the CAS) were relaxed loads after a seq_cst store or RMW,
+ * correct on x86-64 (the store is an xchg, the RMW locked: full
+ * barriers) but not under C11 alone or on ARMv8, where a plain ldr after
+ * an stlr, or after an ldaxr/stlxr loop, may be satisfied first.  This
+ * model found it (2026-11-28); both loads are seq_cst now (the same mov
+ * on x86-64).  The variants keep the relaxed loads, where either load
  * may read an old value:
  *   -DWEAK_DRAIN  the drain's load of the hint word is satisfied before
  *                 W3: it misses the bit of a sender that then found the
@@ -111,8 +111,7 @@
  *                 it sees a clock that the watchdog then fires, and the
  *                 signal's drain misses the bit S4 sets after it
  * Spin finds both runs (-DWEAK_RELAXED: both at once), so they are
- * must-fail entries, documenting what the code relies on.  Making the two
- * loads seq_cst (ldar on ARMv8; the same mov on x86-64) would close it.
+ * must-fail entries, documenting why the two loads must stay seq_cst.
  */
 
 #ifndef NS

@@ -334,7 +334,11 @@ unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final)
 	/* D2: the hint words. */
 	_Atomic uint64_t *row = nemo__hint_row(d, me->idx);
 	for (unsigned w = 0; w < d->HW; w++) {
-		if (!atomic_load_explicit(&row[w], memory_order_relaxed))
+		/* seq_cst, not relaxed: after W3's store above, this load and a
+		 * deferring sender's S4 then W1 (kick.c) are the store-buffering
+		 * pattern (models/watchdog.pml, -DWEAK_DRAIN); on x86-64 it is
+		 * the same mov. */
+		if (!atomic_load_explicit(&row[w], memory_order_seq_cst))
 			continue;
 		uint64_t x = atomic_exchange_explicit(&row[w], 0, memory_order_seq_cst);
 		while (x) {

@@ -125,7 +125,9 @@ static void wd_defer(nemo_place *me, nemo_place *dst, nemo_waiter *ww)
 {
 	uint64_t zero = 0, now = nemo_ticks();
 	NEMO__PCOUNT(me, c_kicks_deferred);
-	if (atomic_load_explicit(&dst->wd_since, memory_order_relaxed) ||
+	/* seq_cst: after S4's RMW, against the drain's W3 store then D2 load
+	 * (models/watchdog.pml, -DWEAK_SEND). */
+	if (atomic_load_explicit(&dst->wd_since, memory_order_seq_cst) ||
 	    !atomic_compare_exchange_strong_explicit(&dst->wd_since, &zero, now ? now : 1,
 						     memory_order_seq_cst, memory_order_relaxed))  /* W1 */
 		return;       /* its clock runs already: that sender woke the watchdog */
