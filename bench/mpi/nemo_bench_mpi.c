@@ -9,7 +9,7 @@
  *            nemo_mpi_poll), in alternating blocks of the same run;
  *   idle     the CPU share of an idle binding's thread (progress thread,
  *            watchdog) over --idle-s seconds: rows nemo-mpi-idle;
- *   app      seed 002's application study across ranks: every rank
+ *   app      Perkovic & Keleher's application study across ranks: every rank
  *            computes and, every --app-period units, asks a random other
  *            rank for something and waits for the answer; the runtime
  *            (slowest rank) per progress strategy, relative to the best

@@ -1,5 +1,6 @@
 /*
- * bound.c - curried sends (seed 004, Plan 9's fastwrite): what does not
+ * bound.c - curried sends (Minnich, Floren & McKie, "Currying and
+ * process-private system calls": Plan 9's fastwrite): what does not
  * change between sends - the destination, the action, the flags - is
  * validated once, at nemo_am_bind / nemo_notify_bind, and each bound send
  * runs the ring's minimal path.
