@@ -2,9 +2,10 @@
  * ctl.c - private fast calls set up by a control string (the "fastwrite"
  * ctl command of Minnich, Floren & McKie's Plan 9 paper):
  * nemo_ctl(d, "bind am dest=3 action=7 slot=1") binds (bound.c) and
- * stores the binding in slot 1 of the calling thread's private table; nemo_fast(1, arg) calls it.  So a tool or a
- * script can set up a program's fast paths by writing words, and the
- * program's hot loop is one indexed call.
+ * stores the binding in slot 1 of the calling thread's private table;
+ * nemo_fast(1, arg) calls it.  So a tool or a script can set up a
+ * program's fast paths by writing words, and the program's hot loop is
+ * one indexed call.
  *
  * Grammar (words separated by blanks; keys in any order):
  *   bind am     dest=D (action=A | event=E) slot=S [flags=F]
