@@ -11,6 +11,8 @@ in scenarios flood (as fast as they can) and paused (each sender pauses
 report stay together here, as mpi.py's do."""
 import html
 
+from . import rows as suite_rows
+
 SUITE = "event-loop"
 FD, WAIT, BASE = "nemo-place-fd", "nemo-place-wait", "eventfd-ring"
 MECHS = (FD, WAIT, BASE)
@@ -28,31 +30,14 @@ def is_row(suite, row):
     return suite == SUITE and isinstance(row, dict)
 
 
-def _number(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 def check_row(row, where, problems):
     """True if the row can be read; else a precise complaint in problems."""
-    for k in ("mechanism", "scenario"):
-        if not isinstance(row.get(k), str):
-            problems.append(f"{where}.{k}: missing")
-            return False
-    for k in NUMBERS:
-        if not _number(row.get(k)):
-            problems.append(f"{where}.{k}: missing or not a number")
-            return False
-    st = row.get("msgs_per_s_stats")
-    if not isinstance(st, dict) or not all(_number(st.get(k)) for k in STATS):
-        problems.append(f"{where}.msgs_per_s_stats: missing or not STATS")
-        return False
-    return True
+    return suite_rows.check_row(row, where, problems, NUMBERS, "msgs_per_s_stats", STATS)
 
 
 def newest(runs):
     """The newest event-loop document with rows (ratios are within one run), or None."""
-    docs = [run for run in runs if run.suite == SUITE and run.rows]
-    return max(docs, key=lambda run: (run.started_at or "", str(run.path))) if docs else None
+    return suite_rows.newest(runs, SUITE)
 
 
 def by_key(rows):
