@@ -41,8 +41,9 @@
  * again itself, with no sender behind them: the place's own nemo call
  * may do so after P2, so such a drain of a delegated place kicks the
  * progress thread as a sender would (drain.c, end of nemo__drain;
- * test_progress hung without it: a bit set, the thread asleep).  A place that turns delegated sets the flag
- * before its next message can be missed: a sender that read delegated =
+ * test_progress hung without it: a bit set, the thread asleep).  A place
+ * that turns delegated sets the flag before its next message can be
+ * missed: a sender that read delegated =
  * 0 sees the place RUNNING and does what it does for any running place
  * (nothing, or a signal: excluded); the place's own next nemo call then
  * drains as before, and the progress thread's next pass finds the hint.
