@@ -43,9 +43,9 @@
  * progress thread as a sender would (drain.c, end of nemo__drain;
  * test_progress hung without it: a bit set, the thread asleep).  A place
  * that turns delegated sets the flag before its next message can be
- * missed: a sender that read delegated = 0 sees the place RUNNING and does what it does for any running place
- * (nothing, or a signal: excluded); the place's own next nemo call then
- * drains as before, and the progress thread's next pass finds the hint.
+ * missed: a sender that read delegated = 0 sees the place RUNNING and
+ * does what it does for any running place (nothing, or a signal:
+ * excluded); the place's own next nemo call then drains as before, and the progress thread's next pass finds the hint.
  * So a delegated place's message waits at most until the progress
  * thread's current pass ends or, if it sleeps, until its kick.  Places
  * the progress thread cannot lock are in a nemo call of their own, which
