@@ -45,9 +45,10 @@
  * that turns delegated sets the flag before its next message can be
  * missed: a sender that read delegated = 0 sees the place RUNNING and
  * does what it does for any running place (nothing, or a signal:
- * excluded); the place's own next nemo call then drains as before, and the progress thread's next pass finds the hint.
- * So a delegated place's message waits at most until the progress
- * thread's current pass ends or, if it sleeps, until its kick.  Places
+ * excluded); the place's own next nemo call then drains as before,
+ * and the progress thread's next pass finds the hint.  So a delegated
+ * place's message waits at most until the progress thread's current
+ * pass ends or, if it sleeps, until its kick.  Places
  * the progress thread cannot lock are in a nemo call of their own, which
  * handles their queues.  (This is the place protocol of placewait.c,
  * WAIT, with the progress thread as the waiter of many places: models/
