@@ -241,15 +241,17 @@ static void complete(struct ex *ex, uint32_t b)
 	arrive(ex, br->parent);
 }
 
-void nemo__mc_on_message(const nemo_am_msg *msg, void *ctx)
+/* Do the role a role message names, as the place `at` (OP_DONE: the
+ * source is done, or - from an undelivered report - left: nobody waits,
+ * but say it is done). */
+static void run_role(const nemo_am_msg *msg, nemo_place_id at)
 {
-	(void)ctx;
 	struct nemo_mcast *m = (struct nemo_mcast *)(uintptr_t)msg->arg;
 	uint32_t w;
 	if (msg->len != sizeof w)
 		return;
 	memcpy(&w, msg->payload, sizeof w);
-	struct ex ex = { m, nemo_place_index(msg->dest), msg->dest };
+	struct ex ex = { m, nemo_place_index(at), at };
 	switch (w >> OP_SHIFT) {
 	case OP_ENTER:
 		enter(&ex, w & BR_MASK);
@@ -265,6 +267,12 @@ void nemo__mc_on_message(const nemo_am_msg *msg, void *ctx)
 	}
 }
 
+void nemo__mc_on_message(const nemo_am_msg *msg, void *ctx)
+{
+	(void)ctx;
+	run_role(msg, msg->dest);
+}
+
 /* A kept message whose place left before it could be queued (SENDS THAT
  * RETURNED 0): do its role here, as send_op's callers do for a send that
  * failed at once.  Runs on the sending place, as a handler. */
@@ -272,25 +280,7 @@ void nemo__mc_on_undelivered(const nemo_am_msg *msg, int err, void *ctx)
 {
 	(void)err;
 	(void)ctx;
-	struct nemo_mcast *m = (struct nemo_mcast *)(uintptr_t)msg->arg;
-	uint32_t w;
-	if (msg->len != sizeof w)
-		return;
-	memcpy(&w, msg->payload, sizeof w);
-	struct ex ex = { m, nemo_place_index(msg->src), msg->src };
-	switch (w >> OP_SHIFT) {
-	case OP_ENTER:
-		enter(&ex, w & BR_MASK);
-		break;
-	case OP_COMPLETE:
-		complete(&ex, w & BR_MASK);
-		break;
-	case OP_DONE:   /* the source left: nobody waits, but say it is done */
-		__atomic_store_n(&m->done, 1, __ATOMIC_RELEASE);
-		break;
-	default:
-		break;
-	}
+	run_role(msg, msg->src);
 }
 
 /* ---------------------------------------------------------- multicasts */

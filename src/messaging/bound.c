@@ -245,6 +245,17 @@ static inline __attribute__((always_inline)) int put(nemo_am_bound *b, nemo_plac
 }
 
 static int send_and_curry(nemo_place *me, nemo_place_id dest, uint32_t id, uint64_t arg, unsigned flags);
+/* What sends b's send at position p the generic way, busy aside (the
+ * caller's own test: fast() reads it, fast_irq sets it): a new occupant,
+ * a served or keeping place (fast_key), a full ring, a receiver keeping
+ * sends for us (held). */
+static inline __attribute__((always_inline)) bool off_fast(const nemo_am_bound *b, const nemo_place *me,
+							   const nemo__out *o, uint32_t p)
+{
+	return (me->fast_key != b->fast_gen) | (p - o->ack_seen > b->mask) |
+	       (atomic_load_explicit(b->held, memory_order_relaxed) != 0);
+}
+
 
 /* A curry that cannot take the fast path: the generic send, with the
  * send's own flags. */
@@ -280,8 +291,7 @@ static __attribute__((noinline)) int fast_irq(nemo_am_bound *b, nemo_place *me, 
 	nemo__out *o = b->o;
 	uint32_t p = o->tail;
 	int err = 0;
-	bool go_slow = (me->fast_key != b->fast_gen) | (p - o->ack_seen > b->mask) |
-		       (atomic_load_explicit(b->held, memory_order_relaxed) != 0);
+	bool go_slow = off_fast(b, me, o, p);
 	bool gone = !go_slow && atomic_load_explicit(&b->dst->status, memory_order_acquire) != b->st;   /* S0 */
 	if (!go_slow && !gone)
 		err = curry ? put(b, me, arg, o, p, true, flags) : put(b, me, arg, o, p, false, flags);
@@ -321,9 +331,8 @@ static inline __attribute__((always_inline)) int fast(nemo_am_bound *b, nemo_pla
 	/* fast_key (messaging_internal.h) is 0 while the place is served or
 	 * keeps sends, and fast_gen 0 while the binding must go the generic
 	 * way: one compare for the place's generation and all four. */
-	if (__builtin_expect((me->fast_key != b->fast_gen) | (p - o->ack_seen > b->mask) |
-			     (atomic_load_explicit(&me->busy, memory_order_relaxed) != 0) |
-			     (atomic_load_explicit(b->held, memory_order_relaxed) != 0), 0))
+	if (__builtin_expect(off_fast(b, me, o, p) |
+			     (atomic_load_explicit(&me->busy, memory_order_relaxed) != 0), 0))
 		return curry ? curry_slow(b, me, arg, flags) : slow(b, me, arg, "nemo_am_send_bound");
 	if (__builtin_expect(atomic_load_explicit(&b->dst->status, memory_order_acquire) != b->st, 0))   /* S0 */
 		return curry ? curry_slow(b, me, arg, flags) : spent(b, "nemo_am_send_bound");
