@@ -108,6 +108,11 @@ must_pass placefd.pml
 must_fail placefd.pml -DBROKEN_NO_RECHECK     # arm without re-checking the hints
 must_fail placefd.pml -DBROKEN_SKIP_READ      # read back only when the flag was taken
 must_fail placefd.pml -DBROKEN_COUNTED_ONLY   # read back only counted writes (the loop spins)
+must_pass placefd.pml -DEDGE                  # an edge-triggered loop
+must_fail placefd.pml -DBROKEN_F0_UNREADABLE  # keep the grants, leave the descriptor unreadable
+must_fail placefd.pml -DEDGE -DBROKEN_F0_IF_UNREAD  # no write when one is unread: EPOLLET never wakes
+must_fail placefd.pml -DBROKEN_GRANT_ARMED     # grant while the descriptor is armed
+must_fail placefd.pml -DBROKEN_NO_REVOKE       # arm without taking the grants back
 # A shared-domain place (src/xproc/xproc.c, THE SLEEP, PEER DEATH): two
 # senders in other processes, a shared futex, no lost wake-up without the
 # 100 ms slices; a peer's death (D2 before D3) always reaches a sleeper.

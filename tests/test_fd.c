@@ -159,8 +159,10 @@ static void flood(bool edge)
 	 * wakes are of senders that waited for room and were kicked when the
 	 * receiver freed it (room_kicks). */
 	CHECK(c.kicks_futex <= c.room_kicks);
-	printf("  kicks: %llu eventfd writes, %llu avoided, %llu skipped\n", (unsigned long long)c.kicks_fd,
-	       (unsigned long long)c.kicks_avoided, (unsigned long long)c.kicks_skipped);
+	printf("  kicks: %llu eventfd writes, %llu avoided, %llu skipped; %llu stream grants, %llu revoked\n",
+	       (unsigned long long)c.kicks_fd, (unsigned long long)c.kicks_avoided,
+	       (unsigned long long)c.kicks_skipped, (unsigned long long)c.grants,
+	       (unsigned long long)c.grant_revokes);
 	CHECK_EQ_INT(nemo_domain_destroy(s.d), 0);
 }
 

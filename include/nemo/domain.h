@@ -335,7 +335,8 @@ void *nemo_place_context(void);
  * the first call, owned by nemo: do not read, write or close it; it is
  * closed by nemo_place_leave.  The place is armed on return: put the
  * descriptor in epoll (level-triggered or edge-triggered: both work,
- * since nemo_poll reads it empty) and call nemo_poll whenever it is
+ * since a nemo_poll that leaves work queued writes it anew, and one that
+ * leaves none reads it empty) and call nemo_poll whenever it is
  * readable.  nemo_place_wait may still be used; it re-arms on return.
  * @return 0; ENOTCONN; EINVAL for NULL fd; the errno of eventfd(2).
  */

@@ -20,9 +20,9 @@
  *   grant word  grants[r][s / 64], bit s: written by r's thread only (and
  *               cleared by its leave); read by s at S4g.
  *   G0  r grants only while nothing but its own polls would notice a
- *       message: membarrier registered, interrupts off, no eventfd, not
- *       served by the progress thread, no delay stamps, fewer than
- *       NEMO__GRANT_MAX grants.
+ *       message: membarrier registered, interrupts off, its eventfd (if
+ *       any) not armed, not served by the progress thread, no delay
+ *       stamps, fewer than NEMO__GRANT_MAX grants.
  *   G1  D1 counts each hot queue's stream (messages, reset after
  *       NEMO__GRANT_IDLE empty polls in a row); at grant_need messages:
  *       store(grant word | bit s, relaxed).  Granted queues stay hot
@@ -30,8 +30,10 @@
  *   S4g the sender, after S3 and a compiler barrier: load(grant word,
  *       relaxed) has bit s -> return 0 (no P, no S4, no S5).
  *   R1  before r stops looking at its queues - W2 (it sleeps), F1 (it
- *       arms its eventfd), turning interrupts on, being served - it
- *       stores 0 to its grant words (relaxed);
+ *       arms its eventfd; not at F0, where it leaves the descriptor
+ *       readable and its loop comes back to look: placewait.c), turning
+ *       interrupts on, being served - it stores 0 to its grant words
+ *       (relaxed);
  *   R2  membarrier (nemo__asym_heavy);
  *   R3  fetch_or(its own hint words, the revoked bits): its next look
  *       (W3's pending check, F2's, the next drain) drains those queues.

@@ -36,8 +36,18 @@ static inline bool nemo__grant_allowed(nemo_place *me)
 {
 	return nemo__asym && me->grant_n < NEMO__GRANT_MAX &&
 	       !atomic_load_explicit(&me->irq_on, memory_order_relaxed) &&
-	       atomic_load_explicit(&me->efd, memory_order_relaxed) < 0 &&
+	       !atomic_load_explicit(&me->fd_armed, memory_order_relaxed) &&
 	       !atomic_load_explicit(&me->delegated, memory_order_relaxed) && !me->d->stamps;
+}
+
+/* The place stops looking at its queues until a kick (it arms its
+ * descriptor): every stream it counted has paused, as after
+ * NEMO__GRANT_IDLE empty polls. */
+static inline void nemo__grant_pause(nemo_place *me)
+{
+	for (unsigned i = 0; i < NEMO__HOT; i++)
+		if (me->hot[i] < me->d->P)
+			me->in_row[me->hot[i]].streak = 0;
 }
 
 /* Messages and notifications handled so far (a grant's payback). */

@@ -42,30 +42,50 @@
  * nemo_place_fd gives the place an eventfd (efd) for event loops.  The
  * place counts as waiting on it while fd_armed = 1: from the end of
  * nemo_place_fd or nemo_poll (and of nemo_place_wait, once the place has
- * a descriptor) until its next nemo_poll or nemo_place_wait.
+ * a descriptor) until its next nemo_poll or nemo_place_wait, unless that
+ * end found work and left the descriptor readable instead (F0).
  *
- *   F1  arm: store(fd_armed, 1, seq_cst)
- *   F2  if nemo__pending() (seq_cst loads of the hint words):
- *       if exchange(fd_armed, 0) == 1, write the eventfd ourselves and
- *       fetch_add(fd_writes, 1, release): the loop comes back at once
- *   F3  a kicker (kick.c; only after S4 set its hint bit, or NEMO_PUSH)
- *       that reads the place RUNNING with fd_armed = 1 (seq_cst):
- *       fetch_add(fd_kickers, 1); if exchange(fd_armed, 0) == 1: write
- *       the eventfd, then fetch_add(fd_writes, 1, release);
- *       fetch_sub(fd_kickers, 1, release)
  *   F4  on entry to nemo_poll / nemo_place_wait: exchange(fd_armed, 0)
+ *   --  the drain; it may grant streams (grant.c, G0: only while
+ *       fd_armed = 0, so never in a drain inside the place's own send
+ *       between polls while it is armed)
+ *   F0  at the end, if nemo__pending() (seq_cst loads of the hint words
+ *       and hot queues): the loop must come back at once: write the
+ *       eventfd ourselves and fetch_add(fd_writes, 1, release), even if
+ *       an unread write keeps it readable (an edge-triggered loop sees
+ *       only a new write).  The grants stay, and the descriptor is not
+ *       armed.  Otherwise:
  *   F5  if load(fd_writes, acquire) is ahead of fd_read (the writes read
  *       back so far), or load(fd_kickers, seq_cst) > 0 (a kicker may have
  *       written and not counted yet): read the eventfd and add its value
  *       to fd_read (fd_read may run ahead of fd_writes until the kicker
  *       counts)
+ *   R1-R3 take the grants back (grant.c), and count every stream as
+ *       paused
+ *   F1  arm: store(fd_armed, 1, seq_cst)
+ *   F2  if nemo__pending(): if exchange(fd_armed, 0) == 1, write the
+ *       eventfd ourselves and count it: the loop comes back at once
+ *   F3  a kicker (kick.c; only after S4 set its hint bit, or NEMO_PUSH)
+ *       that reads the place RUNNING with fd_armed = 1 (seq_cst):
+ *       fetch_add(fd_kickers, 1); if exchange(fd_armed, 0) == 1: write
+ *       the eventfd, then fetch_add(fd_writes, 1, release);
+ *       fetch_sub(fd_kickers, 1, release)
  *   F6  leave: exchange(fd_armed, 0), wait until fd_kickers is 0, close
+ *
+ * A loop under a flood therefore pays epoll_wait and its own write per
+ * round: the writes are read back only when a round ends with nothing
+ * queued, and its senders keep their stream grants (no fence, hint or
+ * kick per message) for as long as the flood lasts.
  *
  * No message is missed: S4;F3 and F1;F2 are the store-buffering pattern,
  * all seq_cst, so the kicker sees the place armed (and writes), or F2
  * sees the hint (and writes itself); a hint that was already set when S4
  * looked was set by a sender that went through F3 itself, or is seen by
- * F2.  Exactly one of the exchanges takes an arming, so a place gets at
+ * F2.  A granted sender sets no hint and never kicks: its messages are
+ * found because the place is in a nemo call, or left the descriptor
+ * readable at F0 (the loop comes back and drains the granted queues,
+ * which stay hot), or revoked the grant before F1 (R3 sets the hint bit,
+ * F2 sees it).  Exactly one of the exchanges takes an arming, so a place gets at
  * most one write per arming.  The descriptor is not left readable for
  * nothing: a kicker makes its write inside its bracket (fd_kickers) and
  * counts it after, so every write F5 can find is counted or belongs to a
@@ -78,15 +98,18 @@
  * and F6's exchange comes after it in fd_armed's order, so F6 waits for
  * that kicker's write before closing (a write to a closed, reused
  * descriptor would reach someone else's file).  models/placefd.pml checks
- * this with spin, and that F5 leaves no write behind (and that arming
- * without F2, F5 only when the flag was taken, or F5 only for counted
- * writes - the last left the loop spinning empty while a kicker that had
- * written was preempted before its count - are caught).  Cost: one
- * write(2) for the sender when the
- * place is armed, none while it is inside nemo_poll; the receiver pays
- * epoll_wait and one read(2) per wake-up.
+ * this with spin, grants included, and that F5 leaves no write behind
+ * (and that arming without F2, F5 only when the flag was taken, F5 only
+ * for counted writes - the last left the loop spinning empty while a
+ * kicker that had written was preempted before its count -, F0 without
+ * a readable descriptor, a grant while armed and an arming that keeps
+ * its grants are caught).  Cost: one write(2) for the sender when the
+ * place is armed, none while it is inside nemo_poll or left readable;
+ * the receiver pays epoll_wait and one write(2) per round that ends
+ * with work queued, epoll_wait and one read(2) per round that does not.
  */
 #define _GNU_SOURCE
+#include "grant.h"
 #include "messaging_internal.h"
 #include "remote.h"
 
@@ -138,13 +161,16 @@ int nemo_poll(unsigned *handled)
 void nemo__fd_disarm(nemo_place *me)
 {
 	atomic_exchange_explicit(&me->fd_armed, 0, memory_order_seq_cst);                 /* F4 */
-	/* F5: read back the writes we know of (a kicker counts its write
-	 * after making it, so each counted one is in the eventfd), and those
-	 * a kicker may have made without counting them yet: a kicker
-	 * preempted between its write and its count left the descriptor
-	 * readable, and the loop spun on it, empty, for the rest of the
-	 * kicker's time off the CPU (98% empty rounds with two senders on 2
-	 * vCPUs). */
+}
+
+/* F5: read back the writes we know of (a kicker counts its write after
+ * making it, so each counted one is in the eventfd), and those a kicker
+ * may have made without counting them yet: a kicker preempted between
+ * its write and its count left the descriptor readable, and the loop
+ * spun on it, empty, for the rest of the kicker's time off the CPU (98%
+ * empty rounds with two senders on 2 vCPUs). */
+static void fd_read_back(nemo_place *me)
+{
 	uint32_t w = atomic_load_explicit(&me->fd_writes, memory_order_acquire);
 	if ((int32_t)(w - me->fd_read) > 0 || atomic_load_explicit(&me->fd_kickers, memory_order_seq_cst)) {
 		uint64_t v;
@@ -164,7 +190,19 @@ static void fd_self_write(nemo_place *me)
 void nemo__fd_arm(nemo_place *me)
 {
 	NEMO__INVARIANT(atomic_load_explicit(&me->efd, memory_order_relaxed) >= 0, "armed without a descriptor");
+	if (nemo__pending(me)) {                                                            /* F0 */
+		/* Still streaming: the loop must come back at once, so we
+		 * write the descriptor - even when a write not read back keeps
+		 * it readable: an edge-triggered loop (EPOLLET, tokio) sees
+		 * only a new write.  The loop looks at the granted queues when
+		 * it comes back, so the grants stay (grant.c, G0), and the
+		 * descriptor is not armed. */
+		fd_self_write(me);
+		return;
+	}
+	fd_read_back(me);                                                                  /* F5 */
 	nemo__grant_revoke(me);   /* the descriptor, not the queues, is watched now (grant.c) */
+	nemo__grant_pause(me);    /* and the streams paused: they start counting again */
 	atomic_store_explicit(&me->fd_armed, 1, memory_order_seq_cst);                    /* F1 */
 	/* Kept sends need no self-write: their receivers kick us (a write,
 	 * now that we are armed) when they free room (overflow.c, ROOM
