@@ -207,8 +207,8 @@ must_pass doorbell.pml -DMAXSPUR=1
 must_pass doorbell.pml -DNL=2 -DMAXSPUR=1               # two local kickers
 must_pass doorbell.pml -DNR=2 -DMAXSPUR=1               # two ringing ranks
 must_fail doorbell.pml -DBROKEN_LOOK_FIRST              # T3 before T1
-must_fail doorbell.pml -DBROKEN_K3_FIRST                # the kicker reads sleeping before its bump
+must_fail doorbell.pml -DBROKEN_K3_FIRST                # the kicker reads the state before its fence
 must_fail doorbell.pml -DBROKEN_NO_R1                   # ring without its fence
-must_fail doorbell.pml -DBROKEN_RING_NO_BUMP            # R3 wakes without bumping kick
+must_fail doorbell.pml -DBROKEN_NO_CAS                  # a kick wakes without claiming the word
 echo "check_models: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

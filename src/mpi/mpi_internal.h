@@ -136,18 +136,29 @@
  * every peer able to ring its doorbell the timeout is long, a safety
  * net, unless sends wait in its ranks' records (npending), which need
  * its MPI calls to move: then the backoff.  Local kicks wake it at once:
- * a funneled send, a handler that finished a handed slot, finalize.  The
- * store-buffering handshake:
- *   thread:  T1 store sleeping = 1 (seq_cst); T2 s = load kick (seq_cst);
- *            T3 a last pass (try_progress) and stop (seq_cst) -> cancel;
- *            T4 futex_wait(kick, s, timeout); store sleeping = 0.
+ * a funneled send, a handler that finished a handed slot, finalize.
+ * The doorbell is one published-state word, bell->state (RUNNING or
+ * SLEEPING), and the kick is the waiter layer's (THE RAW WORD,
+ * waiter.c: nemo__word_kick and nemo__word_sleep):
+ *   thread:  T1 store(state, SLEEPING, seq_cst); T3 a last pass
+ *            (try_progress) and stop (seq_cst) -> store RUNNING, no
+ *            sleep; T4 futex_wait(state, SLEEPING, timeout); T5
+ *            exchange(state, RUNNING): it read RUNNING -> a kick woke it.
  *   kicker:  K1 its work (a FIFO push under its rank's lock, a done
- *            store, stop); K2 fetch_add kick (seq_cst); K3 load sleeping
- *            (seq_cst): 1 -> FUTEX_WAKE.
- * Either K3 sees T1 (and wakes, or T4 sees kick changed and does not
- * sleep), or K2 precedes T1 in the seq_cst order, so T2 reads the new
- * kick and T3 sees the work.  A lost kick would cost at most one backoff
- * period, never a message: the thread polls MPI after every sleep.
+ *            store, stop); K2 a seq_cst fence; K3 nemo__word_kick: load
+ *            state (seq_cst), SLEEPING -> CAS it to RUNNING, and the one
+ *            that wins makes the FUTEX_WAKE.
+ *   ring (a rank of this host whose send to us MPI completed, record.c):
+ *            R1 a seq_cst fence (MPI's writes of the message are plain
+ *            stores); R2 nemo__word_kick, as K3, with shared flags.
+ * K1;K2;K3 (or the message;R1;R2) against T1;T3 is the store-buffering
+ * pattern with full fences: the kicker reads SLEEPING (and wins the CAS
+ * or finds another kicker won it), or T3 sees its work.  A CAS that
+ * lands between T3 and T4 leaves RUNNING in the word, so T4's
+ * futex_wait returns at once.  Only the CAS's winner wakes: a burst of
+ * kicks costs one FUTEX_WAKE.  models/doorbell.pml checks this with x86
+ * store buffers.  A lost kick would cost at most one backoff period,
+ * never a message: the thread polls MPI after every sleep.
  *
  * THE WATCHDOG (NEMO_MPI_PROGRESS_WATCHDOG).  The owner polls (threshold
  * checks, its sends, nemo_mpi_poll) and stamps last_progress; a thread
@@ -255,12 +266,11 @@ typedef struct rslot {
 } rslot;
 
 /* A rank's doorbell: a page of shared memory that peers on its host map
- * (THE PROGRESS THREAD'S SLEEP).  kick is the futex word; sleeping is 1
- * while the rank's progress thread sleeps on it. */
+ * (THE PROGRESS THREAD'S SLEEP).  state is the published state of the
+ * rank's binding thread (NEMO_WAITER_RUNNING or NEMO_WAITER_SLEEPING),
+ * and the futex word it sleeps on. */
 typedef struct bell {
-	_Atomic uint32_t kick;
-	char pad[60];
-	_Atomic uint32_t sleeping;
+	_Atomic uint32_t state;
 } bell;
 
 /* A send MPI holds (W2): the buffer is MPI's until req completes. */

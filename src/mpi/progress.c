@@ -291,12 +291,14 @@ void *thr_main(void *arg)
 	uint64_t backoff = 0;
 	while (!atomic_load_explicit(&m->stop, memory_order_acquire)) {
 		if (m->prog == NEMO_MPI_PROGRESS_WATCHDOG) {
-			uint32_t k = atomic_load_explicit(&m->bell->kick, memory_order_seq_cst);
+			/* T1, a look at stop (T3), T4, T5: only finalize kicks it. */
 			struct timespec ts = {0, (long)m->attr.watchdog_ns};
 			if (m->attr.watchdog_ns >= 1000000000ull)
 				ts = (struct timespec){1, 0};
+			atomic_store_explicit(&m->bell->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst);
 			if (!atomic_load_explicit(&m->stop, memory_order_seq_cst))
-				nemo__word_sleep(&m->bell->kick, k, &ts, m->bell_flags);
+				nemo__word_sleep(&m->bell->state, NEMO_WAITER_SLEEPING, &ts, m->bell_flags);
+			atomic_store_explicit(&m->bell->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
 			CADD(m, c_sleeps);
 			uint64_t lp = atomic_load_explicit(&m->last_progress, memory_order_relaxed);
 			if (nemo_ticks_to_ns((int64_t)(nemo_ticks() - lp)) >= (double)m->attr.watchdog_ns &&
@@ -326,22 +328,22 @@ void *thr_main(void *arg)
 		bool waiting = atomic_load_explicit(&m->npending, memory_order_seq_cst) != 0;
 		uint64_t nap = m->all_belled && !waiting ? 100000000ull : backoff;
 		bell *b = m->bell;
-		atomic_store_explicit(&b->sleeping, 1, memory_order_seq_cst);                  /* T1 */
+		atomic_store_explicit(&b->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst);  /* T1 */
 		atomic_thread_fence(memory_order_seq_cst);   /* T1 before MPI's reads of T3 */
-		uint32_t k = atomic_load_explicit(&b->kick, memory_order_seq_cst);             /* T2 */
 		/* T3: a last look at MPI and the local work, after T1. */
 		if (!try_progress(m) && !atomic_load_explicit(&m->stop, memory_order_seq_cst)) {
 			struct timespec ts = {(time_t)(nap / 1000000000ull), (long)(nap % 1000000000ull)};
-			nemo__word_sleep(&b->kick, k, &ts, m->bell_flags);                     /* T4 */
+			nemo__word_sleep(&b->state, NEMO_WAITER_SLEEPING, &ts, m->bell_flags); /* T4 */
 			CADD(m, c_sleeps);
-			if (atomic_load_explicit(&b->kick, memory_order_relaxed) != k) {
+			if (atomic_exchange_explicit(&b->state, NEMO_WAITER_RUNNING, memory_order_relaxed) ==
+			    NEMO_WAITER_RUNNING) {                                            /* T5: kicked */
 				CADD(m, c_wakeups);
 				backoff = 0;
 			}
 		} else {
+			atomic_store_explicit(&b->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
 			last = nemo_ticks();
 		}
-		atomic_store_explicit(&b->sleeping, 0, memory_order_relaxed);
 	}
 	struct timespec ts;
 	clock_gettime(m->thr_clock, &ts);

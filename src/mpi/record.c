@@ -165,26 +165,20 @@ int keep(peer *p, const wire *w)
 
 void thr_kick(nemo_mpi *m)
 {
-	atomic_fetch_add_explicit(&m->bell->kick, 1, memory_order_seq_cst);                  /* K2 */
-	if (atomic_load_explicit(&m->bell->sleeping, memory_order_seq_cst))                  /* K3 */
-		nemo__word_wake(&m->bell->kick, 1, m->bell_flags);
+	atomic_thread_fence(memory_order_seq_cst);                                         /* K2 */
+	nemo__word_kick(&m->bell->state, NEMO_WAITER_SLEEPING, m->bell_flags);             /* K3 */
 }
 
 /* After a send to rank r completed: ring r's doorbell if its progress
- * thread sleeps (R1 fence, R2 load sleeping, R3 kick and FUTEX_WAKE). */
+ * thread sleeps (R1 fence, R2 the raw word's kick). */
 void ring(nemo_mpi *m, int r)
 {
 	bell *b = m->peers[r].bell;
 	if (!b)
 		return;
-	atomic_thread_fence(memory_order_seq_cst);                                      /* R1 */
-	if (atomic_load_explicit(&b->sleeping, memory_order_relaxed)) {                 /* R2 */
-		atomic_fetch_add_explicit(&b->kick, 1, memory_order_seq_cst);           /* R3 */
-		nemo__word_wake(&b->kick, 1, NEMO_FUTEX_SHARED);
-	}
+	atomic_thread_fence(memory_order_seq_cst);                                         /* R1 */
+	nemo__word_kick(&b->state, NEMO_WAITER_SLEEPING, NEMO_FUTEX_SHARED);               /* R2 */
 }
-
-
 
 void nap_round(naps *b, const struct timespec *abstime)
 {
