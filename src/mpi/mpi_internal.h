@@ -130,8 +130,12 @@
  *
  * THE PROGRESS THREAD'S SLEEP (NEMO_MPI_PROGRESS_THREAD).  MPI gives no
  * descriptor or futex to sleep on, so the thread cannot be woken by MPI
- * traffic.  It polls while traffic flows and for spin_ns after, then
- * sleeps with a timeout that doubles from 16 us up to idle_max_ns: a
+ * traffic.  It waits through the waiter layer's one wait loop
+ * (nemo__wait_loop, with thr_try_take / thr_sleep_begin / thr_sleep_end
+ * of progress.c as its ops): it polls while traffic flows and for
+ * spin_ns after (a HYBRID policy; none after a sleep that found
+ * nothing), then sleeps with a timeout that doubles from 16 us up to
+ * idle_max_ns (a deadline of the loop: ETIMEDOUT doubles it): a
  * message that arrives while it sleeps waits at most idle_max_ns; with
  * every peer able to ring its doorbell the timeout is long, a safety
  * net, unless sends wait in its ranks' records (npending), which need

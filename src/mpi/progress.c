@@ -280,6 +280,44 @@ int op_dead(nemo_place_id *ids, size_t cap, size_t *n, uint64_t *total)
  * The binding's thread: progress thread or watchdog
  * ------------------------------------------------------------------------ */
 
+/* THREAD: the thread's wait, through the waiter layer's one wait loop
+ * (nemo__wait_loop decides how long to poll; THE PROGRESS THREAD'S SLEEP,
+ * mpi_internal.h, is what sleep_begin publishes and what it sleeps on). */
+static bool thr_try_take(void *arg)
+{
+	nemo_mpi *m = arg;
+	if (atomic_load_explicit(&m->stop, memory_order_acquire))
+		return true;
+	unsigned h = 0, n = try_progress(m);
+	nemo_poll(&h);   /* its own place: room kicks, replies to its hand-overs */
+	return n + h > 0;
+}
+
+static bool thr_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *bits)
+{
+	(void)bits;
+	nemo_mpi *m = arg;
+	bell *b = m->bell;
+	atomic_store_explicit(&b->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst);          /* T1 */
+	atomic_thread_fence(memory_order_seq_cst);   /* T1 before MPI's reads of T3 */
+	if (try_progress(m) || atomic_load_explicit(&m->stop, memory_order_seq_cst)) {        /* T3 */
+		atomic_store_explicit(&b->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
+		return true;
+	}
+	*word = (uint32_t *)&b->state;                                                        /* T4 */
+	*val = NEMO_WAITER_SLEEPING;
+	CADD(m, c_sleeps);
+	return false;
+}
+
+static void thr_sleep_end(void *arg)
+{
+	nemo_mpi *m = arg;
+	if (atomic_exchange_explicit(&m->bell->state, NEMO_WAITER_RUNNING, memory_order_relaxed) ==
+	    NEMO_WAITER_RUNNING)                                                                  /* T5 */
+		CADD(m, c_wakeups);     /* a kick claimed the word */
+}
+
 void *thr_main(void *arg)
 {
 	nemo_mpi *m = arg;
@@ -287,7 +325,18 @@ void *thr_main(void *arg)
 	atomic_store_explicit(&m->thr_state, jerr ? -jerr : 1, memory_order_release);
 	if (jerr)
 		return NULL;
-	uint64_t last = nemo_ticks(), spin = nemo_ns_to_ticks((double)m->attr.spin_ns);
+	const nemo__wait_ops ops = {
+		.try_take = thr_try_take,
+		.sleep_begin = thr_sleep_begin,
+		.sleep_end = thr_sleep_end,
+		.futex_flags = m->bell_flags,
+	};
+	/* After traffic: poll spin_ns, then sleep.  After a sleep that ended
+	 * with nothing: sleep again at once, for a doubled backoff. */
+	const nemo_wait_policy first = m->attr.spin_ns
+		? (nemo_wait_policy){ .kind = NEMO_WAIT_HYBRID, .spin_ns = m->attr.spin_ns }
+		: (nemo_wait_policy){ .kind = NEMO_WAIT_BLOCK };
+	const nemo_wait_policy again = { .kind = NEMO_WAIT_BLOCK };
 	uint64_t backoff = 0;
 	while (!atomic_load_explicit(&m->stop, memory_order_acquire)) {
 		if (m->prog == NEMO_MPI_PROGRESS_WATCHDOG) {
@@ -307,43 +356,25 @@ void *thr_main(void *arg)
 			nemo_poll(NULL);
 			continue;
 		}
-		unsigned n = try_progress(m);
-		nemo_poll(NULL);
-		uint64_t now = nemo_ticks();
-		if (n) {
-			last = now;
-			backoff = 0;
-			continue;
-		}
-		if (now - last < spin) {
-			nemo_cpu_relax();
-			continue;
-		}
 		/* With every peer able to ring us, sleep long (the timeout is a
 		 * safety net) unless sends wait in the records, which only our
 		 * MPI calls move; else the backoff, up to idle_max_ns. */
-		backoff = backoff ? backoff * 2 : 16000;
-		if (backoff > m->attr.idle_max_ns)
-			backoff = m->attr.idle_max_ns;
+		uint64_t nap = backoff ? backoff * 2 : 16000;
+		if (nap > m->attr.idle_max_ns)
+			nap = m->attr.idle_max_ns;
 		bool waiting = atomic_load_explicit(&m->npending, memory_order_seq_cst) != 0;
-		uint64_t nap = m->all_belled && !waiting ? 100000000ull : backoff;
-		bell *b = m->bell;
-		atomic_store_explicit(&b->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst);  /* T1 */
-		atomic_thread_fence(memory_order_seq_cst);   /* T1 before MPI's reads of T3 */
-		/* T3: a last look at MPI and the local work, after T1. */
-		if (!try_progress(m) && !atomic_load_explicit(&m->stop, memory_order_seq_cst)) {
-			struct timespec ts = {(time_t)(nap / 1000000000ull), (long)(nap % 1000000000ull)};
-			nemo__word_sleep(&b->state, NEMO_WAITER_SLEEPING, &ts, m->bell_flags); /* T4 */
-			CADD(m, c_sleeps);
-			if (atomic_exchange_explicit(&b->state, NEMO_WAITER_RUNNING, memory_order_relaxed) ==
-			    NEMO_WAITER_RUNNING) {                                            /* T5: kicked */
-				CADD(m, c_wakeups);
-				backoff = 0;
-			}
-		} else {
-			atomic_store_explicit(&b->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
-			last = nemo_ticks();
+		uint64_t slice = m->all_belled && !waiting ? 100000000ull : nap;
+		struct timespec dl;
+		clock_gettime(CLOCK_MONOTONIC, &dl);
+		slice += backoff ? 0 : m->attr.spin_ns;   /* the poll phase comes first */
+		dl.tv_sec += (time_t)(slice / 1000000000ull);
+		dl.tv_nsec += (long)(slice % 1000000000ull);
+		if (dl.tv_nsec >= 1000000000L) {
+			dl.tv_sec++;
+			dl.tv_nsec -= 1000000000L;
 		}
+		int rc = nemo__wait_loop(&ops, m, backoff ? &again : &first, CLOCK_MONOTONIC, &dl, 0);
+		backoff = rc == ETIMEDOUT ? nap : 0;
 	}
 	struct timespec ts;
 	clock_gettime(m->thr_clock, &ts);
