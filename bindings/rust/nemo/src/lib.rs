@@ -774,8 +774,9 @@ mod tokio_support {
             loop {
                 let mut guard = afd.readable().await.map_err(io_to_error)?;
                 let n = self.poll()?;
-                // poll read the eventfd empty and re-armed the place; a kick
-                // after that is a new reactor event, which clear_ready keeps.
+                // poll read the eventfd empty and re-armed the place, or,
+                // leaving work queued, wrote it anew: a kick or that write
+                // is a new reactor event, which clear_ready keeps.
                 guard.clear_ready();
                 if n > 0 {
                     return Ok(n);
