@@ -206,7 +206,7 @@ must_fail watchdog.pml -DWEAK_SEND                      # sender's wd_since load
 must_pass doorbell.pml -DMAXSPUR=1
 must_pass doorbell.pml -DNL=2 -DMAXSPUR=1               # two local kickers
 must_pass doorbell.pml -DNR=2 -DMAXSPUR=1               # two ringing ranks
-must_fail doorbell.pml -DBROKEN_LOOK_FIRST              # T3 before T1
+must_fail doorbell.pml -DBROKEN_LOOK_FIRST              # DBT3 before DBT1
 must_fail doorbell.pml -DBROKEN_K3_FIRST                # the kicker reads the state before its fence
 must_fail doorbell.pml -DBROKEN_NO_R1                   # ring without its fence
 must_fail doorbell.pml -DBROKEN_NO_CAS                  # a kick wakes without claiming the word
