@@ -181,24 +181,24 @@ must_fail mcast.pml -DDIAMOND -DBROKEN_DROP_SILENT
 must_fail mcast.pml -DBROKEN_COUNT_SENDS                # sends counted, not runs
 must_fail mcast.pml -DDIAMOND -DBROKEN_COUNT_SENDS
 # The polling watchdog (src/poll/watchdog.c, THE WATCHDOG; kick.c,
-# wd_defer; drain.c, W3): a message to a place computing in interrupt
+# wd_defer; drain.c, WD3): a message to a place computing in interrupt
 # mode under a watchdog defers its signal to the watchdog's clock and is
 # never left with no clock, no signal coming and the watchdog asleep -
-# also across nemo_watchdog_stop (-DSTOP: W6 and the stop's take).
+# also across nemo_watchdog_stop (-DSTOP: WD6 and the stop's take).
 must_pass watchdog.pml
 must_pass watchdog.pml -DPOLLS=0                        # only the watchdog's signals drain
 must_pass watchdog.pml -DNS=1 -DNM=2 -DPOLLS=2          # a second message finds its bit set
 must_pass watchdog.pml -DSTOP
 must_pass watchdog.pml -DSTOP -DNS=1 -DNM=2
 must_fail watchdog.pml -DBROKEN_NO_W2                   # the clock's starter does not wake the watchdog
-must_fail watchdog.pml -DBROKEN_CLEAR_LATE              # W3's clear after the hint words
-must_fail watchdog.pml -DBROKEN_NO_W5_RECHECK           # W5 sleeps without re-reading the clocks
+must_fail watchdog.pml -DBROKEN_CLEAR_LATE              # WD3's clear after the hint words
+must_fail watchdog.pml -DBROKEN_NO_W5_RECHECK           # WD5 sleeps without re-reading the clocks
 must_fail watchdog.pml -DSTOP -DBROKEN_NO_W6            # no re-read of wd_w after the CAS
 must_fail watchdog.pml -DSTOP -DBROKEN_NO_TAKE          # the stop leaves running clocks
 # The code as C11 (not x86-64) reads it: the relaxed loads of drain.c's
 # D2 hint word and kick.c's wd_defer reordered before the seq_cst store /
 # RMW that precede them (watchdog.pml, NOTE ON THE RELAXED LOADS).
-must_fail watchdog.pml -DWEAK_DRAIN                     # drain's hint load before W3's store
+must_fail watchdog.pml -DWEAK_DRAIN                     # drain's hint load before WD3's store
 must_fail watchdog.pml -DWEAK_SEND                      # sender's wd_since load before S4
 # The MPI progress thread's sleep (src/mpi/mpi_internal.h, THE PROGRESS
 # THREAD'S SLEEP; record.c, thr_kick and ring): no local work or message

@@ -315,7 +315,7 @@ unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final)
 		}
 	}
 	unsigned budget = d->R + NEMO_NOTIFY_FIFO_LEN;
-	/* The watchdog's clock (src/poll/watchdog.c, W3): we are looking now.
+	/* The watchdog's clock (src/poll/watchdog.c, WD3): we are looking now.
 	 * Cleared before the hint words are read, so a message whose sender
 	 * started the clock after this is either taken below or starts it
 	 * again (its bit is still set, or set anew). */
@@ -334,8 +334,8 @@ unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final)
 	/* D2: the hint words. */
 	_Atomic uint64_t *row = nemo__hint_row(d, me->idx);
 	for (unsigned w = 0; w < d->HW; w++) {
-		/* seq_cst, not relaxed: after W3's store above, this load and a
-		 * deferring sender's S4 then W1 (kick.c) are the store-buffering
+		/* seq_cst, not relaxed: after WD3's store above, this load and a
+		 * deferring sender's S4 then WD1 (kick.c) are the store-buffering
 		 * pattern (models/watchdog.pml, -DWEAK_DRAIN); on x86-64 it is
 		 * the same mov. */
 		if (!atomic_load_explicit(&row[w], memory_order_seq_cst))
@@ -358,7 +358,7 @@ unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final)
 		}
 	}
 	if ((more || any_left) && atomic_load_explicit(&me->wd_ticks, memory_order_relaxed)) {
-		/* Work left for later: its clock runs from now (W3). */
+		/* Work left for later: its clock runs from now (WD3). */
 		uint64_t zero = 0, now = nemo_ticks();
 		atomic_compare_exchange_strong_explicit(&me->wd_since, &zero, now ? now : 1, memory_order_seq_cst,
 							memory_order_relaxed);

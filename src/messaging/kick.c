@@ -118,26 +118,26 @@ static void irq_kick(nemo_place *me, nemo_place *dst)
 		NEMO__PCOUNT(me, c_kicks_avoided);
 }
 
-/* W1-W2 (src/poll/watchdog.c, THE WATCHDOG): dst runs in interrupt mode
+/* WD1-WD2 (src/poll/watchdog.c, THE WATCHDOG): dst runs in interrupt mode
  * under a watchdog: instead of a signal now, start its clock (if no
  * message of it is waiting already) and make sure the watchdog is awake. */
 static void wd_defer(nemo_place *me, nemo_place *dst, nemo_waiter *ww)
 {
 	uint64_t zero = 0, now = nemo_ticks();
 	NEMO__PCOUNT(me, c_kicks_deferred);
-	/* seq_cst: after S4's RMW, against the drain's W3 store then D2 load
+	/* seq_cst: after S4's RMW, against the drain's WD3 store then D2 load
 	 * (models/watchdog.pml, -DWEAK_SEND). */
 	if (atomic_load_explicit(&dst->wd_since, memory_order_seq_cst) ||
 	    !atomic_compare_exchange_strong_explicit(&dst->wd_since, &zero, now ? now : 1,
-						     memory_order_seq_cst, memory_order_relaxed))  /* W1 */
+						     memory_order_seq_cst, memory_order_relaxed))  /* WD1 */
 		return;       /* its clock runs already: that sender woke the watchdog */
 	if (!atomic_load_explicit(&me->d->wd_w, memory_order_seq_cst)) {
-		/* W6: the watchdog stopped meanwhile: signal now ourselves. */
+		/* WD6: the watchdog stopped meanwhile: signal now ourselves. */
 		if (atomic_exchange_explicit(&dst->wd_since, 0, memory_order_seq_cst))
 			irq_kick(me, dst);
 		return;
 	}
-	if (nemo__waiter_kick_issued(ww))                                                  /* W2 */
+	if (nemo__waiter_kick_issued(ww))                                                  /* WD2 */
 		NEMO__PCOUNT(me, c_kicks_futex);
 }
 

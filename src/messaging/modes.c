@@ -5,7 +5,7 @@
  * layout stays this layer's.  Each function is the access it replaces,
  * with the same memory order; the protocols they take part in are
  * written out where they were (src/poll/progress.c, THE LOOP and P1-P3;
- * src/poll/watchdog.c, W1-W6).
+ * src/poll/watchdog.c, WD1-WD6).
  */
 #define _GNU_SOURCE
 #include "messaging_internal.h"

@@ -104,7 +104,7 @@ void nemo__domain_service_unclaim(struct nemo_domain *d, enum nemo__service whic
  * Set: a seq_cst store; read: acquire. */
 void nemo__domain_set_progress_waiter(struct nemo_domain *d, nemo_waiter *w);
 nemo_waiter *nemo__domain_progress_waiter(struct nemo_domain *d);
-/* The watchdog's (src/poll/watchdog.c, W2 and W6): a seq_cst store. */
+/* The watchdog's (src/poll/watchdog.c, WD2 and WD6): a seq_cst store. */
 void nemo__domain_set_watchdog_waiter(struct nemo_domain *d, nemo_waiter *w);
 
 /* P2 of src/poll/progress.c: is any hint word of a served place non-zero
