@@ -115,12 +115,12 @@ must_fail placefd.pml -DBROKEN_GRANT_ARMED     # grant while the descriptor is a
 must_fail placefd.pml -DBROKEN_NO_REVOKE       # arm without taking the grants back
 # A shared-domain place (src/xproc/xproc.c, THE SLEEP, PEER DEATH): two
 # senders in other processes, a shared futex, no lost wake-up without the
-# 100 ms slices; a peer's death (D2 before D3) always reaches a sleeper.
+# 100 ms slices; a peer's death (XD2 before XD3) always reaches a sleeper.
 must_pass xproc.pml -DMAXSPUR=2
 must_pass xproc.pml -DDEATH -DMAXSPUR=2
-must_fail xproc.pml -DBROKEN_KICK_FIRST                 # S2 before S1
-must_fail xproc.pml -DBROKEN_CHECK_FIRST                # W3 before W2
-must_fail xproc.pml -DDEATH -DBROKEN_DEATH_KICK_FIRST   # D3 before D2
+must_fail xproc.pml -DBROKEN_KICK_FIRST                 # XS2 before XS1
+must_fail xproc.pml -DBROKEN_CHECK_FIRST                # XW3 before XW2
+must_fail xproc.pml -DDEATH -DBROKEN_DEATH_KICK_FIRST   # XD3 before XD2
 # The overflow and the wait for room (src/messaging/overflow.c,
 # THE WAIT FOR ROOM): a worker that keeps replies for a client is kicked
 # when the client frees room - sleeping, or computing in interrupt mode -
@@ -145,27 +145,27 @@ must_fail roomwake.pml -DBROKEN_NO_RW5                  # leave the wait without
 # on its own word with its bit in the receiver's room mask; the receiver
 # frees a slot, then reads the mask and kicks.  Never asleep with room.
 must_pass xproc.pml -DROOM -DSENDS=3 -DMAXSPUR=2
-must_fail xproc.pml -DROOM -DBROKEN_ROOM_CHECK_FIRST    # C2 before C1
-must_fail xproc.pml -DROOM -DBROKEN_ROOM_WANT_LATE      # R1 after W3
-# Kept sends of a shared place (src/xproc/kept.c, K4 and THE
+must_fail xproc.pml -DROOM -DBROKEN_ROOM_CHECK_FIRST    # XC2 before XC1
+must_fail xproc.pml -DROOM -DBROKEN_ROOM_WANT_LATE      # XR1 after XW3
+# Kept sends of a shared place (src/xproc/kept.c, XK4 and THE
 # BACKPRESSURE): a place that keeps a send may sleep and is kicked when
 # its receiver frees room; a sender waiting for a holder's release is
 # kicked by it.
 must_pass xprockept.pml -DMAXSPUR=2
 must_fail xprockept.pml -DBROKEN_NO_ASK                 # no bit in the receiver's room mask
-must_fail xprockept.pml -DBROKEN_NO_LOOK                # W3 ignores the kept entry's slot
+must_fail xprockept.pml -DBROKEN_NO_LOOK                # XW3 ignores the kept entry's slot
 must_pass xprockept.pml -DHELD -DMAXSPUR=2
 must_fail xprockept.pml -DHELD -DBROKEN_HELD_NO_KICK    # the release kicks nobody
-must_fail xprockept.pml -DHELD -DBROKEN_HELD_KICK_FIRST # R4 before R3
+must_fail xprockept.pml -DHELD -DBROKEN_HELD_KICK_FIRST # XR4 before XR3
 # A shared place's descriptor (src/xproc/fd.c): the bridge thread writes
 # the eventfd when a sender kicks the armed place; one write per arming;
 # the owner and the bridge never share the futex word's wake-ups.
 must_pass xprocfd.pml -DMAXSPUR=1
 must_pass xprocfd.pml -DMAXSPUR=2
-must_fail xprocfd.pml -DBROKEN_NO_CHECK                 # arm without A2
+must_fail xprocfd.pml -DBROKEN_NO_CHECK                 # arm without XA2
 must_fail xprocfd.pml -DBROKEN_KICK_SLEEPING_ONLY       # a kick ignores FD_ARMED
 must_fail xprocfd.pml -DBROKEN_NO_TOKEN                 # the bridge writes without the token
-must_fail xprocfd.pml -DBROKEN_UNDO_NO_WAKE             # A2's undo leaves the bridge queued
+must_fail xprocfd.pml -DBROKEN_UNDO_NO_WAKE             # XA2's undo leaves the bridge queued
 must_fail xprocfd.pml -DBROKEN_DISARM_NO_WAKE           # the bridge left queued on the word
 # Multicast completion counting (src/mcast/mcast.c, WHY EXACTLY ONCE, AND
 # WHY IT COMPLETES; SENDS THAT RETURNED 0): the multicast completes, and
