@@ -145,10 +145,10 @@
  *                    a sender that finds its grant bit after S3 returns
  *                    0 at once (S4g), with no fence P, no hint and no
  *                    kick, so its entry may still sit in its store
- *                    buffer; before W2, R takes every grant back (R1
- *                    grant := 0), membarrier (R2, which empties every
+ *                    buffer; before W2, R takes every grant back (GR1
+ *                    grant := 0), membarrier (GR2, which empties every
  *                    store buffer), and sets the revoked senders' hint
- *                    bits (R3).  Entry stores are buffered here in every
+ *                    bits (GR3).  Entry stores are buffered here in every
  *                    configuration, one per sender, drained in order, and
  *                    each sender's buffer empties on its own at some
  *                    point after its last send.  With -DLEAVE as well:
@@ -178,11 +178,11 @@
  * memory before the barrier, and L2 (after the barrier) sees the entry
  * and takes it; a sender whose S3 sees the change races L2 with its CAS
  * on the same word, and exactly one wins.
- * Grants: a sender that read its grant bit at S4g did so before R1 (it
- * read 1), so R2's barrier finds its entry store in its store buffer or
- * in memory and makes it visible before R3; W3 then sees the hint bit
- * R3 set (or the hot queue) and R drains instead of sleeping.  A sender
- * that reads the bit after R1 reads 0 and does P-S5 as usual.
+ * Grants: a sender that read its grant bit at S4g did so before GR1 (it
+ * read 1), so GR2's barrier finds its entry store in its store buffer or
+ * in memory and makes it visible before GR3; W3 then sees the hint bit
+ * GR3 set (or the hot queue) and R drains instead of sleeping.  A sender
+ * that reads the bit after GR1 reads 0 and does P-S5 as usual.
  * Who sent it: G2 comes before S1 and D4 after D3, so D4 reads the word
  * of the entry's writer or a later one; the later occupant stores only
  * after G1 saw the entry given back (D5), which follows D4.
@@ -562,14 +562,14 @@ inline place_wait() {    /* nemo_place_wait, no deadline */
 		if :: p -> p = false; drain() :: else -> skip fi;
 		if :: handled > 0 -> break :: else -> skip fi;
 #ifdef GRANT
-		/* R1-R3: take the grants back before W2 (nemo__grant_revoke) */
+		/* GR1-GR3: take the grants back before W2 (nemo__grant_revoke) */
 		if
 		:: grant != 0 ->
-			x = grant; grant = 0;                     /* R1 */
+			x = grant; grant = 0;                     /* GR1 */
 #ifndef BROKEN_REVOKE_NO_BARRIER
-			atomic { COMMIT(0); COMMIT(1) };          /* R2: membarrier */
+			atomic { COMMIT(0); COMMIT(1) };          /* GR2: membarrier */
 #endif
-			hint = hint | x; x = 0                    /* R3: look again */
+			hint = hint | x; x = 0                    /* GR3: look again */
 		:: else -> skip
 		fi;
 #endif
