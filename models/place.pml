@@ -12,7 +12,7 @@
  *   P3  who sent it (-DGEN): the handler of every message names the
  *       occupant of the sender index that wrote it, although the index
  *       changes hands between two messages of one queue.
- * The protocol is written out in src/messaging/: send S0-S5 and G1-G2,
+ * The protocol is written out in src/messaging/: send S0-S5 and WS1-WS2,
  * receive D1-D5 at the top of send.c and drain.c; wait W1-W6 and B1 at the top of
  * placewait.c; leave L1-L3 in domain.c, beside nemo_place_leave (WHY A
  * SEND RACING A LEAVE IS DELIVERED XOR FAILED).  The labels here are
@@ -72,10 +72,10 @@
  * src/messaging/send.c, both ending in nemo__send_commit (S2-S5), the
  * inline commit of src/messaging/messaging_internal.h):
  *   S0  nemo__dest(): load(status) != ACTIVE of the id's generation -> ESRCH
- *   G1  (-DGEN, claim(): the second occupant's first entry) wait until
+ *   WS1 (-DGEN, claim(): the second occupant's first entry) wait until
  *       the first occupant's entry is given back: FIFO load(entry at
  *       nf_tail - 1) == 0; ring load(link->ack) == tail
- *   G2  store(link's sender-generation word, own generation)
+ *   WS2 store(link's sender-generation word, own generation)
  *   S1  ring: payload, then the head slot's seq (store, release);
  *       FIFO: the entry word.  Into the store buffer (-DLEAVE), else
  *       straight to memory.  From then on R can see it.
@@ -155,8 +155,8 @@
  *                    P2 with grants.
  *   -DGEN            P3: sender 0's index changes hands: occupant 1
  *                    writes its first message, leaves, and occupant 2
- *                    writes the second (after G1 and G2); sender 1 does
- *                    not run.  With -DRING: the ring's G1 (ack == tail)
+ *                    writes the second (after WS1 and WS2); sender 1 does
+ *                    not run.  With -DRING: the ring's WS1 (ack == tail)
  *                    and D5 (the ack at the end of take()).
  *
  * WHY IT WORKS
@@ -183,9 +183,9 @@
  * in memory and makes it visible before GR3; W3 then sees the hint bit
  * GR3 set (or the hot queue) and R drains instead of sleeping.  A sender
  * that reads the bit after GR1 reads 0 and does P-S5 as usual.
- * Who sent it: G2 comes before S1 and D4 after D3, so D4 reads the word
+ * Who sent it: WS2 comes before S1 and D4 after D3, so D4 reads the word
  * of the entry's writer or a later one; the later occupant stores only
- * after G1 saw the entry given back (D5), which follows D4.
+ * after WS1 saw the entry given back (D5), which follows D4.
  *
  * RING: A REAL BUG THIS MODEL FOUND (now -DRING -DBROKEN_NO_ACK)
  *
@@ -232,12 +232,12 @@
  *                         membarrier: S3 reads ACTIVE while S1 is still
  *                         buffered, L2 finds nothing, the send returns 0
  *                         and its entry reaches memory after R has gone.
- *   -DGEN -DBROKEN_NO_GEN_WAIT    no G1: the second occupant's G2
+ *   -DGEN -DBROKEN_NO_GEN_WAIT    no WS1: the second occupant's WS2
  *                         overwrites the word before R's D4 of the first
  *                         occupant's message, which then names the wrong
  *                         sender (P3).
  *   -DGEN -DRING -DBROKEN_LATE_D4 D4 after D5 (the word read after the
- *                         ack): G1 passes, G2 overwrites, D4 reads it.
+ *                         ack): WS1 passes, WS2 overwrites, D4 reads it.
  *   -DGRANT -DBROKEN_REVOKE_NO_BARRIER  the revocation without its
  *                         membarrier: a granted sender's S4g read the
  *                         grant while its entry was still buffered; R
@@ -365,16 +365,16 @@ proctype sender(byte s) {
 			/* Sender 0's index: occupant 1 sends message 0, leaves;
 			 * occupant 2 sends message 1, its first on the queue. */
 			if
-			:: i == 0 -> sgen = 1                         /* G2 (G1: a new domain) */
+			:: i == 0 -> sgen = 1                         /* WS2 (WS1: a new domain) */
 			:: else ->
 #ifndef BROKEN_NO_GEN_WAIT
 #ifdef RING
-				ack[0] == 1;                          /* G1: ack == tail */
+				ack[0] == 1;                          /* WS1: ack == tail */
 #else
-				E(0, 0) == EMPTY;                     /* G1: entry nf_tail - 1 is 0 */
+				E(0, 0) == EMPTY;                     /* WS1: entry nf_tail - 1 is 0 */
 #endif
 #endif
-				sgen = 2                              /* G2 */
+				sgen = 2                              /* WS2 */
 			fi;
 			wr[i] = i + 1;
 #endif

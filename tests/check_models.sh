@@ -90,10 +90,10 @@ must_fail place.pml -DBROKEN_B1_LATE                # bseq read after W3: sleeps
 must_fail place.pml -DLEAVE -DBROKEN_NO_RECHECK     # no S3: a message lost
 must_fail place.pml -DLEAVE -DBROKEN_PLAIN_FINAL    # L2 without CAS: handled and ESRCH
 must_fail place.pml -DLEAVE -DBROKEN_NO_BARRIER     # no fence, no membarrier: a message lost
-# Who sent it: the sender-generation word and the first-send wait (G1).
+# Who sent it: the sender-generation word and the first-send wait (WS1).
 must_pass place.pml -DGEN -DMAXSPUR=2
 must_pass place.pml -DGEN -DRING -DMAXSPUR=2
-must_fail place.pml -DGEN -DBROKEN_NO_GEN_WAIT      # no G1: the old message names the new sender
+must_fail place.pml -DGEN -DBROKEN_NO_GEN_WAIT      # no WS1: the old message names the new sender
 must_fail place.pml -DGEN -DRING -DBROKEN_LATE_D4   # word read after the ack: the same
 # Stream grants (grant.c, THE STREAM GRANT): a granted sender skips the
 # fence, the hint and the kick; the receiver's revocation before it sleeps

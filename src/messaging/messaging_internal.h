@@ -237,7 +237,7 @@ struct nemo_am_bound {
 	bool base_slow;               /* a notification's, NEMO_MORE, delay stamps, or no membarrier
 	                                 (S2 would fence): the generic path, always */
 	bool always_slow;             /* base_slow, or the pair's queue not yet claimed by this
-	                                 occupant (WHO SENT IT, G1): cleared once it is */
+	                                 occupant (WHO SENT IT, WS1): cleared once it is */
 	uint64_t fast_gen;            /* gen, or 0 (no generation) while always_slow: the fast
 	                                 path's one compare for both */
 	nemo__out *o;

@@ -28,7 +28,7 @@
  *
  *   K1  a send in a handler (hdepth > 0), without NEMO_NONBLOCK: if
  *       nothing is kept for that receiver and queue, try the send with
- *       NEMO_NONBLOCK; EAGAIN (full, or G1 not yet possible) or something
+ *       NEMO_NONBLOCK; EAGAIN (full, or WS1 not yet possible) or something
  *       already kept -> append an entry (ENOBUFS at overflow_max), return
  *       0.  Later sends to the same queue append behind it: order.
  *   K2  flush (nemo__ovf_flush): one pass in order; each entry re-resolves
@@ -192,7 +192,7 @@ static int ovf_push(nemo_place *me, unsigned kind, nemo_place_id dest, uint32_t 
  *
  * A full ring or FIFO never drops: a blocking send from outside a
  * handler waits for room while draining the sender's own queues (so
- * cycles of full queues make progress); NEMO_NONBLOCK returns EAGAIN.  G1
+ * cycles of full queues make progress); NEMO_NONBLOCK returns EAGAIN.  WS1
  * waits the same way (THE WAIT FOR ROOM, below).  A send from a handler does not wait (overflow.c,
  * OVERFLOW).
  * (EDEADLK, for a handler nested more than 8 deep in such waits, is kept
@@ -640,7 +640,7 @@ struct room_for_one {
 static int ring_room_one(void *p)
 {
 	struct room_for_one *q = p;
-	if (q->o->ring_gen != q->me->gen)           /* G1: claimed by our next put */
+	if (q->o->ring_gen != q->me->gen)           /* WS1: claimed by our next put */
 		return atomic_load_explicit(&q->lk->ack, memory_order_acquire) == q->o->tail ? 0 : EAGAIN;
 	q->o->ack_seen = atomic_load_explicit(&q->lk->ack, memory_order_acquire);
 	return q->o->tail - q->o->ack_seen < q->R ? 0 : EAGAIN;
