@@ -58,7 +58,7 @@
  *   -DIRQ: W computes after arm(); a kick of a running W in interrupt
  *     mode is a signal (kick.c), whose handler drains, flushes and arms
  *     (irq.c)
- *   -DLEAVE: W leaves instead of waiting: L1, the barrier, L2 the final
+ *   -DLEAVE: W leaves instead of waiting: LV1, the barrier, LV2 the final
  *     drain runs the handlers (whose replies are kept as above), then the
  *     overflow's delivery waits as above (domain.c, nemo_place_leave)
  *
@@ -215,9 +215,9 @@ inline w_wait() {
 proctype worker()
 {
 #ifdef LEAVE
-	/* L1, membarrier, then L2: the final drain runs the handlers. */
+	/* LV1, membarrier, then LV2: the final drain runs the handlers. */
 #ifdef BROKEN_FREE_EARLY
-	/* The old order: the overflow was delivered and freed before L2. */
+	/* The old order: the overflow was delivered and freed before LV2. */
 	do
 	:: reqs > 0 -> reqs--; reply()
 	:: else -> break

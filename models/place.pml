@@ -14,7 +14,7 @@
  *       changes hands between two messages of one queue.
  * The protocol is written out in src/messaging/: send S0-S5 and WS1-WS2,
  * receive D1-D5 at the top of send.c and drain.c; wait W1-W6 and B1 at the top of
- * placewait.c; leave L1-L3 in domain.c, beside nemo_place_leave (WHY A
+ * placewait.c; leave LV1-LV3 in domain.c, beside nemo_place_leave (WHY A
  * SEND RACING A LEAVE IS DELIVERED XOR FAILED).  The labels here are
  * theirs.
  *
@@ -37,8 +37,8 @@
  * makes every running thread pass a barrier.  So S3's load may overtake
  * S1, as it may in C now that S2 is no fence (-DFENCED: S2 is the
  * fallback's fence, and S1 reaches memory before S3).  The C
- * code uses seq_cst for S3, S4, S5, W2, W3's hint load, B1, D2, L1 and
- * L3; the relaxed stores of W1/W5 and the acquire loads of hot queues
+ * code uses seq_cst for S3, S4, S5, W2, W3's hint load, B1, D2, LV1 and
+ * LV3; the relaxed stores of W1/W5 and the acquire loads of hot queues
  * only save or add work.  Each numbered step is one atomic step; where C
  * makes two atomic accesses in one step the model splits them (S3: the
  * status load, then the CAS; S4: the hint load, then fetch_or; pending():
@@ -118,10 +118,10 @@
  *     W4  futex_sleep(): futex_wait_bitset(bseq, seen, R's bit)
  *     W5  place_sleep_end(): state := RUNNING; place_try_take() (pending()
  *         -> drain()); handled -> return, else B1
- *   nemo_place_leave() (src/messaging/domain.c): L1 store(status,
- *     LEAVING, seq_cst); membarrier (nemo__asym_heavy); L2 nemo__drain
+ *   nemo_place_leave() (src/messaging/domain.c): LV1 store(status,
+ *     LEAVING, seq_cst); membarrier (nemo__asym_heavy); LV2 nemo__drain
  *     (final = true): final_take() of every queue, passes until one
- *     handles nothing; L3 store(status, FREE)
+ *     handles nothing; LV3 store(status, FREE)
  *
  * CONFIGURATIONS (tests/check_models.sh)
  *
@@ -171,12 +171,12 @@
  * so R's next exchange (D2) comes after this send's S1, and drains it;
  * until then pending() is true and R does not sleep.  Hot queues only
  * add early finds.
- * Leave: S1;S3 and L1;L2 are the same pattern (entry store, status load
- * against status store, entry load).  The leaver's membarrier after L1
+ * Leave: S1;S3 and LV1;LV2 are the same pattern (entry store, status load
+ * against status store, entry load).  The leaver's membarrier after LV1
  * puts every sender's pending entry store into memory: a sender whose S3
- * read ACTIVE read it before L1, so its S1 was in its store buffer or
- * memory before the barrier, and L2 (after the barrier) sees the entry
- * and takes it; a sender whose S3 sees the change races L2 with its CAS
+ * read ACTIVE read it before LV1, so its S1 was in its store buffer or
+ * memory before the barrier, and LV2 (after the barrier) sees the entry
+ * and takes it; a sender whose S3 sees the change races LV2 with its CAS
  * on the same word, and exactly one wins.
  * Grants: a sender that read its grant bit at S4g did so before GR1 (it
  * read 1), so GR2's barrier finds its entry store in its store buffer or
@@ -194,16 +194,16 @@
  * message R handled in a normal drain BEFORE it left.  spin's trail: S2
  * sends (hint bit set); sender S1 writes its entry (steps S1, S2) and is
  * delayed; R waits: W1 finds the hint, D1 handles S1's message from the
- * hot queue, D2 handles S2's; R returns and leaves: L1.  S1 resumes at
+ * hot queue, D2 handles S2's; R returns and leaves: LV1.  S1 resumes at
  * S3: status changed -> CAS(seq -> 0) succeeds -> ESRCH, but the handler
- * ran (and L2, which starts at R's head, never looks at that slot again).
+ * ran (and LV2, which starts at R's head, never looks at that slot again).
  * The same happens with an empty hot set (-DHOT0=0), via the hint.
  * Worse, in C the retract then rewinds o->tail below the receiver's
  * in->head (both carry over to the next occupant of the index), which
  * desynchronises that ring for good.  The FIFO is safe: its consumer
  * stores 0, so the sender's CAS fails and it returns 0.  The fix, now in
  * send.c and in -DRING here, is the ack check (R publishes ack at the
- * end of every drain_link, which is before L1; a sender that saw L1's
+ * end of every drain_link, which is before LV1; a sender that saw LV1's
  * store sees that ack).  The rejected alternative was a FIFO-like store
  * of 0 into the head slot's seq on consumption: a consumer write per
  * message, where the ring is read-only on purpose.
@@ -221,16 +221,16 @@
  *                         nobody) falls between W3 and B1, and R sleeps
  *                         on a bseq that has already moved past it.
  *   -DLEAVE -DBROKEN_NO_RECHECK   no S3: a sender that passed S0 before
- *                         L1 writes its entry after L2 last looked at its
+ *                         LV1 writes its entry after LV2 last looked at its
  *                         queue and returns 0; nobody ever handles the
  *                         entry (assertion settled).
- *   -DLEAVE -DBROKEN_PLAIN_FINAL  L2 takes an entry by a load and a store
+ *   -DLEAVE -DBROKEN_PLAIN_FINAL  LV2 takes an entry by a load and a store
  *                         instead of a CAS: the sender's retract CAS wins
  *                         in between, and the message is handled AND its
  *                         send returns ESRCH (assertion at the handling).
  *   -DLEAVE -DBROKEN_NO_BARRIER   neither S2's fence nor the leaver's
  *                         membarrier: S3 reads ACTIVE while S1 is still
- *                         buffered, L2 finds nothing, the send returns 0
+ *                         buffered, LV2 finds nothing, the send returns 0
  *                         and its entry reaches memory after R has gone.
  *   -DGEN -DBROKEN_NO_GEN_WAIT    no WS1: the second occupant's WS2
  *                         overwrites the word before R's D4 of the first
@@ -249,7 +249,7 @@
 #define ACK_RECHECK
 #endif
 #if defined(LEAVE) && !defined(FENCED) && !defined(BROKEN_NO_BARRIER)
-#define BARRIER          /* the leaver's membarrier after L1 */
+#define BARRIER          /* the leaver's membarrier after LV1 */
 #endif
 #if (defined(LEAVE) && !defined(FENCED)) || defined(GRANT)
 #define SB               /* senders' entry stores may sit in a store buffer */
@@ -338,7 +338,7 @@ inline retract(s, i) {
 		:: E(s, i) == VALID ->                    /* CAS succeeded: ESRCH */
 			E(s, i) = EMPTY; res[M(s, i)] = FAIL;
 			assert(cons[M(s, i)] == 0)            /* never handled-and-FAIL */
-		:: else ->                               /* CAS failed: L2 took it */
+		:: else ->                               /* CAS failed: LV2 took it */
 			res[M(s, i)] = OK;
 			assert(cons[M(s, i)] == 1)
 		fi
@@ -497,7 +497,7 @@ inline take(s) {         /* drain_link(final = false) */
 }
 #endif
 
-inline final_take(s) {   /* drain_link(final = true): L2 of one queue */
+inline final_take(s) {   /* drain_link(final = true): LV2 of one queue */
 	do
 #ifdef BROKEN_PLAIN_FINAL
 	:: E(s, rd[s]) == VALID ->                                     /* load ... */
@@ -613,11 +613,11 @@ proctype receiver() {
 	:: w < 2 && consumed < nmsg[0] + nmsg[1] -> place_wait(); w++
 	:: break
 	od;
-	status = LEAVING;                                         /* L1 */
+	status = LEAVING;                                         /* LV1 */
 #ifdef BARRIER
 	atomic { COMMIT(0); COMMIT(1) };   /* membarrier: every running thread passes a barrier */
 #endif
-	do                                                        /* L2 */
+	do                                                        /* LV2 */
 	:: got = false;
 	   do
 	   :: q < 2 -> final_take(q); q++
@@ -625,7 +625,7 @@ proctype receiver() {
 	   od;
 	   if :: got -> skip :: else -> break fi
 	od;
-	status = FREE                                             /* L3 */
+	status = FREE                                             /* LV3 */
 #else
 	do
 	:: consumed < nmsg[0] + nmsg[1] -> place_wait()

@@ -88,7 +88,7 @@ must_fail place.pml -DBROKEN_KICK_FIRST             # kick reads state before th
 must_fail place.pml -DBROKEN_CHECK_FIRST            # W3 before W2
 must_fail place.pml -DBROKEN_B1_LATE                # bseq read after W3: sleeps past the bump
 must_fail place.pml -DLEAVE -DBROKEN_NO_RECHECK     # no S3: a message lost
-must_fail place.pml -DLEAVE -DBROKEN_PLAIN_FINAL    # L2 without CAS: handled and ESRCH
+must_fail place.pml -DLEAVE -DBROKEN_PLAIN_FINAL    # LV2 without CAS: handled and ESRCH
 must_fail place.pml -DLEAVE -DBROKEN_NO_BARRIER     # no fence, no membarrier: a message lost
 # Who sent it: the sender-generation word and the first-send wait (WS1).
 must_pass place.pml -DGEN -DMAXSPUR=2

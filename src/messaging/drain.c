@@ -298,13 +298,13 @@ unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final)
 	struct nemo_domain *d = me->d;
 	unsigned total = 0;
 	bool more = false, any_left = false;
-	/* Past L1 every drain consumes by CAS (domain.c, WHY A SEND RACING A
+	/* Past LV1 every drain consumes by CAS (domain.c, WHY A SEND RACING A
 	 * LEAVE IS DELIVERED XOR FAILED), whoever asks: the leave's own
 	 * waits for room, a handler of the final drain that waits. */
 	if (__builtin_expect(me->leaving, 0))
 		final = true;
 	if (final) {
-		/* L2: every queue, by CAS, until a pass finds nothing. */
+		/* LV2: every queue, by CAS, until a pass finds nothing. */
 		for (;;) {
 			unsigned got = 0;
 			for (unsigned s = 0; s < d->P; s++)

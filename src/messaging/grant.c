@@ -48,8 +48,8 @@
  * whose S4g comes after GR1 reads 0 (the grant word's coherence order)
  * and does P-S5 as before.  A grant made while r runs costs no kick: a
  * running place in none of the modes G0 excludes is never kicked
- * anyway.  A leave needs no GR1-GR3: L1's membarrier already puts every
- * send's entry, granted or not, in front of L2 (THE ASYMMETRIC BARRIER).
+ * anyway.  A leave needs no GR1-GR3: LV1's membarrier already puts every
+ * send's entry, granted or not, in front of LV2 (THE ASYMMETRIC BARRIER).
  * models/place.pml -DGRANT checks this with buffered entry stores, and
  * -DGRANT -DBROKEN_REVOKE_NO_BARRIER that without GR2 r sleeps on a
  * message.

@@ -348,7 +348,7 @@ typedef struct nemo_place {
 	uint32_t ovf_undelivered;     /* DROPPED entries whose report is still to be made */
 	bool ovf_reporting;           /* the reports are running (no nested run) */
 	uint64_t ovf_rmask[NEMO_PLACES_MAX / 64];  /* receivers with kept entries */
-	bool leaving;                 /* past L1 (domain.c): every drain is final */
+	bool leaving;                 /* past LV1 (domain.c): every drain is final */
 	bool in_irq;                  /* the interrupt handler runs on this place now (irq.c) */
 	/* This index's rows as a receiver (set at join): the queues from
 	 * sender s are in_row[s], link_row[s], ring_row + s * R. */

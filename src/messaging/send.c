@@ -133,7 +133,7 @@
  * and each D5 is sequenced after the D4 of its entry and of every entry
  * before it.  So the D4 of each of W's entries happens before the later
  * WS2 and cannot read it.  (The occupants of r continue each other's
- * positions: one's L3 and the next one's join, under the domain lock,
+ * positions: one's LV3 and the next one's join, under the domain lock,
  * order the earlier one's D4s before the later one's D5s.)  Gen 0 never
  * occurs (domain.c skips it at the 48-bit wrap), so a new domain's zero
  * word names nobody and the first occupant's WS1 finds ack == tail == 0.
@@ -314,7 +314,7 @@ static bool ring_has_room(void *p)
 /* S3 found the receiver leaving: take the ring entry with head hs and
  * seq, ending before position end, back if it was not delivered.  It was
  * delivered if the receiver's ack passed it (an ordinary drain read it:
- * every drain publishes ack before it returns, hence before L1, whose
+ * every drain publishes ack before it returns, hence before LV1, whose
  * store S3 has just seen), or if our CAS fails (the final drain took it).
  * Returns true when our CAS took it back: not delivered. */
 bool nemo__ring_take_back(nemo__link *lk, nemo__slot *hs, uint32_t seq, uint32_t end)
