@@ -47,13 +47,13 @@
  * between the place may clear irq_on and return.  So a kicker brackets
  * the decision and the tgkill (irq_kick):
  *
- *   K0  load(dst.irq_on, seq_cst) == 0: nothing (no RMW for places that
+ *   IK0 load(dst.irq_on, seq_cst) == 0: nothing (no RMW for places that
  *       are not in interrupt mode; turning it on re-checks the hints, W6
  *       of placewait.c, so this is the old decision)
- *   K1  fetch_add(dst.irq_kickers, 1, seq_cst)
- *   K2  if load(dst.irq_on, seq_cst): tid := load(dst.tid, relaxed);
+ *   IK1 fetch_add(dst.irq_kickers, 1, seq_cst)
+ *   IK2 if load(dst.irq_on, seq_cst): tid := load(dst.tid, relaxed);
  *       tgkill(tid); fetch_add(dst.irq_sent, 1, relaxed)
- *   K3  fetch_sub(dst.irq_kickers, 1, release)
+ *   IK3 fetch_sub(dst.irq_kickers, 1, release)
  *
  * and the place, turning interrupts off (nemo__irq_quiesce):
  *
@@ -64,20 +64,20 @@
  *       timeout: real-time signals queue), restore the mask; and mark
  *       irq_pending if it took one
  *
- * K1;K2 against Q1;Q2 is the store-buffering pattern, all four seq_cst:
- * if K2 reads the irq_on = 1 that Q1 overwrote, K2 precedes Q1 in the
- * single total order, so K1 precedes Q2, which sees the kicker (or a
+ * IK1;IK2 against Q1;Q2 is the store-buffering pattern, all four seq_cst:
+ * if IK2 reads the irq_on = 1 that Q1 overwrote, IK2 precedes Q1 in the
+ * single total order, so IK1 precedes Q2, which sees the kicker (or a
  * later value of the counter, none of which is 0 before this kicker's
- * K3) and waits for K3.  K3 comes after tgkill returned, and by then the
+ * IK3) and waits for IK3.  IK3 comes after tgkill returned, and by then the
  * kernel has queued the signal at the thread (or delivered it, to a
  * handler that found interrupts off and only marked irq_pending), so Q3
- * finds it.  A kicker whose K1 comes after Q2's read reads irq_on = 0 at
- * K2 - or the 1 of a later turning-on, whose signals are that period's.
- * Q2's acquire read of the last K3 (the counter's RMWs form one release
+ * finds it.  A kicker whose IK1 comes after Q2's read reads irq_on = 0 at
+ * IK2 - or the 1 of a later turning-on, whose signals are that period's.
+ * Q2's acquire read of the last IK3 (the counter's RMWs form one release
  * sequence) makes every irq_sent increment before it visible, so Q3
  * compares against every signal of the period that just ended; when none
  * was sent since the last Q3, turning interrupts off costs no syscall.
- * join stores tid before irq_on (release), so a K2 that reads a new
+ * join stores tid before irq_on (release), so an IK2 that reads a new
  * occupant's irq_on signals the new occupant's thread.  The RMWs cost a
  * line transfer next to a tgkill of microseconds.
  *
@@ -98,18 +98,18 @@
 bool nemo__irq_signal(nemo_place *dst)
 {
 	bool sent = false;
-	atomic_fetch_add_explicit(&dst->irq_kickers, 1, memory_order_seq_cst);           /* K1 */
-	if (atomic_load_explicit(&dst->irq_on, memory_order_seq_cst)) {                  /* K2 */
+	atomic_fetch_add_explicit(&dst->irq_kickers, 1, memory_order_seq_cst);           /* IK1 */
+	if (atomic_load_explicit(&dst->irq_on, memory_order_seq_cst)) {                  /* IK2 */
 		pid_t tid = atomic_load_explicit(&dst->tid, memory_order_relaxed);
 		syscall(SYS_tgkill, getpid(), tid, dst->d->sig);
 		atomic_fetch_add_explicit(&dst->irq_sent, 1, memory_order_relaxed);
 		sent = true;
 	}
-	atomic_fetch_sub_explicit(&dst->irq_kickers, 1, memory_order_release);           /* K3 */
+	atomic_fetch_sub_explicit(&dst->irq_kickers, 1, memory_order_release);           /* IK3 */
 	return sent;
 }
 
-/* K1-K3: signal dst, which K0 found in interrupt mode. */
+/* IK1-IK3: signal dst, which IK0 found in interrupt mode. */
 static void irq_kick(nemo_place *me, nemo_place *dst)
 {
 	if (nemo__irq_signal(dst))
@@ -218,7 +218,7 @@ void nemo__kick(nemo_place *me, nemo_place *dst)
 				NEMO__PCOUNT(me, c_kicks_avoided);
 			return;
 		}
-		if (atomic_load_explicit(&dst->irq_on, memory_order_seq_cst))                /* K0 */
+		if (atomic_load_explicit(&dst->irq_on, memory_order_seq_cst))                /* IK0 */
 			irq_kick(me, dst);
 		else
 			NEMO__PCOUNT(me, c_kicks_avoided);

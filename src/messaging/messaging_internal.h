@@ -766,7 +766,7 @@ nemo__send_commit(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id de
 	return 0;
 }
 
-/* nemo__irq_signal (K1-K3 for a thread that is not a place): modes.h. */
+/* nemo__irq_signal (IK1-IK3 for a thread that is not a place): modes.h. */
 
 /* Interrupts of me were just turned off (irq_on := 0, seq_cst): wait
  * until no kicker that saw them on is still sending its signal, and take

@@ -149,7 +149,7 @@ bool nemo__place_wd_since_clear(nemo_place *p, uint64_t s);
 uint64_t nemo__place_wd_since_take(nemo_place *p);
 uint64_t nemo__place_wd_ticks(const nemo_place *p);
 void nemo__place_set_wd_ticks(nemo_place *me, uint64_t t);
-/* Signal p now if it is in interrupt mode (K1-K3 of kick.c), for a
+/* Signal p now if it is in interrupt mode (IK1-IK3 of kick.c), for a
  * thread that is not a place (the watchdog): true if a signal was sent
  * (kick.c). */
 bool nemo__irq_signal(nemo_place *dst);

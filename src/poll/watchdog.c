@@ -25,7 +25,7 @@
  *   WD4 the watchdog's pass: for every watched, active place with
  *       s = wd_since != 0, and `now` read after s: if now - s >= T
  *       (never for s > now): CAS(wd_since, s -> 0) and, if
- *       that succeeded, signal the place (kick.c's K1-K3: only if
+ *       that succeeded, signal the place (kick.c's IK1-IK3: only if
  *       interrupt mode is still on); else note s + T as a deadline.
  *   WD5 no deadline: exchange(state, SLEEPING, seq_cst), re-read every
  *       watched place's wd_since (seq_cst); any set -> RUNNING, pass
