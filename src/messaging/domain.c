@@ -586,7 +586,7 @@ int nemo_place_leave(void)
 	nemo__asym_heavy();       /* every sender's S3 now sees LV1, or LV2 its entry */
 	/* LV2: the final drain, and what its handlers kept (a reply into a
 	 * full queue) delivered before we go - waiting for room with final
-	 * drains - until neither is left (overflow.c, OVERFLOW, K2). */
+	 * drains - until neither is left (overflow.c, OVERFLOW, OV2). */
 	for (;;) {
 		unsigned got = nemo__drain(me, NEMO_AM_CTX_POLL, true);    /* LV2 */
 		if (!got && !me->ovf_n)
