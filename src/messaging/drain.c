@@ -373,13 +373,13 @@ unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final)
 	}
 	if ((more || any_left) && atomic_load_explicit(&me->delegated, memory_order_relaxed)) {
 		/* A served place's bits set again above, by no sender: the
-		 * progress thread may be asleep past its P2, and a sender that
+		 * progress thread may be asleep past its PT2, and a sender that
 		 * finds its bit set skips the kick (src/poll/progress.c, WHY NO
 		 * WAKE-UP IS LOST).  Its own thread's drain (a nemo call of the
 		 * place) would leave them until its next nemo call, which may
 		 * never come: kick the progress thread as a sender would (the
 		 * fence in the kick orders the re-sets before the state read,
-		 * against P1;P2).  Found by test_progress: a place that stopped
+		 * against PT1;PT2).  Found by test_progress: a place that stopped
 		 * polling right after such a drain hung with its hint bit set
 		 * and the progress thread asleep. */
 		nemo_waiter *pw = atomic_load_explicit(&d->prog_w, memory_order_acquire);

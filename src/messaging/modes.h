@@ -107,7 +107,7 @@ nemo_waiter *nemo__domain_progress_waiter(struct nemo_domain *d);
 /* The watchdog's (src/poll/watchdog.c, WD2 and WD6): a seq_cst store. */
 void nemo__domain_set_watchdog_waiter(struct nemo_domain *d, nemo_waiter *w);
 
-/* P2 of src/poll/progress.c: is any hint word of a served place non-zero
+/* PT2 of src/poll/progress.c: is any hint word of a served place non-zero
  * (seq_cst loads of delegated, then of the hint words)? */
 bool nemo__domain_progress_pending(struct nemo_domain *d);
 
