@@ -2,14 +2,14 @@
  * place.pml - the protocols of the messaging layer that decide whether a
  * place sleeps, whether a message is delivered, and who sent it, checked
  * with spin:
- *   P1  no lost wake-up: the receiver never ends blocked in futex_wait
+ *   PV1 no lost wake-up: the receiver never ends blocked in futex_wait
  *       while a message that was (or will be) sent with result OK is
  *       still unconsumed;
- *   P2  delivered xor failed on leave: every message is either handled
+ *   PV2 delivered xor failed on leave: every message is either handled
  *       by the receiver once and its send returned 0, or never handled
  *       and its send returned ESRCH - never handled-and-ESRCH, never
  *       0-and-unhandled, never handled twice;
- *   P3  who sent it (-DGEN): the handler of every message names the
+ *   PV3 who sent it (-DGEN): the handler of every message names the
  *       occupant of the sender index that wrote it, although the index
  *       changes hands between two messages of one queue.
  * The protocol is written out in src/messaging/: send S0-S5 and WS1-WS2,
@@ -60,9 +60,9 @@
  * (their sum), wr[m] (-DGEN: the generation that wrote m).  Asserted as
  * it happens: never handled twice, never handled after its send returned
  * FAIL, never retracted (FAIL) after it was handled, the handler's sender
- * is the writer (P3).  Asserted by the watcher once nothing can move: R is
- * not asleep in futex_wait (P1) and every message is settled - OK and
- * handled once, or FAIL and never handled (P2; in the default
+ * is the writer (PV3).  Asserted by the watcher once nothing can move: R is
+ * not asleep in futex_wait (PV1) and every message is settled - OK and
+ * handled once, or FAIL and never handled (PV2; in the default
  * configuration, where every send is OK, also: all handled).  R blocked
  * in W4 is moreover an invalid end state on its own.
  *
@@ -126,16 +126,16 @@
  * CONFIGURATIONS (tests/check_models.sh)
  *
  *   (default)        status stays ACTIVE, every send returns 0; R calls
- *                    nemo_place_wait until it handled every message: P1.
+ *                    nemo_place_wait until it handled every message: PV1.
  *   -DLEAVE          R waits 0, 1 or 2 times (only while a message is
  *                    still to come: with none, a wait rightly blocks for
  *                    ever) and then leaves while the senders still send:
- *                    P1 for the waits, P2 for the leave, with buffered
+ *                    PV1 for the waits, PV2 for the leave, with buffered
  *                    entry stores and the leaver's barrier.
  *   -DLEAVE -DFENCED the fallback without membarrier: senders fence at S2,
  *                    the leaver does not call membarrier.
  *   -DRING           the ring's read-only consumption instead of the
- *                    FIFO's load-and-clear (matters for P2 only).
+ *                    FIFO's load-and-clear (matters for PV2 only).
  *                    It includes send.c's ack check (ACK_RECHECK): at
  *                    S3, after the status load found a change, the sender
  *                    first loads link->ack; if R's published position is
@@ -152,8 +152,8 @@
  *                    configuration, one per sender, drained in order, and
  *                    each sender's buffer empties on its own at some
  *                    point after its last send.  With -DLEAVE as well:
- *                    P2 with grants.
- *   -DGEN            P3: sender 0's index changes hands: occupant 1
+ *                    PV2 with grants.
+ *   -DGEN            PV3: sender 0's index changes hands: occupant 1
  *                    writes its first message, leaves, and occupant 2
  *                    writes the second (after WS1 and WS2); sender 1 does
  *                    not run.  With -DRING: the ring's WS1 (ack == tail)
@@ -235,7 +235,7 @@
  *   -DGEN -DBROKEN_NO_GEN_WAIT    no WS1: the second occupant's WS2
  *                         overwrites the word before R's D4 of the first
  *                         occupant's message, which then names the wrong
- *                         sender (P3).
+ *                         sender (PV3).
  *   -DGEN -DRING -DBROKEN_LATE_D4 D4 after D5 (the word read after the
  *                         ack): WS1 passes, WS2 overwrites, D4 reads it.
  *   -DGRANT -DBROKEN_REVOKE_NO_BARRIER  the revocation without its
@@ -452,7 +452,7 @@ inline consume(s) {      /* R handles the entry at its position in queue s */
 #ifdef GEN
 inline consume_gen(s) {
 #ifndef BROKEN_LATE_D4
-	assert(who == wr[rd[s]]);                  /* P3: the writer */
+	assert(who == wr[rd[s]]);                  /* PV3: the writer */
 #endif
 	consume(s)
 }
@@ -642,7 +642,7 @@ proctype receiver() {
 	 (res[M(s, i)] == FAIL && cons[M(s, i)] == 0))
 
 /* Once nothing can move any more (every process ended, or the rest is
- * blocked): R is not asleep (P1) and every message is settled (P2). */
+ * blocked): R is not asleep (PV1) and every message is settled (PV2). */
 proctype watcher() {
 	bool asleep, settled;
 	timeout ->
@@ -653,8 +653,8 @@ proctype watcher() {
 		settled = settled && consumed == nmsg[0] + nmsg[1]
 #endif
 	};
-	assert(!asleep);         /* P1: a lost wake-up */
-	assert(settled)          /* P2 (and P1: every OK message consumed) */
+	assert(!asleep);         /* PV1: a lost wake-up */
+	assert(settled)          /* PV2 (and PV1: every OK message consumed) */
 }
 
 init {
