@@ -689,7 +689,7 @@ bool nemo__ovf_ask(nemo_place *me);
 
 /* Before the place stops calling nemo with kept sends (a sleep, the end
  * of an interrupt, of a progress pass, of its outermost call): make sure
- * room for them will kick it (overflow.c, ROOM KICKS): R1, R2, and the
+ * room for them will kick it (overflow.c, ROOM KICKS): RW1, RW2, and the
  * overflow delivered once more. */
 void nemo__ovf_arm(nemo_place *me);
 
