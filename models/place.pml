@@ -20,13 +20,13 @@
  *
  * THE MODEL
  *
- * One receiver place R and two senders S1, S2 (sender(0), sender(1)),
+ * One receiver place R and two senders A, B (sender(0), sender(1)),
  * each with its own queue to R: a FIFO of 2 entries, ent[3s], ent[3s+1]
  * (ent[3s+2] is a sentinel that stays EMPTY).  A sender sends 1 or 2
  * messages in a row (chosen by init: a lost wake-up of a lone message must
  * not be rescued by the kick of a second one); the queue never wraps.  R
  * reads queue s at its position rd[s] (in->head / in->nf_head).  R's hot
- * set (me->hot[]) starts as {S1} (-DHOT0=0: empty, a fresh place) and
+ * set (me->hot[]) starts as {A} (-DHOT0=0: empty, a fresh place) and
  * gains a sender when D2 finds messages from it (hot_add); NEMO__HOT = 4
  * means nothing is ever evicted here.  Memory is sequentially consistent
  * except for one thing that the asymmetric barrier is about: with -DLEAVE
@@ -191,10 +191,10 @@
  *
  * The ring consumer only reads: after a normal drain the head slot still
  * holds its valid seq.  So the retract CAS of S3 also wins against a
- * message R handled in a normal drain BEFORE it left.  spin's trail: S2
- * sends (hint bit set); sender S1 writes its entry (steps S1, S2) and is
- * delayed; R waits: W1 finds the hint, D1 handles S1's message from the
- * hot queue, D2 handles S2's; R returns and leaves: LV1.  S1 resumes at
+ * message R handled in a normal drain BEFORE it left.  spin's trail: B
+ * sends (hint bit set); sender A writes its entry (steps S1, S2) and is
+ * delayed; R waits: W1 finds the hint, D1 handles A's message from the
+ * hot queue, D2 handles B's; R returns and leaves: LV1.  A resumes at
  * S3: status changed -> CAS(seq -> 0) succeeds -> ESRCH, but the handler
  * ran (and LV2, which starts at R's head, never looks at that slot again).
  * The same happens with an empty hot set (-DHOT0=0), via the hint.
@@ -210,14 +210,14 @@
  *
  * BROKEN VARIANTS (each must fail)
  *
- *   -DBROKEN_KICK_FIRST   S5's load of state before S4: S2 reads RUNNING;
- *                         R publishes SLEEPING and finds no hint; S2 sets
- *                         the hint and does not kick: R sleeps with S2's
+ *   -DBROKEN_KICK_FIRST   S5's load of state before S4: B reads RUNNING;
+ *                         R publishes SLEEPING and finds no hint; B sets
+ *                         the hint and does not kick: R sleeps with B's
  *                         message queued (assertion !asleep).
- *   -DBROKEN_CHECK_FIRST  W3 before W2: R finds nothing pending; S2 sets
+ *   -DBROKEN_CHECK_FIRST  W3 before W2: R finds nothing pending; B sets
  *                         the hint and reads state != SLEEPING (no kick);
  *                         R then sleeps: the same lost wake-up.
- *   -DBROKEN_B1_LATE      B1 after W3: S2's kick (CAS, bump, wake of
+ *   -DBROKEN_B1_LATE      B1 after W3: B's kick (CAS, bump, wake of
  *                         nobody) falls between W3 and B1, and R sleeps
  *                         on a bseq that has already moved past it.
  *   -DLEAVE -DBROKEN_NO_RECHECK   no S3: a sender that passed S0 before
@@ -259,7 +259,7 @@
 #define MAXSPUR 1
 #endif
 #ifndef HOT0
-#define HOT0 1           /* R's hot set at the start: S1's queue */
+#define HOT0 1           /* R's hot set at the start: A's queue */
 #endif
 
 #define RUNNING  0       /* waiter state */
