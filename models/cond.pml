@@ -4,13 +4,13 @@
  * memory; no waiter may touch it after that, although the broadcast
  * returns before the deeper waiters of its tree are even released, and
  * timed waiters race it.  Checked with spin:
- *   C1  no access to the condvar after destroy returned (every access of a
+ *   CV1 no access to the condvar after destroy returned (every access of a
  *       waiter or of the broadcaster asserts !freed);
- *   C2  destroy returns (an invalid end state if it waits forever), and
+ *   CV2 destroy returns (an invalid end state if it waits forever), and
  *       every waiter returns, released or timed out;
- *   C3  a waiter that the broadcast took off the queue is released exactly
+ *   CV3 a waiter that the broadcast took off the queue is released exactly
  *       by its parent (never returns unreleased);
- *   C4  no access to a waiter's record after its wait returned: a
+ *   CV4 no access to a waiter's record after its wait returned: a
  *       releaser reads a record's links and writes its by_broadcast
  *       before the token store that lets the waiter return, never after
  *       (cond.c, THE RECORD).  The record (struct cond_node) is
@@ -46,12 +46,12 @@
  *
  * Broken variants that spin must catch:
  *   -DBROKEN_NOREF       destroy does not wait for references (the code
- *                        before this model): a late access (C1);
+ *                        before this model): a late access (CV1);
  *   -DBROKEN_EARLY_PUT   a waiter drops its reference before it kicks its
- *                        child: a late access (C1);
+ *                        child: a late access (CV1);
  *   -DBROKEN_LATE_REC    a releaser writes by_broadcast (or reads the next
  *                        link) after the token store: a record touched
- *                        after its wait may have returned (C4).
+ *                        after its wait may have returned (CV4).
  */
 #ifndef N
 #define N 3
@@ -111,11 +111,11 @@ proctype waiter(byte i) {
 	:: !timedout && kid[i] != NONE -> release(kid[i])       /* wake_kids */
 	:: else -> skip
 	fi;
-	assert(timedout || token[i] == 1);                       /* C3 */
+	assert(timedout || token[i] == 1);                       /* CV3 */
 #ifndef BROKEN_EARLY_PUT
 	atomic { access(); wrefs-- };                            /* V2 */
 #endif
-	gone[i] = 1;                         /* the record may be queued again: C4 */
+	gone[i] = 1;                         /* the record may be queued again: CV4 */
 	done++
 }
 
@@ -184,5 +184,5 @@ init {
 	wrefs == 0;                                                  /* X3 */
 #endif
 	freed = 1;
-	done == N                            /* C2: every waiter returns */
+	done == N                            /* CV2: every waiter returns */
 }

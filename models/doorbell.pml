@@ -1,10 +1,10 @@
 /*
  * doorbell.pml - the MPI progress thread's sleep and its doorbell
- * (src/mpi/mpi_internal.h, THE PROGRESS THREAD'S SLEEP: T1-T5, K1-K3;
- * src/mpi/record.c, thr_kick and ring: R1-R2; src/mpi/progress.c,
+ * (src/mpi/mpi_internal.h, THE PROGRESS THREAD'S SLEEP: DBT1-DBT5, DBK1-DBK3;
+ * src/mpi/record.c, thr_kick and ring: DBR1-DBR2; src/mpi/progress.c,
  * thr_main; src/waiter/waiter.c, THE RAW WORD), checked with spin:
  *
- *   V1  no work is slept through: the run never ends with the progress
+ *   DBV1 no work is slept through: the run never ends with the progress
  *       thread blocked in its futex_wait while work it must do - a local
  *       kicker's (a funneled send, a handed slot done, a stop) or a
  *       message a rank of this host sent it through MPI - waits and no
@@ -18,15 +18,15 @@
  * The progress thread P of rank B polls (try_progress: MPI and the local
  * work) and, finding nothing, publishes SLEEPING in its bell's state
  * word and sleeps on it.  NL local kickers each push one piece of work
- * for P (K1) and kick (K2, K3); NR remote ranks of the same host each
+ * for P (DBK1) and kick (DBK2, DBK3); NR remote ranks of the same host each
  * send P one message, whose MPI send completes (the message is in B's
- * MPI queue, in shared memory) and then ring B's doorbell (R1, R2).  P
+ * MPI queue, in shared memory) and then ring B's doorbell (DBR1, DBR2).  P
  * handles what it finds (the ghost `got`) and stops once it has all of
  * it.  The spin phase (spin_ns of polling before the sleep) and the
  * backoff are the same as one more pass, and are not modelled; nor are
  * peers of other hosts (no bell: the timeout is what bounds their delay,
  * by design).  In THREAD mode only P takes agent_lock (and finalize,
- * after stop), so T3's try_progress always looks.  -DMAXSPUR=n: up to n
+ * after stop), so DBT3's try_progress always looks.  -DMAXSPUR=n: up to n
  * spurious returns of the futex_wait.
  * What the ring relies on from MPI: a send that MPI_Test reports
  * complete to a rank of this host has its message where B's next MPI
@@ -35,48 +35,48 @@
  * the sender's side would leave the message to P's timeout: a delay, not
  * a loss, and outside the model.
  *
- * Memory: x86-TSO for the stores the handshake is about: a kicker's K1
+ * Memory: x86-TSO for the stores the handshake is about: a kicker's DBK1
  * (its FIFO push and the unlock of its rank's lock: plain stores and a
  * release) and the remote rank's message (MPI's writes into the shared
  * queue, whatever they are) may sit in their writer's store buffer past
  * its next loads; a buffer empties at any time (the tso process), or at
- * its writer's fence (K2, R1).  P's T1 is a seq_cst store and a fence
+ * its writer's fence (DBK2, DBR1).  P's DBT1 is a seq_cst store and a fence
  * (its buffer empties at once), its loads see memory.  The futex is
- * modelled as the kernel does it: T4 blocks only if state still holds
+ * modelled as the kernel does it: DBT4 blocks only if state still holds
  * SLEEPING, atomically; a FUTEX_WAKE wakes P only if P is blocked then,
  * and is lost otherwise.
  *
  * MAPPING TO THE C CODE
  *
  *   P, thr_main (progress.c): n = try_progress (the look: take every
- *     piece of work in memory); n -> again; else T1 store(state,
- *     SLEEPING, seq_cst) and the fence; T3 try_progress again: found ->
- *     skip the sleep; else T4 nemo__word_sleep(state, SLEEPING):
- *     FUTEX_WAIT; T5 state = RUNNING
+ *     piece of work in memory); n -> again; else DBT1 store(state,
+ *     SLEEPING, seq_cst) and the fence; DBT3 try_progress again: found ->
+ *     skip the sleep; else DBT4 nemo__word_sleep(state, SLEEPING):
+ *     FUTEX_WAIT; DBT5 state = RUNNING
  *   local kicker, send_to's funneled send (send.c) and the handed slot's
- *     done (progress.c), finalize's stop (mpi.c): K1 its work (buffered);
- *     thr_kick (record.c): K2 seq_cst fence; K3 nemo__word_kick (the
+ *     done (progress.c), finalize's stop (mpi.c): DBK1 its work (buffered);
+ *     thr_kick (record.c): DBK2 seq_cst fence; DBK3 nemo__word_kick (the
  *     waiter layer's THE RAW WORD): load state; SLEEPING -> CAS it to
  *     RUNNING, and the winner makes the FUTEX_WAKE
  *   remote rank: its MPI send to B (the message written into B's queue:
  *     buffered); reap (record.c) finds it complete (MPI_Test) and calls
- *     ring: R1 seq_cst fence; R2 nemo__word_kick, as K3
+ *     ring: DBR1 seq_cst fence; DBR2 nemo__word_kick, as DBK3
  *
  * BROKEN VARIANTS (tests/check_models.sh: each must fail)
  *
- *   -DBROKEN_LOOK_FIRST      P makes its last look (T3) before publishing
- *                            SLEEPING (T1): a kicker between the two reads
+ *   -DBROKEN_LOOK_FIRST      P makes its last look (DBT3) before publishing
+ *                            SLEEPING (DBT1): a kicker between the two reads
  *                            RUNNING and does nothing, and P sleeps
  *   -DBROKEN_K3_FIRST        the kicker reads the state before its fence
- *                            (K3 before K2): its push may still be in its
- *                            store buffer when it reads RUNNING, and T3
+ *                            (DBK3 before DBK2): its push may still be in its
+ *                            store buffer when it reads RUNNING, and DBT3
  *                            misses it
- *   -DBROKEN_NO_R1           ring without R1's fence: the message may
+ *   -DBROKEN_NO_R1           ring without DBR1's fence: the message may
  *                            still be in the remote rank's store buffer
- *                            when R2 reads RUNNING
+ *                            when DBR2 reads RUNNING
  *   -DBROKEN_NO_CAS          a kick that reads SLEEPING wakes without
  *                            claiming the word: a FUTEX_WAKE between P's
- *                            T3 and T4 is lost, and T4 blocks on SLEEPING
+ *                            DBT3 and DBT4 is lost, and DBT4 blocks on SLEEPING
  */
 
 #ifndef NL
@@ -95,7 +95,7 @@
 
 byte lq = 0;          /* local work in memory (the funneled FIFOs, done slots, stop) */
 byte rq = 0;          /* messages in B's MPI queue, in memory */
-bit lbuf[NL];         /* kicker i's K1 still in its store buffer */
+bit lbuf[NL];         /* kicker i's DBK1 still in its store buffer */
 bit rbuf[NR];         /* remote rank j's message still in its store buffer */
 #define RUNNING 0
 #define SLEEPING 2
@@ -143,22 +143,22 @@ proctype thread()
 		:: n > 0 -> skip                                 /* work: pass again */
 		:: else ->
 #ifdef BROKEN_LOOK_FIRST
-			look(n);                                 /* T3, too early */
-			state = SLEEPING;                        /* T1 */
+			look(n);                                 /* DBT3, too early */
+			state = SLEEPING;                        /* DBT1 */
 #else
-			state = SLEEPING;                        /* T1: store, fence */
-			look(n);                                 /* T3 */
+			state = SLEEPING;                        /* DBT1: store, fence */
+			look(n);                                 /* DBT3 */
 #endif
 			if
 			:: n > 0 || got == N -> skip
 			:: else ->
-				atomic { if :: state == SLEEPING -> blocked = 1 :: else -> skip fi };  /* T4 */
+				atomic { if :: state == SLEEPING -> blocked = 1 :: else -> skip fi };  /* DBT4 */
 				if
 				:: !blocked -> skip                       /* woken, or kicked before */
 				:: atomic { blocked && spur < MAXSPUR -> blocked = 0; spur++ }
 				fi
 			fi;
-			state = RUNNING                          /* T5 */
+			state = RUNNING                          /* DBT5 */
 		fi
 	od
 }
@@ -166,13 +166,13 @@ proctype thread()
 proctype kicker(byte i)
 {
 	bit won;
-	lbuf[i] = 1;                                             /* K1 (buffered) */
+	lbuf[i] = 1;                                             /* DBK1 (buffered) */
 #ifdef BROKEN_K3_FIRST
-	word_kick();                                             /* K3, too early */
-	atomic { l_flush(i) };                                   /* K2 */
+	word_kick();                                             /* DBK3, too early */
+	atomic { l_flush(i) };                                   /* DBK2 */
 #else
-	atomic { l_flush(i) };                                   /* K2: fence */
-	word_kick();                                             /* K3 */
+	atomic { l_flush(i) };                                   /* DBK2: fence */
+	word_kick();                                             /* DBK3 */
 #endif
 }
 
@@ -182,9 +182,9 @@ proctype remote(byte j)
 	rbuf[j] = 1;                                             /* MPI's write of the message */
 	/* the send completes: reap's MPI_Test, then ring */
 #ifndef BROKEN_NO_R1
-	atomic { r_flush(j) };                                   /* R1: fence */
+	atomic { r_flush(j) };                                   /* DBR1: fence */
 #endif
-	word_kick()                                              /* R2 */
+	word_kick()                                              /* DBR2 */
 }
 
 /* The store buffers drain on their own at any time. */

@@ -6,15 +6,15 @@
  * Mapping (labels as in the essay of event.c):
  *   word = SET (bit 0) + 2 * sleepers.  Every change is one atomic step,
  *   as every change in C is an RMW.
- *   P1  old = fetch_or(word, SET)       P2  if sleepers(old) > 0: futex_wake(1)
+ *   EP1 old = fetch_or(word, SET)       EP2 if sleepers(old) > 0: futex_wake(1)
  *   try_take: CAS(word: v|SET -> v)
- *   S1  v = fetch_add(word, 2)
- *   S2  while v & SET: CAS(v -> (v - 2) & ~SET): taken; a failed CAS
+ *   ES1 v = fetch_add(word, 2)
+ *   ES2 while v & SET: CAS(v -> (v - 2) & ~SET): taken; a failed CAS
  *       reloads v (modelled: an earlier version of this model kept the
  *       stale v and spin found a lost post - which the C code avoids
  *       exactly by that reload)
- *   S3  futex_wait(word, v): sleeps only if word == v (atomic with queueing)
- *   S4  fetch_sub(word, 2)
+ *   ES3 futex_wait(word, v): sleeps only if word == v (atomic with queueing)
+ *   ES4 fetch_sub(word, 2)
  * Two waiters each wait once; two posters post once each, but only after
  * the previous post was consumed (`consumed`), so every post must release a
  * waiter: coalescing is legal for an event, and a model where posts may
@@ -51,9 +51,9 @@ proctype poster(byte n) {
 	old = word;               /* load ... */
 	word = word | SET;        /* ... then set: not one RMW */
 #else
-	atomic { old = word; word = word | SET }     /* P1 */
+	atomic { old = word; word = word | SET }     /* EP1 */
 #endif
-	if :: old >= 2 -> futex_wake_one()           /* P2 */
+	if :: old >= 2 -> futex_wake_one()           /* EP2 */
 	   :: else -> skip fi
 }
 
@@ -64,8 +64,8 @@ proctype waiter(byte id) {
 	do
 	:: atomic { (word & SET) -> word = word & ~SET; consumed++; break }   /* try_take */
 	:: else ->
-		atomic { word = word + 2; v = word };                            /* S1 */
-		/* S2: while (v & SET) CAS(word, &v, (v - 2) & ~SET); a failed CAS
+		atomic { word = word + 2; v = word };                            /* ES1 */
+		/* ES2: while (v & SET) CAS(word, &v, (v - 2) & ~SET); a failed CAS
 		 * reloads v with the current word, as C11 compare_exchange does -
 		 * the futex_wait below then compares against the fresh value. */
 		taken = false;
@@ -75,7 +75,7 @@ proctype waiter(byte id) {
 		:: !(v & SET) -> break
 		od;
 		if :: taken -> break :: else -> skip fi;
-		atomic { if :: word == v -> q[id] = 1; mine = true :: else -> mine = false fi };  /* S3 */
+		atomic { if :: word == v -> q[id] = 1; mine = true :: else -> mine = false fi };  /* ES3 */
 		if
 		:: mine ->
 			if
@@ -84,7 +84,7 @@ proctype waiter(byte id) {
 			fi
 		:: else -> skip
 		fi;
-		atomic { word = word - 2 }                                                    /* S4 */
+		atomic { word = word - 2 }                                                    /* ES4 */
 	od
 }
 

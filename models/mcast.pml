@@ -3,18 +3,18 @@
  * (src/mcast/mcast.c: THE ROLES, SENDS THAT RETURNED 0, WHY EXACTLY
  * ONCE, AND WHY IT COMPLETES, LIFETIME), checked with spin:
  *
- *   C1  the multicast completes: the source's wait always ends (else an
+ *   MV1 the multicast completes: the source's wait always ends (else an
  *       invalid end state), whatever happens to each role's message
  *       (queued, kept and delivered later, kept and dropped because its
  *       place left, refused at once because it had left, or - with
  *       -DOOM - neither sent nor kept);
- *   C2  it completes only when every member's run happened or its
+ *   MV2 it completes only when every member's run happened or its
  *       failure was reported: when `done` is stored, every member ran, or
  *       its role was done by another place (it had left; a dropped kept
  *       message was reported), and a member that never left and ran no
  *       role of its own has err set (ENOMEM);
- *   C3  exactly once: no member runs the function twice;
- *   C4  lifetime: no role touches the multicast after the source saw done
+ *   MV3 exactly once: no member runs the function twice;
+ *   MV4 lifetime: no role touches the multicast after the source saw done
  *       (and freed it), and nothing is left queued or kept at the end.
  *
  * THE MODEL
@@ -50,12 +50,12 @@
  *
  *   -DBROKEN_DROP_SILENT  a kept role message dropped because its place
  *                         left is not reported (no role done inline):
- *                         the multicast never completes (C1)
+ *                         the multicast never completes (MV1)
  *   -DBROKEN_COUNT_SENDS  the sender of an ENTER counts the child's
  *                         arrival at its parent when the message is sent,
  *                         not when the child's subtree completes: done
- *                         before a member ran (C2), and roles after the
- *                         free (C4)
+ *                         before a member ran (MV2), and roles after the
+ *                         free (MV4)
  */
 
 #define NP 4
@@ -104,7 +104,7 @@ inline topology()
 #endif
 }
 
-/* C2 and C3, when done is stored. */
+/* MV2 and MV3, when done is stored. */
 inline check_done()
 {
 	k = 0;
@@ -118,7 +118,7 @@ inline check_done()
 }
 
 /* run_at(p): the function runs only at its own place (a role done inline
- * for another place never runs it), at most once (C3). */
+ * for another place never runs it), at most once (MV3). */
 inline run_at(p)
 {
 	if
@@ -192,7 +192,7 @@ inline dispatch_enter(c)
 /* One role at place self (atomic), from its list or its queue. */
 inline role(op, b)
 {
-	assert(!freed);      /* C4 */
+	assert(!freed);      /* MV4 */
 	if
 	:: op == OP_ENTER ->
 		if :: !FWD_FIRST -> run_at(head[b]) :: else -> skip fi;

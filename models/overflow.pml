@@ -5,10 +5,10 @@
  * sends never sleeps (or computes) through the room that would let it
  * deliver them.
  *
- *   V1  no lost room kick: the run never ends with the worker asleep (or
+ *   OVV1 no lost room kick: the run never ends with the worker asleep (or
  *       computing, -DIRQ) while it keeps replies and the client waits for
  *       them (an invalid end state: both blocked);
- *   V2  nothing kept is lost, also through a leave (-DLEAVE): the client
+ *   OVV2 nothing kept is lost, also through a leave (-DLEAVE): the client
  *       handles every reply once, and the worker ends with an empty
  *       overflow and held cleared (asserted at its end).
  *
@@ -16,7 +16,7 @@
  *
  * A client C has sent NREQ requests to a worker W; W's handlers reply,
  * into a ring to C of CAP slots that C does not drain at first, so the
- * first CAP replies go into the ring and the rest are kept (K1: kept,
+ * first CAP replies go into the ring and the rest are kept (OV1: kept,
  * held := 1).  Then W waits with kept sends (nemo_place_wait, or the
  * leave's delivery of its overflow with -DLEAVE, or - -DIRQ - it goes
  * back to computing in interrupt mode), and C drains its ring and waits
@@ -33,13 +33,13 @@
  *
  * MAPPING TO THE C CODE
  *
- *   W, a handler's reply (overflow.c, nemo__msg_send_slow, K1): room in
+ *   W, a handler's reply (overflow.c, nemo__msg_send_slow, OV1): room in
  *     the ring (tail - ack < CAP) and nothing kept before it -> the put
  *     (S1) and its publication (P, S4 hint at C, S5 kick C); else kept++,
  *     held := 1
- *   flush() nemo__ovf_flush (overflow.c, K2): while kept and room (W loads
+ *   flush() nemo__ovf_flush (overflow.c, OV2): while kept and room (W loads
  *     ack): deliver the oldest; held := 0 with the last; publish
- *   arm() nemo__ovf_arm (overflow.c, K4 ROOM KICKS) and RW1-RW3 of
+ *   arm() nemo__ovf_arm (overflow.c, OV4 ROOM KICKS) and RW1-RW3 of
  *     room_sleep_begin (overflow.c): while kept: a request standing (room
  *     seen set, in memory or W's own buffer) -> done; else RW1 room := 1
  *     (buffered), RW2 membarrier (both buffers empty), RW3 a look as the
@@ -58,7 +58,7 @@
  *   -DIRQ: W computes after arm(); a kick of a running W in interrupt
  *     mode is a signal (kick.c), whose handler drains, flushes and arms
  *     (irq.c)
- *   -DLEAVE: W leaves instead of waiting: L1, the barrier, L2 the final
+ *   -DLEAVE: W leaves instead of waiting: LV1, the barrier, LV2 the final
  *     drain runs the handlers (whose replies are kept as above), then the
  *     overflow's delivery waits as above (domain.c, nemo_place_leave)
  *
@@ -133,7 +133,7 @@ inline publish_C() {
 	}
 }
 
-/* K1 of the overflow: a handler's reply. */
+/* OV1 of the overflow: a handler's reply. */
 inline reply() {
 	if
 	:: kept == 0 && wr - ack_mem < CAP -> wr++; publish_C()
@@ -141,7 +141,7 @@ inline reply() {
 	fi
 }
 
-/* K2: deliver what fits, in order. */
+/* OV2: deliver what fits, in order. */
 inline flush() {
 	do
 	:: atomic { kept > 0 && wr - ack_mem < CAP -> wr++; kept--;
@@ -154,7 +154,7 @@ inline flush() {
 	od
 }
 
-/* K4 / RW1-RW3: make sure room will kick W. */
+/* OV4 / RW1-RW3: make sure room will kick W. */
 inline arm() {
 #ifdef BROKEN_NO_ASK
 	skip
@@ -215,9 +215,9 @@ inline w_wait() {
 proctype worker()
 {
 #ifdef LEAVE
-	/* L1, membarrier, then L2: the final drain runs the handlers. */
+	/* LV1, membarrier, then LV2: the final drain runs the handlers. */
 #ifdef BROKEN_FREE_EARLY
-	/* The old order: the overflow was delivered and freed before L2. */
+	/* The old order: the overflow was delivered and freed before LV2. */
 	do
 	:: reqs > 0 -> reqs--; reply()
 	:: else -> break
@@ -241,7 +241,7 @@ proctype worker()
 	od;
 	w_wait();
 #endif
-	assert(kept == 0 && !held)                     /* V2 */
+	assert(kept == 0 && !held)                     /* OVV2 */
 }
 
 proctype client()
@@ -286,7 +286,7 @@ proctype client()
 			fi
 		fi
 	od;
-	assert(got == NREQ && !lost)                           /* V2 */
+	assert(got == NREQ && !lost)                           /* OVV2 */
 }
 
 /* The store buffers drain on their own at any time. */

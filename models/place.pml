@@ -2,31 +2,31 @@
  * place.pml - the protocols of the messaging layer that decide whether a
  * place sleeps, whether a message is delivered, and who sent it, checked
  * with spin:
- *   P1  no lost wake-up: the receiver never ends blocked in futex_wait
+ *   PV1 no lost wake-up: the receiver never ends blocked in futex_wait
  *       while a message that was (or will be) sent with result OK is
  *       still unconsumed;
- *   P2  delivered xor failed on leave: every message is either handled
+ *   PV2 delivered xor failed on leave: every message is either handled
  *       by the receiver once and its send returned 0, or never handled
  *       and its send returned ESRCH - never handled-and-ESRCH, never
  *       0-and-unhandled, never handled twice;
- *   P3  who sent it (-DGEN): the handler of every message names the
+ *   PV3 who sent it (-DGEN): the handler of every message names the
  *       occupant of the sender index that wrote it, although the index
  *       changes hands between two messages of one queue.
- * The protocol is written out in src/messaging/: send S0-S5 and G1-G2,
+ * The protocol is written out in src/messaging/: send S0-S5 and WS1-WS2,
  * receive D1-D5 at the top of send.c and drain.c; wait W1-W6 and B1 at the top of
- * placewait.c; leave L1-L3 in domain.c, beside nemo_place_leave (WHY A
+ * placewait.c; leave LV1-LV3 in domain.c, beside nemo_place_leave (WHY A
  * SEND RACING A LEAVE IS DELIVERED XOR FAILED).  The labels here are
  * theirs.
  *
  * THE MODEL
  *
- * One receiver place R and two senders S1, S2 (sender(0), sender(1)),
+ * One receiver place R and two senders A, B (sender(0), sender(1)),
  * each with its own queue to R: a FIFO of 2 entries, ent[3s], ent[3s+1]
  * (ent[3s+2] is a sentinel that stays EMPTY).  A sender sends 1 or 2
  * messages in a row (chosen by init: a lost wake-up of a lone message must
  * not be rescued by the kick of a second one); the queue never wraps.  R
  * reads queue s at its position rd[s] (in->head / in->nf_head).  R's hot
- * set (me->hot[]) starts as {S1} (-DHOT0=0: empty, a fresh place) and
+ * set (me->hot[]) starts as {A} (-DHOT0=0: empty, a fresh place) and
  * gains a sender when D2 finds messages from it (hot_add); NEMO__HOT = 4
  * means nothing is ever evicted here.  Memory is sequentially consistent
  * except for one thing that the asymmetric barrier is about: with -DLEAVE
@@ -37,8 +37,8 @@
  * makes every running thread pass a barrier.  So S3's load may overtake
  * S1, as it may in C now that S2 is no fence (-DFENCED: S2 is the
  * fallback's fence, and S1 reaches memory before S3).  The C
- * code uses seq_cst for S3, S4, S5, W2, W3's hint load, B1, D2, L1 and
- * L3; the relaxed stores of W1/W5 and the acquire loads of hot queues
+ * code uses seq_cst for S3, S4, S5, W2, W3's hint load, B1, D2, LV1 and
+ * LV3; the relaxed stores of W1/W5 and the acquire loads of hot queues
  * only save or add work.  Each numbered step is one atomic step; where C
  * makes two atomic accesses in one step the model splits them (S3: the
  * status load, then the CAS; S4: the hint load, then fetch_or; pending():
@@ -60,9 +60,9 @@
  * (their sum), wr[m] (-DGEN: the generation that wrote m).  Asserted as
  * it happens: never handled twice, never handled after its send returned
  * FAIL, never retracted (FAIL) after it was handled, the handler's sender
- * is the writer (P3).  Asserted by the watcher once nothing can move: R is
- * not asleep in futex_wait (P1) and every message is settled - OK and
- * handled once, or FAIL and never handled (P2; in the default
+ * is the writer (PV3).  Asserted by the watcher once nothing can move: R is
+ * not asleep in futex_wait (PV1) and every message is settled - OK and
+ * handled once, or FAIL and never handled (PV2; in the default
  * configuration, where every send is OK, also: all handled).  R blocked
  * in W4 is moreover an invalid end state on its own.
  *
@@ -72,10 +72,10 @@
  * src/messaging/send.c, both ending in nemo__send_commit (S2-S5), the
  * inline commit of src/messaging/messaging_internal.h):
  *   S0  nemo__dest(): load(status) != ACTIVE of the id's generation -> ESRCH
- *   G1  (-DGEN, claim(): the second occupant's first entry) wait until
+ *   WS1 (-DGEN, claim(): the second occupant's first entry) wait until
  *       the first occupant's entry is given back: FIFO load(entry at
  *       nf_tail - 1) == 0; ring load(link->ack) == tail
- *   G2  store(link's sender-generation word, own generation)
+ *   WS2 store(link's sender-generation word, own generation)
  *   S1  ring: payload, then the head slot's seq (store, release);
  *       FIFO: the entry word.  Into the store buffer (-DLEAVE), else
  *       straight to memory.  From then on R can see it.
@@ -118,24 +118,24 @@
  *     W4  futex_sleep(): futex_wait_bitset(bseq, seen, R's bit)
  *     W5  place_sleep_end(): state := RUNNING; place_try_take() (pending()
  *         -> drain()); handled -> return, else B1
- *   nemo_place_leave() (src/messaging/domain.c): L1 store(status,
- *     LEAVING, seq_cst); membarrier (nemo__asym_heavy); L2 nemo__drain
+ *   nemo_place_leave() (src/messaging/domain.c): LV1 store(status,
+ *     LEAVING, seq_cst); membarrier (nemo__asym_heavy); LV2 nemo__drain
  *     (final = true): final_take() of every queue, passes until one
- *     handles nothing; L3 store(status, FREE)
+ *     handles nothing; LV3 store(status, FREE)
  *
  * CONFIGURATIONS (tests/check_models.sh)
  *
  *   (default)        status stays ACTIVE, every send returns 0; R calls
- *                    nemo_place_wait until it handled every message: P1.
+ *                    nemo_place_wait until it handled every message: PV1.
  *   -DLEAVE          R waits 0, 1 or 2 times (only while a message is
  *                    still to come: with none, a wait rightly blocks for
  *                    ever) and then leaves while the senders still send:
- *                    P1 for the waits, P2 for the leave, with buffered
+ *                    PV1 for the waits, PV2 for the leave, with buffered
  *                    entry stores and the leaver's barrier.
  *   -DLEAVE -DFENCED the fallback without membarrier: senders fence at S2,
  *                    the leaver does not call membarrier.
  *   -DRING           the ring's read-only consumption instead of the
- *                    FIFO's load-and-clear (matters for P2 only).
+ *                    FIFO's load-and-clear (matters for PV2 only).
  *                    It includes send.c's ack check (ACK_RECHECK): at
  *                    S3, after the status load found a change, the sender
  *                    first loads link->ack; if R's published position is
@@ -145,18 +145,18 @@
  *                    a sender that finds its grant bit after S3 returns
  *                    0 at once (S4g), with no fence P, no hint and no
  *                    kick, so its entry may still sit in its store
- *                    buffer; before W2, R takes every grant back (R1
- *                    grant := 0), membarrier (R2, which empties every
+ *                    buffer; before W2, R takes every grant back (GR1
+ *                    grant := 0), membarrier (GR2, which empties every
  *                    store buffer), and sets the revoked senders' hint
- *                    bits (R3).  Entry stores are buffered here in every
+ *                    bits (GR3).  Entry stores are buffered here in every
  *                    configuration, one per sender, drained in order, and
  *                    each sender's buffer empties on its own at some
  *                    point after its last send.  With -DLEAVE as well:
- *                    P2 with grants.
- *   -DGEN            P3: sender 0's index changes hands: occupant 1
+ *                    PV2 with grants.
+ *   -DGEN            PV3: sender 0's index changes hands: occupant 1
  *                    writes its first message, leaves, and occupant 2
- *                    writes the second (after G1 and G2); sender 1 does
- *                    not run.  With -DRING: the ring's G1 (ack == tail)
+ *                    writes the second (after WS1 and WS2); sender 1 does
+ *                    not run.  With -DRING: the ring's WS1 (ack == tail)
  *                    and D5 (the ack at the end of take()).
  *
  * WHY IT WORKS
@@ -171,73 +171,73 @@
  * so R's next exchange (D2) comes after this send's S1, and drains it;
  * until then pending() is true and R does not sleep.  Hot queues only
  * add early finds.
- * Leave: S1;S3 and L1;L2 are the same pattern (entry store, status load
- * against status store, entry load).  The leaver's membarrier after L1
+ * Leave: S1;S3 and LV1;LV2 are the same pattern (entry store, status load
+ * against status store, entry load).  The leaver's membarrier after LV1
  * puts every sender's pending entry store into memory: a sender whose S3
- * read ACTIVE read it before L1, so its S1 was in its store buffer or
- * memory before the barrier, and L2 (after the barrier) sees the entry
- * and takes it; a sender whose S3 sees the change races L2 with its CAS
+ * read ACTIVE read it before LV1, so its S1 was in its store buffer or
+ * memory before the barrier, and LV2 (after the barrier) sees the entry
+ * and takes it; a sender whose S3 sees the change races LV2 with its CAS
  * on the same word, and exactly one wins.
- * Grants: a sender that read its grant bit at S4g did so before R1 (it
- * read 1), so R2's barrier finds its entry store in its store buffer or
- * in memory and makes it visible before R3; W3 then sees the hint bit
- * R3 set (or the hot queue) and R drains instead of sleeping.  A sender
- * that reads the bit after R1 reads 0 and does P-S5 as usual.
- * Who sent it: G2 comes before S1 and D4 after D3, so D4 reads the word
+ * Grants: a sender that read its grant bit at S4g did so before GR1 (it
+ * read 1), so GR2's barrier finds its entry store in its store buffer or
+ * in memory and makes it visible before GR3; W3 then sees the hint bit
+ * GR3 set (or the hot queue) and R drains instead of sleeping.  A sender
+ * that reads the bit after GR1 reads 0 and does P-S5 as usual.
+ * Who sent it: WS2 comes before S1 and D4 after D3, so D4 reads the word
  * of the entry's writer or a later one; the later occupant stores only
- * after G1 saw the entry given back (D5), which follows D4.
+ * after WS1 saw the entry given back (D5), which follows D4.
  *
  * RING: A REAL BUG THIS MODEL FOUND (now -DRING -DBROKEN_NO_ACK)
  *
  * The ring consumer only reads: after a normal drain the head slot still
  * holds its valid seq.  So the retract CAS of S3 also wins against a
- * message R handled in a normal drain BEFORE it left.  spin's trail: S2
- * sends (hint bit set); sender S1 writes its entry (steps S1, S2) and is
- * delayed; R waits: W1 finds the hint, D1 handles S1's message from the
- * hot queue, D2 handles S2's; R returns and leaves: L1.  S1 resumes at
+ * message R handled in a normal drain BEFORE it left.  spin's trail: B
+ * sends (hint bit set); sender A writes its entry (steps S1, S2) and is
+ * delayed; R waits: W1 finds the hint, D1 handles A's message from the
+ * hot queue, D2 handles B's; R returns and leaves: LV1.  A resumes at
  * S3: status changed -> CAS(seq -> 0) succeeds -> ESRCH, but the handler
- * ran (and L2, which starts at R's head, never looks at that slot again).
+ * ran (and LV2, which starts at R's head, never looks at that slot again).
  * The same happens with an empty hot set (-DHOT0=0), via the hint.
  * Worse, in C the retract then rewinds o->tail below the receiver's
  * in->head (both carry over to the next occupant of the index), which
  * desynchronises that ring for good.  The FIFO is safe: its consumer
  * stores 0, so the sender's CAS fails and it returns 0.  The fix, now in
  * send.c and in -DRING here, is the ack check (R publishes ack at the
- * end of every drain_link, which is before L1; a sender that saw L1's
+ * end of every drain_link, which is before LV1; a sender that saw LV1's
  * store sees that ack).  The rejected alternative was a FIFO-like store
  * of 0 into the head slot's seq on consumption: a consumer write per
  * message, where the ring is read-only on purpose.
  *
  * BROKEN VARIANTS (each must fail)
  *
- *   -DBROKEN_KICK_FIRST   S5's load of state before S4: S2 reads RUNNING;
- *                         R publishes SLEEPING and finds no hint; S2 sets
- *                         the hint and does not kick: R sleeps with S2's
+ *   -DBROKEN_KICK_FIRST   S5's load of state before S4: B reads RUNNING;
+ *                         R publishes SLEEPING and finds no hint; B sets
+ *                         the hint and does not kick: R sleeps with B's
  *                         message queued (assertion !asleep).
- *   -DBROKEN_CHECK_FIRST  W3 before W2: R finds nothing pending; S2 sets
+ *   -DBROKEN_CHECK_FIRST  W3 before W2: R finds nothing pending; B sets
  *                         the hint and reads state != SLEEPING (no kick);
  *                         R then sleeps: the same lost wake-up.
- *   -DBROKEN_B1_LATE      B1 after W3: S2's kick (CAS, bump, wake of
+ *   -DBROKEN_B1_LATE      B1 after W3: B's kick (CAS, bump, wake of
  *                         nobody) falls between W3 and B1, and R sleeps
  *                         on a bseq that has already moved past it.
  *   -DLEAVE -DBROKEN_NO_RECHECK   no S3: a sender that passed S0 before
- *                         L1 writes its entry after L2 last looked at its
+ *                         LV1 writes its entry after LV2 last looked at its
  *                         queue and returns 0; nobody ever handles the
  *                         entry (assertion settled).
- *   -DLEAVE -DBROKEN_PLAIN_FINAL  L2 takes an entry by a load and a store
+ *   -DLEAVE -DBROKEN_PLAIN_FINAL  LV2 takes an entry by a load and a store
  *                         instead of a CAS: the sender's retract CAS wins
  *                         in between, and the message is handled AND its
  *                         send returns ESRCH (assertion at the handling).
  *   -DLEAVE -DBROKEN_NO_BARRIER   neither S2's fence nor the leaver's
  *                         membarrier: S3 reads ACTIVE while S1 is still
- *                         buffered, L2 finds nothing, the send returns 0
+ *                         buffered, LV2 finds nothing, the send returns 0
  *                         and its entry reaches memory after R has gone.
- *   -DGEN -DBROKEN_NO_GEN_WAIT    no G1: the second occupant's G2
+ *   -DGEN -DBROKEN_NO_GEN_WAIT    no WS1: the second occupant's WS2
  *                         overwrites the word before R's D4 of the first
  *                         occupant's message, which then names the wrong
- *                         sender (P3).
+ *                         sender (PV3).
  *   -DGEN -DRING -DBROKEN_LATE_D4 D4 after D5 (the word read after the
- *                         ack): G1 passes, G2 overwrites, D4 reads it.
+ *                         ack): WS1 passes, WS2 overwrites, D4 reads it.
  *   -DGRANT -DBROKEN_REVOKE_NO_BARRIER  the revocation without its
  *                         membarrier: a granted sender's S4g read the
  *                         grant while its entry was still buffered; R
@@ -249,7 +249,7 @@
 #define ACK_RECHECK
 #endif
 #if defined(LEAVE) && !defined(FENCED) && !defined(BROKEN_NO_BARRIER)
-#define BARRIER          /* the leaver's membarrier after L1 */
+#define BARRIER          /* the leaver's membarrier after LV1 */
 #endif
 #if (defined(LEAVE) && !defined(FENCED)) || defined(GRANT)
 #define SB               /* senders' entry stores may sit in a store buffer */
@@ -259,7 +259,7 @@
 #define MAXSPUR 1
 #endif
 #ifndef HOT0
-#define HOT0 1           /* R's hot set at the start: S1's queue */
+#define HOT0 1           /* R's hot set at the start: A's queue */
 #endif
 
 #define RUNNING  0       /* waiter state */
@@ -338,7 +338,7 @@ inline retract(s, i) {
 		:: E(s, i) == VALID ->                    /* CAS succeeded: ESRCH */
 			E(s, i) = EMPTY; res[M(s, i)] = FAIL;
 			assert(cons[M(s, i)] == 0)            /* never handled-and-FAIL */
-		:: else ->                               /* CAS failed: L2 took it */
+		:: else ->                               /* CAS failed: LV2 took it */
 			res[M(s, i)] = OK;
 			assert(cons[M(s, i)] == 1)
 		fi
@@ -365,16 +365,16 @@ proctype sender(byte s) {
 			/* Sender 0's index: occupant 1 sends message 0, leaves;
 			 * occupant 2 sends message 1, its first on the queue. */
 			if
-			:: i == 0 -> sgen = 1                         /* G2 (G1: a new domain) */
+			:: i == 0 -> sgen = 1                         /* WS2 (WS1: a new domain) */
 			:: else ->
 #ifndef BROKEN_NO_GEN_WAIT
 #ifdef RING
-				ack[0] == 1;                          /* G1: ack == tail */
+				ack[0] == 1;                          /* WS1: ack == tail */
 #else
-				E(0, 0) == EMPTY;                     /* G1: entry nf_tail - 1 is 0 */
+				E(0, 0) == EMPTY;                     /* WS1: entry nf_tail - 1 is 0 */
 #endif
 #endif
-				sgen = 2                              /* G2 */
+				sgen = 2                              /* WS2 */
 			fi;
 			wr[i] = i + 1;
 #endif
@@ -452,7 +452,7 @@ inline consume(s) {      /* R handles the entry at its position in queue s */
 #ifdef GEN
 inline consume_gen(s) {
 #ifndef BROKEN_LATE_D4
-	assert(who == wr[rd[s]]);                  /* P3: the writer */
+	assert(who == wr[rd[s]]);                  /* PV3: the writer */
 #endif
 	consume(s)
 }
@@ -497,7 +497,7 @@ inline take(s) {         /* drain_link(final = false) */
 }
 #endif
 
-inline final_take(s) {   /* drain_link(final = true): L2 of one queue */
+inline final_take(s) {   /* drain_link(final = true): LV2 of one queue */
 	do
 #ifdef BROKEN_PLAIN_FINAL
 	:: E(s, rd[s]) == VALID ->                                     /* load ... */
@@ -562,14 +562,14 @@ inline place_wait() {    /* nemo_place_wait, no deadline */
 		if :: p -> p = false; drain() :: else -> skip fi;
 		if :: handled > 0 -> break :: else -> skip fi;
 #ifdef GRANT
-		/* R1-R3: take the grants back before W2 (nemo__grant_revoke) */
+		/* GR1-GR3: take the grants back before W2 (nemo__grant_revoke) */
 		if
 		:: grant != 0 ->
-			x = grant; grant = 0;                     /* R1 */
+			x = grant; grant = 0;                     /* GR1 */
 #ifndef BROKEN_REVOKE_NO_BARRIER
-			atomic { COMMIT(0); COMMIT(1) };          /* R2: membarrier */
+			atomic { COMMIT(0); COMMIT(1) };          /* GR2: membarrier */
 #endif
-			hint = hint | x; x = 0                    /* R3: look again */
+			hint = hint | x; x = 0                    /* GR3: look again */
 		:: else -> skip
 		fi;
 #endif
@@ -613,11 +613,11 @@ proctype receiver() {
 	:: w < 2 && consumed < nmsg[0] + nmsg[1] -> place_wait(); w++
 	:: break
 	od;
-	status = LEAVING;                                         /* L1 */
+	status = LEAVING;                                         /* LV1 */
 #ifdef BARRIER
 	atomic { COMMIT(0); COMMIT(1) };   /* membarrier: every running thread passes a barrier */
 #endif
-	do                                                        /* L2 */
+	do                                                        /* LV2 */
 	:: got = false;
 	   do
 	   :: q < 2 -> final_take(q); q++
@@ -625,7 +625,7 @@ proctype receiver() {
 	   od;
 	   if :: got -> skip :: else -> break fi
 	od;
-	status = FREE                                             /* L3 */
+	status = FREE                                             /* LV3 */
 #else
 	do
 	:: consumed < nmsg[0] + nmsg[1] -> place_wait()
@@ -642,7 +642,7 @@ proctype receiver() {
 	 (res[M(s, i)] == FAIL && cons[M(s, i)] == 0))
 
 /* Once nothing can move any more (every process ended, or the rest is
- * blocked): R is not asleep (P1) and every message is settled (P2). */
+ * blocked): R is not asleep (PV1) and every message is settled (PV2). */
 proctype watcher() {
 	bool asleep, settled;
 	timeout ->
@@ -653,8 +653,8 @@ proctype watcher() {
 		settled = settled && consumed == nmsg[0] + nmsg[1]
 #endif
 	};
-	assert(!asleep);         /* P1: a lost wake-up */
-	assert(settled)          /* P2 (and P1: every OK message consumed) */
+	assert(!asleep);         /* PV1: a lost wake-up */
+	assert(settled)          /* PV2 (and PV1: every OK message consumed) */
 }
 
 init {

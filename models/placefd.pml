@@ -14,8 +14,8 @@
  * F0 anything pending -> write the descriptor (edge-triggered loops see
  * only new writes), keep the grants, done; else
  * F5 read back the counted writes and those of kickers still in their
- * bracket (fd_kickers > 0), R1/R3 take the grants back and set their
- * hint bits (R2's barrier is sequential consistency here), F1 arm, F2
+ * bracket (fd_kickers > 0), GR1/GR3 take the grants back and set their
+ * hint bits (GR2's barrier is sequential consistency here), F1 arm, F2
  * re-check: anything pending -> exchange(armed, 0), and if it was still
  * ours, write the eventfd itself.
  *
@@ -112,7 +112,7 @@ inline arm() {
 #endif
 		};
 #ifndef BROKEN_NO_REVOKE
-		if :: g[0] -> g[0] = 0; hint[0] = 1 :: else -> skip fi;   /* R1, R3 */
+		if :: g[0] -> g[0] = 0; hint[0] = 1 :: else -> skip fi;   /* GR1, GR3 */
 		if :: g[1] -> g[1] = 0; hint[1] = 1 :: else -> skip fi;
 #endif
 		armed = 1;                                 /* F1 */
@@ -185,7 +185,7 @@ proctype receiver()
 	 * or the event loop would spin on it forever. */
 	(done == 2);
 	poll();
-	/* A revocation's hint bits (R3) bring the loop back once more. */
+	/* A revocation's hint bits (GR3) bring the loop back once more. */
 	if :: efd > 0 -> poll() :: else -> skip fi;
 	assert(efd == 0)
 }

@@ -3,7 +3,7 @@
  * than by the room (src/messaging/overflow.c, THE WAIT FOR ROOM, RW5;
  * src/messaging/placewait.c, W6), checked with spin:
  *
- *   V1  the request is handled: the run never ends with the peer waiting
+ *   RWV1 the request is handled: the run never ends with the peer waiting
  *       for its reply while the request sits in the sender's queue and
  *       nothing will make the sender look (an invalid end state).
  *

@@ -1,17 +1,17 @@
 /*
  * watchdog.pml - the polling watchdog (src/poll/watchdog.c, THE WATCHDOG,
- * W1-W6; src/messaging/kick.c, wd_defer; src/messaging/drain.c, W3),
+ * WD1-WD6; src/messaging/kick.c, wd_defer; src/messaging/drain.c, WD3),
  * checked with spin: a message to a place that computes in interrupt
  * mode under a watchdog is deferred (no signal now), never forgotten.
  *
- *   V1  no message waits forever: the run never ends with the place
+ *   WDV1 no message waits forever: the run never ends with the place
  *       computing (waiting for a signal) while a message of it is queued,
  *       no clock running for it or the clock's signal lost, and the
  *       watchdog asleep (an invalid end state: the place blocked, the
  *       watchdog at its end label);
- *   V2  the same across nemo_watchdog_stop (-DSTOP): a sender that
+ *   WDV2 the same across nemo_watchdog_stop (-DSTOP): a sender that
  *       started a clock while the watchdog stopped signals the place
- *       itself (W6), or the stop takes the clock and signals; a message
+ *       itself (WD6), or the stop takes the clock and signals; a message
  *       deferred to a watchdog that is gone is still handled.
  *
  * THE MODEL
@@ -28,7 +28,7 @@
  * on a clock restarted since its load), and a clock the pass finds
  * expires at once - a pass that finds it young sleeps with a deadline
  * and passes again, which is the same as a pass delayed, as the
- * interleavings are.  The deadline's timed sleep is not the W5 sleep and
+ * interleavings are.  The deadline's timed sleep is not the WD5 sleep and
  * is not modelled.  The drain's budget (a drain that leaves work starts
  * the clock itself), T set to 0 meanwhile, interrupt mode turned off and
  * a place that sleeps (place.pml's kick of a SLEEPING place) are left
@@ -36,14 +36,14 @@
  *
  * Memory: sequentially consistent.  Every access of the handshakes is
  * seq_cst or an RMW in the C code (the clock's CAS, exchange and clear,
- * W5's exchange of the watchdog's state and its loads of the clocks, the
- * re-read of wd_w, the hint words' fetch_or and exchange; W2's kick
+ * WD5's exchange of the watchdog's state and its loads of the clocks, the
+ * re-read of wd_w, the hint words' fetch_or and exchange; WD2's kick
  * fences before it reads the watchdog's state), but for three relaxed
- * loads: the drain's look at wd_since before its store (drain.c, W3: a
+ * loads: the drain's look at wd_since before its store (drain.c, WD3: a
  * clock it fails to clear costs a spurious signal at most), and two that
  * the model takes as SC only on x86-64: the drain's look at the hint
  * word before its exchange (drain.c, D2) and the sender's look at
- * wd_since before its CAS (kick.c, W1) - see NOTE ON THE RELAXED LOADS
+ * wd_since before its CAS (kick.c, WD1) - see NOTE ON THE RELAXED LOADS
  * at the end of this essay.
  *
  * MAPPING TO THE C CODE
@@ -52,20 +52,20 @@
  *     hint bit at R (send.c): set already -> done (the sender that set it
  *     kicked); else nemo__kick (kick.c): R RUNNING, wd_ticks and irq_on
  *     set, ww = load(d->wd_w): NULL -> irq_kick (sig := 1); else wd_defer:
- *       W1  load wd_since != 0 -> done; CAS(wd_since, 0 -> now) fails ->
+ *       WD1 load wd_since != 0 -> done; CAS(wd_since, 0 -> now) fails ->
  *           done (its clock runs already: that sender woke the watchdog)
- *       W6  re-load wd_w: NULL -> exchange(wd_since, 0), non-zero -> sig
- *       W2  nemo__waiter_kick_issued(ww): SLEEPING -> RUNNING (the claim
+ *       WD6 re-load wd_w: NULL -> exchange(wd_since, 0), non-zero -> sig
+ *       WD2 nemo__waiter_kick_issued(ww): SLEEPING -> RUNNING (the claim
  *           and FUTEX_WAKE in one step: the futex word is the state)
  *   R: do: a pending signal -> its handler, or one of its own polls:
- *     nemo__drain: W3 wd_since != 0 -> store 0, then D2 per hint word:
+ *     nemo__drain: WD3 wd_since != 0 -> store 0, then D2 per hint word:
  *     exchange(bit, 0), set -> drain_link (takes the whole queue)
- *   the watchdog, wd_main: while !stop: pass() (W4): s = wd_since; s ->
+ *   the watchdog, wd_main: while !stop: pass() (WD4): s = wd_since; s ->
  *     CAS(wd_since, s -> 0) and, if it succeeded, nemo__irq_signal
- *     (sig := 1); then W5 nemo__slot_sleep_begin: exchange(state,
+ *     (sig := 1); then WD5 nemo__slot_sleep_begin: exchange(state,
  *     SLEEPING), any_clock (stop or any wd_since) -> RUNNING, pass again;
  *     else futex_wait(state, SLEEPING); nemo__slot_awake.  Out of the
- *     loop: W6 nemo__domain_set_watchdog_waiter(NULL)
+ *     loop: WD6 nemo__domain_set_watchdog_waiter(NULL)
  *   the stopper (-DSTOP), nemo_watchdog_stop: stop := 1; kick the
  *     watchdog's waiter; pthread_join; every clock taken (exchange) and
  *     its place signalled
@@ -80,17 +80,17 @@
  *                            with no clock
  *   -DBROKEN_NO_W5_RECHECK   the watchdog sleeps without re-reading the
  *                            clocks after publishing SLEEPING: a clock
- *                            started while it passed, whose W2 found it
+ *                            started while it passed, whose WD2 found it
  *                            RUNNING, is slept through
  *   -DSTOP -DBROKEN_NO_W6    the sender does not re-read wd_w after its
  *                            CAS: a clock started after the stop's take is
  *                            never fired
  *   -DSTOP -DBROKEN_NO_TAKE  the stop does not take the running clocks: a
- *                            clock whose sender's W6 re-read came before
+ *                            clock whose sender's WD6 re-read came before
  *                            the watchdog cleared wd_w is never fired
  *
  * NOTE ON THE RELAXED LOADS (-DWEAK_DRAIN, -DWEAK_SEND).  The drain's
- * clear (W3: store wd_since := 0, then read the hint words) and a
+ * clear (WD3: store wd_since := 0, then read the hint words) and a
  * deferring sender (S4's fetch_or of its hint bit, then its look at
  * wd_since) are the store-buffering pattern: each must see the other's
  * write.  The drain's read of the hint word (drain.c, D2: the load before
@@ -103,9 +103,9 @@
  * on x86-64).  The variants keep the relaxed loads, where either load
  * may read an old value:
  *   -DWEAK_DRAIN  the drain's load of the hint word is satisfied before
- *                 W3: it misses the bit of a sender that then found the
+ *                 WD3: it misses the bit of a sender that then found the
  *                 clock still running (started by the other sender's
- *                 message) and returned; W3 clears that clock; the
+ *                 message) and returned; WD3 clears that clock; the
  *                 message waits with no clock
  *   -DWEAK_SEND   the sender's look at wd_since is satisfied before S4:
  *                 it sees a clock that the watchdog then fires, and the
@@ -147,16 +147,16 @@ inline signal_R() {
 	sig = 1
 }
 
-/* nemo__drain (drain.c): W3, then D2 for each link. */
+/* nemo__drain (drain.c): WD3, then D2 for each link. */
 inline drain() {
 	byte i, t;
 #ifdef WEAK_DRAIN
-	/* D2's relaxed load of the hint word, satisfied before W3's store. */
+	/* D2's relaxed load of the hint word, satisfied before WD3's store. */
 	atomic { i = 0; t = 0; do :: i < NS -> t = t | h[i]; i++ :: else -> break od };
 	pre = t;
 #endif
 #ifndef BROKEN_CLEAR_LATE
-	atomic { if :: since != 0 -> since = 0 :: else -> skip fi };   /* W3 */
+	atomic { if :: since != 0 -> since = 0 :: else -> skip fi };   /* WD3 */
 #endif
 	i = 0;
 	do
@@ -190,7 +190,7 @@ proctype sender(byte me)
 		m++;
 		atomic { q[me]++ };                                   /* S1-S3 */
 #ifdef WEAK_SEND
-		s = since;             /* W1's relaxed load, satisfied before S4's store */
+		s = since;             /* WD1's relaxed load, satisfied before S4's store */
 #endif
 		atomic { set = !h[me]; h[me] = 1 };                   /* S4: fetch_or */
 		if
@@ -202,12 +202,12 @@ proctype sender(byte me)
 			:: ww ->
 				if
 #ifdef WEAK_SEND
-				:: s != 0 -> skip                      /* W1: an old clock */
+				:: s != 0 -> skip                      /* WD1: an old clock */
 #else
-				:: since != 0 -> skip                  /* W1: clock runs */
+				:: since != 0 -> skip                  /* WD1: clock runs */
 #endif
 				:: else ->
-					atomic {                       /* W1: CAS(0 -> now) */
+					atomic {                       /* WD1: CAS(0 -> now) */
 						if
 						:: since == 0 -> tick++; since = tick; set = 1
 						:: else -> set = 0
@@ -218,7 +218,7 @@ proctype sender(byte me)
 					:: set ->
 #ifndef BROKEN_NO_W6
 						if
-						:: !wd_w ->            /* W6: stopped meanwhile */
+						:: !wd_w ->            /* WD6: stopped meanwhile */
 							atomic { s = since; since = 0 };
 							if
 							:: s != 0 -> signal_R()
@@ -227,7 +227,7 @@ proctype sender(byte me)
 						:: else ->
 #endif
 #ifndef BROKEN_NO_W2
-							atomic {       /* W2: kick the watchdog */
+							atomic {       /* WD2: kick the watchdog */
 								if
 								:: wstate == SLEEPING -> wstate = RUNNING
 								:: else -> skip
@@ -263,7 +263,7 @@ proctype watchdog()
 	do
 	:: stop -> break
 	:: else ->
-		/* W4: the pass (the clock expires when the pass finds it). */
+		/* WD4: the pass (the clock expires when the pass finds it). */
 		s = since;
 		if
 		:: s != 0 ->
@@ -275,7 +275,7 @@ proctype watchdog()
 			}
 		:: else -> skip
 		fi;
-		/* W5: no deadline. */
+		/* WD5: no deadline. */
 		wstate = SLEEPING;                                    /* exchange */
 #ifndef BROKEN_NO_W5_RECHECK
 		if
@@ -288,7 +288,7 @@ end:			wstate != SLEEPING;                           /* futex_wait */
 		fi
 #endif
 	od;
-	wd_w = 0;                                                     /* W6 */
+	wd_w = 0;                                                     /* WD6 */
 	wd_gone = 1
 }
 

@@ -8,42 +8,42 @@
  * Mapping to the C code:
  *   receiver  try_take: drain both rings (msg[s] -> 0, got++), and return
  *             on death news (deaths != seen);
- *             W2 wstate = SLEEPING (seq_cst exchange)
- *             W3 any msg[s] or deaths != seen -> wstate = RUNNING, retry
- *             W4 futex_wait(wstate, SLEEPING): atomic check-and-queue,
+ *             XW2 wstate = SLEEPING (seq_cst exchange)
+ *             XW3 any msg[s] or deaths != seen -> wstate = RUNNING, retry
+ *             XW4 futex_wait(wstate, SLEEPING): atomic check-and-queue,
  *                then block until woken, or a spurious wake-up (at most
  *                MAXSPUR: unbounded ones would hide a lost wake)
- *             W5 wstate = RUNNING
- *   sender s  S1 msg[s] = 1 (the slot's seq store, seq_cst)
- *             S2 load wstate; S3 CAS SLEEPING -> RUNNING and FUTEX_WAKE
+ *             XW5 wstate = RUNNING
+ *   sender s  XS1 msg[s] = 1 (the slot's seq store, seq_cst)
+ *             XS2 load wstate; XS3 CAS SLEEPING -> RUNNING and FUTEX_WAKE
  *   reclaim   (-DDEATH) sender 1 dies before or after its send; then
- *             D2 deaths++ (seq_cst), D3 kick as S2-S3
+ *             XD2 deaths++ (seq_cst), XD3 kick as XS2-XS3
  * Memory is sequentially consistent: every access above is seq_cst in
- * the C code (the field stores before S1 are relaxed and ordered by S1's
- * release, which the model folds into S1).
+ * the C code (the field stores before XS1 are relaxed and ordered by XS1's
+ * release, which the model folds into XS1).
  *
  * Broken variants that spin must catch (an invalid end state: the
  * receiver asleep for ever):
- *   -DBROKEN_KICK_FIRST   the sender reads wstate before S1
- *   -DBROKEN_CHECK_FIRST  the receiver re-checks (W3) before W2
- *   -DDEATH -DBROKEN_DEATH_KICK_FIRST   the reclaimer kicks before D2
+ *   -DBROKEN_KICK_FIRST   the sender reads wstate before XS1
+ *   -DBROKEN_CHECK_FIRST  the receiver re-checks (XW3) before XW2
+ *   -DDEATH -DBROKEN_DEATH_KICK_FIRST   the reclaimer kicks before XD2
  *
  * -DROOM checks the other sleep instead (xproc.c, THE WAIT FOR ROOM): a
  * sender that finds its ring full sleeps on its own place's futex word
  * until the receiver frees a slot.  The ring has one slot, full at the
  * start; the sender sends SENDS messages, waiting for room before each;
  * the receiver takes SENDS + 1.
- *   sender    R1 want = 1 (its bit in the receiver's room mask, seq_cst RMW)
- *             try: room -> done; W2 swstate = SLEEPING; W3 room? ->
- *             swstate = RUNNING, retry; W4 futex_wait; W5 swstate = RUNNING
- *             R3 want = 0; S1 ringfull = 1 (its message)
- *   receiver  C1 ringfull = 0 (the slot's seq, seq_cst); C2 load want,
- *             and if set, S2-S3 on the sender's word
+ *   sender    XR1 want = 1 (its bit in the receiver's room mask, seq_cst RMW)
+ *             try: room -> done; XW2 swstate = SLEEPING; XW3 room? ->
+ *             swstate = RUNNING, retry; XW4 futex_wait; XW5 swstate = RUNNING
+ *             XR3 want = 0; XS1 ringfull = 1 (its message)
+ *   receiver  XC1 ringfull = 0 (the slot's seq, seq_cst); XC2 load want,
+ *             and if set, XS2-XS3 on the sender's word
  * An invalid end state is the sender asleep with room in its ring (the
  * receiver then blocks for ever on an empty ring).  Broken variants:
- *   -DROOM -DBROKEN_ROOM_CHECK_FIRST  the receiver reads want before C1
+ *   -DROOM -DBROKEN_ROOM_CHECK_FIRST  the receiver reads want before XC1
  *   -DROOM -DBROKEN_ROOM_WANT_LATE    the sender publishes want after its
- *                                     W3 re-check (per sleep)
+ *                                     XW3 re-check (per sleep)
  */
 #define RUNNING  0
 #define SLEEPING 2
@@ -62,7 +62,7 @@ bit dead = 0;
 
 inline kick() {
 	if
-	:: atomic { wstate == SLEEPING -> wstate = RUNNING };   /* S2 + S3 CAS */
+	:: atomic { wstate == SLEEPING -> wstate = RUNNING };   /* XS2 + XS3 CAS */
 	   atomic { if :: queued -> queued = 0 :: else -> skip fi }   /* FUTEX_WAKE */
 	:: else -> skip
 	fi
@@ -77,7 +77,7 @@ proctype sender(byte s) {
 #endif
 #ifdef BROKEN_KICK_FIRST
 	byte w = wstate;
-	atomic { msg[s] = 1; sent++ };                          /* S1 */
+	atomic { msg[s] = 1; sent++ };                          /* XS1 */
 	if
 	:: w == SLEEPING ->
 		if
@@ -88,8 +88,8 @@ proctype sender(byte s) {
 	:: else -> skip
 	fi;
 #else
-	atomic { msg[s] = 1; sent++ };                          /* S1 */
-	kick();                                                  /* S2, S3 */
+	atomic { msg[s] = 1; sent++ };                          /* XS1 */
+	kick();                                                  /* XS2, XS3 */
 #endif
 #ifdef DEATH
 die:
@@ -104,8 +104,8 @@ proctype reclaimer() {
 	kick();
 	deaths++;
 #else
-	deaths++;                                                /* D2 */
-	kick();                                                  /* D3 */
+	deaths++;                                                /* XD2 */
+	kick();                                                  /* XD3 */
 #endif
 }
 #endif
@@ -130,20 +130,20 @@ active proctype receiver() {
 		:: msg[0] || msg[1] || deaths != seen -> goto again
 		:: else -> skip
 		fi;
-		wstate = SLEEPING;                                   /* W2 */
+		wstate = SLEEPING;                                   /* XW2 */
 #else
-		wstate = SLEEPING;                                   /* W2 */
+		wstate = SLEEPING;                                   /* XW2 */
 		if
-		:: msg[0] || msg[1] || deaths != seen -> wstate = RUNNING; goto again   /* W3 */
+		:: msg[0] || msg[1] || deaths != seen -> wstate = RUNNING; goto again   /* XW3 */
 		:: else -> skip
 		fi;
 #endif
-		atomic { if :: wstate == SLEEPING -> queued = 1 :: else -> skip fi };   /* W4 */
+		atomic { if :: wstate == SLEEPING -> queued = 1 :: else -> skip fi };   /* XW4 */
 		if
 		:: queued == 0 -> skip
 		:: atomic { queued == 1 && spur < MAXSPUR -> queued = 0; spur++ }
 		fi;
-		wstate = RUNNING;                                    /* W5 */
+		wstate = RUNNING;                                    /* XW5 */
 again:
 		skip
 	od;
@@ -174,7 +174,7 @@ byte taken = 0;
 
 inline skick() {
 	if
-	:: atomic { swstate == SLEEPING -> swstate = RUNNING };  /* S2 + S3 CAS */
+	:: atomic { swstate == SLEEPING -> swstate = RUNNING };  /* XS2 + XS3 CAS */
 	   atomic { if :: squeued -> squeued = 0 :: else -> skip fi }   /* FUTEX_WAKE */
 	:: else -> skip
 	fi
@@ -188,30 +188,30 @@ proctype room_sender() {
 		if
 		:: ringfull ->
 #ifndef BROKEN_ROOM_WANT_LATE
-			want = 1;                                    /* R1 */
+			want = 1;                                    /* XR1 */
 #endif
 			do
 			:: !ringfull -> break                            /* try: room */
 			:: else ->
-				swstate = SLEEPING;                      /* W2 */
+				swstate = SLEEPING;                      /* XW2 */
 				if
-				:: !ringfull -> swstate = RUNNING            /* W3: room, do not sleep */
+				:: !ringfull -> swstate = RUNNING            /* XW3: room, do not sleep */
 				:: else ->
 #ifdef BROKEN_ROOM_WANT_LATE
 					want = 1;
 #endif
-					atomic { if :: swstate == SLEEPING -> squeued = 1 :: else -> skip fi };  /* W4 */
+					atomic { if :: swstate == SLEEPING -> squeued = 1 :: else -> skip fi };  /* XW4 */
 					if
 					:: squeued == 0 -> skip
 					:: atomic { squeued == 1 && sspur < MAXSPUR -> squeued = 0; sspur++ }
 					fi;
-					swstate = RUNNING                    /* W5 */
+					swstate = RUNNING                    /* XW5 */
 				fi
 			od;
-			want = 0                                     /* R3 */
+			want = 0                                     /* XR3 */
 		:: else -> skip
 		fi;
-		ringfull = 1;                                        /* S1: the message */
+		ringfull = 1;                                        /* XS1: the message */
 		n++
 	od
 }
@@ -227,8 +227,8 @@ proctype room_receiver() {
 		:: else -> ringfull = 0
 		fi;
 #else
-		ringfull = 0;                                        /* C1 */
-		if :: want -> skick() :: else -> skip fi;         /* C2, S2-S3 */
+		ringfull = 0;                                        /* XC1 */
+		if :: want -> skick() :: else -> skip fi;         /* XC2, XS2-XS3 */
 #endif
 		taken++
 	od

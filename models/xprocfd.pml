@@ -5,23 +5,23 @@
  * - through the bridge thread that sleeps on the place's shared futex
  * word - and at most one write is made per arming.
  *
- *   owner   arm: A0 token = 1; A1 ws = FD_ARMED; A2 a message queued? ->
+ *   owner   arm: XA0 token = 1; XA1 ws = FD_ARMED; XA2 a message queued? ->
  *           take the token (exchange) and, if taken, CAS ws FD_ARMED ->
  *           RUNNING (and FUTEX_WAKE the bridge, which may have queued on
- *           the word already) and write the eventfd; (A3: the bridge's private wake
- *           is the guard `token == 1` of B1)
+ *           the word already) and write the eventfd; (XA3: the bridge's private wake
+ *           is the guard `token == 1` of XB1)
  *           once, optionally, a poll or a wait before the event loop:
- *           F4 disarm, then drain, or sleep on ws itself (W2 SLEEPING, W3
- *           a message? W4 futex_wait, W5), then arm again
- *           the loop: blocks until the eventfd is readable; F4 disarm
+ *           XF4 disarm, then drain, or sleep on ws itself (XW2 SLEEPING, XW3
+ *           a message? XW4 futex_wait, XW5), then arm again
+ *           the loop: blocks until the eventfd is readable; XF4 disarm
  *           (exchange the token; if taken, CAS ws FD_ARMED -> RUNNING and
- *           FUTEX_WAKE), F5 read the eventfd, drain; if nothing came, arm
+ *           FUTEX_WAKE), XF5 read the eventfd, drain; if nothing came, arm
  *           again and loop
- *   bridge  B1 wait for token == 1; B2 while ws == FD_ARMED:
+ *   bridge  XB1 wait for token == 1; XB2 while ws == FD_ARMED:
  *           futex_wait(ws, FD_ARMED) (queues only if the value holds; at
- *           most MAXSPUR spurious wake-ups in all); B3 exchange the token:
+ *           most MAXSPUR spurious wake-ups in all); XB3 exchange the token:
  *           taken -> write the eventfd
- *   sender  S1 msg = 1; S2 load ws; S3 SLEEPING or FD_ARMED -> CAS to
+ *   sender  XS1 msg = 1; XS2 load ws; XS3 SLEEPING or FD_ARMED -> CAS to
  *           RUNNING and FUTEX_WAKE one waiter of ws (the owner or the
  *           bridge, whichever spin picks if both were queued)
  *
@@ -30,12 +30,12 @@
  * the message queued.  The assertion: no more writes than armings (each
  * arming's token is taken by one exchange, and only its taker writes).
  * Broken variants:
- *   -DBROKEN_NO_CHECK           arm without A2
+ *   -DBROKEN_NO_CHECK           arm without XA2
  *   -DBROKEN_KICK_SLEEPING_ONLY a kick ignores FD_ARMED
  *   -DBROKEN_NO_TOKEN           the bridge writes without taking the token
- *   -DBROKEN_UNDO_NO_WAKE       A2's undo leaves the bridge queued on ws
+ *   -DBROKEN_UNDO_NO_WAKE       XA2's undo leaves the bridge queued on ws
  *                               (spin found this one in the first C code)
- *   -DBROKEN_DISARM_NO_WAKE     F4 leaves the bridge queued on ws: a kick
+ *   -DBROKEN_DISARM_NO_WAKE     XF4 leaves the bridge queued on ws: a kick
  *                               for the owner's own sleep may wake it
  *                               instead (the owner then sleeps on)
  *
@@ -56,7 +56,7 @@ bit oq = 0;          /* the owner queued on ws */
 byte spur = 0;
 bit msg = 0;         /* a message queued to the place */
 byte efd = 0;        /* the eventfd's counter */
-byte armings = 0;    /* A0s so far */
+byte armings = 0;    /* XA0s so far */
 byte writes = 0;     /* eventfd writes so far */
 bit got = 0;         /* the owner handled the message */
 
@@ -78,11 +78,11 @@ inline efd_write() {
 }
 
 inline arm() {
-	atomic { token = 1; armings++ };                         /* A0 */
-	ws = FDARMED;                                            /* A1 */
+	atomic { token = 1; armings++ };                         /* XA0 */
+	ws = FDARMED;                                            /* XA1 */
 #ifndef BROKEN_NO_CHECK
 	if
-	:: msg ->                                                /* A2 */
+	:: msg ->                                                /* XA2 */
 		if
 		:: atomic { token == 1 -> token = 0 };
 #ifdef BROKEN_UNDO_NO_WAKE
@@ -103,7 +103,7 @@ inline arm() {
 
 inline disarm() {
 	if
-	:: atomic { token == 1 -> token = 0 };                   /* F4 */
+	:: atomic { token == 1 -> token = 0 };                   /* XF4 */
 #ifdef BROKEN_DISARM_NO_WAKE
 	   atomic { if :: ws == FDARMED -> ws = RUNNING :: else -> skip fi }
 #else
@@ -114,7 +114,7 @@ inline disarm() {
 #endif
 	:: atomic { token == 0 -> skip }
 	fi;
-	efd = 0                                                  /* F5 */
+	efd = 0                                                  /* XF5 */
 }
 
 inline drain() {
@@ -122,8 +122,8 @@ inline drain() {
 }
 
 active proctype sender() {
-	msg = 1;                                                 /* S1 */
-	if                                                       /* S2, S3 */
+	msg = 1;                                                 /* XS1 */
+	if                                                       /* XS2, XS3 */
 #ifdef BROKEN_KICK_SLEEPING_ONLY
 	:: atomic { ws == SLEEPING -> ws = RUNNING }; wake_one()
 #else
@@ -137,8 +137,8 @@ active proctype bridge() {
 	bit tok;
 end:
 	do
-	:: token == 1 ->                                         /* B1 */
-		do                                                   /* B2 */
+	:: token == 1 ->                                         /* XB1 */
+		do                                                   /* XB2 */
 		:: ws == FDARMED ->
 			atomic { if :: ws == FDARMED -> bq = 1 :: else -> skip fi };
 			if
@@ -150,7 +150,7 @@ end:
 #ifdef BROKEN_NO_TOKEN
 		efd_write()
 #else
-		atomic { if :: token == 1 -> token = 0; tok = 1 :: else -> tok = 0 fi };   /* B3 */
+		atomic { if :: token == 1 -> token = 0; tok = 1 :: else -> tok = 0 fi };   /* XB3 */
 		if :: tok -> efd_write() :: else -> skip fi
 #endif
 	od
@@ -162,16 +162,16 @@ active proctype owner() {
 	:: skip                                                  /* straight to the loop */
 	:: disarm(); drain(); arm()                              /* a poll */
 	:: disarm();                                             /* a wait */
-		ws = SLEEPING;                                       /* W2 */
+		ws = SLEEPING;                                       /* XW2 */
 		if
-		:: msg -> ws = RUNNING                               /* W3 */
+		:: msg -> ws = RUNNING                               /* XW3 */
 		:: else ->
-			atomic { if :: ws == SLEEPING -> oq = 1 :: else -> skip fi };   /* W4 */
+			atomic { if :: ws == SLEEPING -> oq = 1 :: else -> skip fi };   /* XW4 */
 			if
 			:: oq == 0 -> skip
 			:: atomic { oq == 1 && spur < MAXSPUR -> oq = 0; spur++ }
 			fi;
-			ws = RUNNING                                     /* W5 */
+			ws = RUNNING                                     /* XW5 */
 		fi;
 		drain();
 		arm()
@@ -187,5 +187,5 @@ active proctype owner() {
 		:: else -> arm()
 		fi
 	od;
-	disarm()                                                 /* the leave (fd_close): F4 */
+	disarm()                                                 /* the leave (fd_close): XF4 */
 }

@@ -1,34 +1,34 @@
 /*
  * xprockept.pml - kept sends of a shared-domain place (src/xproc/kept.c,
- * K4 ROOM REQUESTS and THE BACKPRESSURE), checked with spin: a place that
+ * XK4 ROOM REQUESTS and THE BACKPRESSURE), checked with spin: a place that
  * keeps a send for a receiver whose ring is full may sleep, and is woken
  * when the receiver frees room; a sender waiting for a holder to release
  * it (XW_HELD) is woken by the release.
  *
  * Default: place P keeps one send for receiver R, whose ring (one slot)
  * holds an unread message.
- *   P   K1 kept = 1; R1 want = 1 (its bit in R's room mask, seq_cst RMW,
+ *   P   XK1 kept = 1; XR1 want = 1 (its bit in R's room mask, seq_cst RMW,
  *       at the first kept entry);
- *       its wait for messages: try = the flush (room -> S1, kept = 0);
- *       W2 pws = SLEEPING; W3 the slot of its kept entry free? ->
- *       pws = RUNNING, retry; W4 futex_wait(pws, SLEEPING) (at most
- *       MAXSPUR spurious wake-ups); W5 pws = RUNNING
- *   R   takes its two messages: C1 ringfull = 0 (seq_cst), C2 load want
- *       and, if set, S2-S3 on P's word
+ *       its wait for messages: try = the flush (room -> XS1, kept = 0);
+ *       XW2 pws = SLEEPING; XW3 the slot of its kept entry free? ->
+ *       pws = RUNNING, retry; XW4 futex_wait(pws, SLEEPING) (at most
+ *       MAXSPUR spurious wake-ups); XW5 pws = RUNNING
+ *   R   takes its two messages: XC1 ringfull = 0 (seq_cst), XC2 load want
+ *       and, if set, XS2-XS3 on P's word
  * An invalid end state is R blocked for its second message while P
  * sleeps with the message kept.  Broken variants:
  *   -DBROKEN_NO_ASK    P never sets its bit (R cannot know to kick it)
- *   -DBROKEN_NO_LOOK   P's W3 does not look at the kept entry's slot
+ *   -DBROKEN_NO_LOOK   P's XW3 does not look at the kept entry's slot
  *
  * -DHELD: a sender S whose blocking send waits for holder H's bit in its
  * own room mask to clear (sleep.c, XW_HELD).
- *   S   try: bit clear -> done; W2 sws = SLEEPING; W3 bit clear? ->
- *       sws = RUNNING; W4; W5
- *   H   delivered what it kept: R3 held = 0 (seq_cst RMW); R4 S2-S3 on
+ *   S   try: bit clear -> done; XW2 sws = SLEEPING; XW3 bit clear? ->
+ *       sws = RUNNING; XW4; XW5
+ *   H   delivered what it kept: XR3 held = 0 (seq_cst RMW); XR4 XS2-XS3 on
  *       S's word
  * An invalid end state is S asleep with the bit clear.  Broken variants:
- *   -DHELD -DBROKEN_HELD_NO_KICK     no R4
- *   -DHELD -DBROKEN_HELD_KICK_FIRST  R4 before R3
+ *   -DHELD -DBROKEN_HELD_NO_KICK     no XR4
+ *   -DHELD -DBROKEN_HELD_KICK_FIRST  XR4 before XR3
  *
  * Every access is seq_cst in the C code (the model is sequentially
  * consistent).
@@ -51,16 +51,16 @@ byte taken = 0;
 
 inline kickp() {
 	if
-	:: atomic { pws == SLEEPING -> pws = RUNNING };            /* S2 + S3 CAS */
+	:: atomic { pws == SLEEPING -> pws = RUNNING };            /* XS2 + XS3 CAS */
 	   atomic { if :: pq -> pq = 0 :: else -> skip fi }       /* FUTEX_WAKE */
 	:: else -> skip
 	fi
 }
 
 active proctype P() {
-	kept = 1;                                                /* K1 */
+	kept = 1;                                                /* XK1 */
 #ifndef BROKEN_NO_ASK
-	want = 1;                                                /* R1 */
+	want = 1;                                                /* XR1 */
 #endif
 	do
 	:: kept == 0 -> break
@@ -68,21 +68,21 @@ active proctype P() {
 		/* try: the flush */
 		atomic { if :: !ringfull -> ringfull = 1; kept = 0 :: else -> skip fi };
 		if
-		:: kept == 0 -> want = 0; break                          /* R3 */
+		:: kept == 0 -> want = 0; break                          /* XR3 */
 		:: else -> skip
 		fi;
-		pws = SLEEPING;                                      /* W2 */
+		pws = SLEEPING;                                      /* XW2 */
 		if
 #ifndef BROKEN_NO_LOOK
-		:: !ringfull -> pws = RUNNING                        /* W3: the kept slot is free */
+		:: !ringfull -> pws = RUNNING                        /* XW3: the kept slot is free */
 #endif
 		:: else ->
-			atomic { if :: pws == SLEEPING -> pq = 1 :: else -> skip fi };   /* W4 */
+			atomic { if :: pws == SLEEPING -> pq = 1 :: else -> skip fi };   /* XW4 */
 			if
 			:: pq == 0 -> skip
 			:: atomic { pq == 1 && pspur < MAXSPUR -> pq = 0; pspur++ }
 			fi;
-			pws = RUNNING                                    /* W5 */
+			pws = RUNNING                                    /* XW5 */
 		fi
 	od
 }
@@ -92,8 +92,8 @@ active proctype R() {
 	:: taken == 2 -> break
 	:: else ->
 		ringfull == 1;                                       /* a message to take */
-		ringfull = 0;                                        /* C1 */
-		if :: want -> kickp() :: else -> skip fi;         /* C2, S2-S3 */
+		ringfull = 0;                                        /* XC1 */
+		if :: want -> kickp() :: else -> skip fi;         /* XC2, XS2-XS3 */
 		taken++
 	od
 }
@@ -117,29 +117,29 @@ active proctype S() {
 	do
 	:: held == 0 -> break                                    /* try */
 	:: else ->
-		sws = SLEEPING;                                      /* W2 */
+		sws = SLEEPING;                                      /* XW2 */
 		if
-		:: held == 0 -> sws = RUNNING                        /* W3 */
+		:: held == 0 -> sws = RUNNING                        /* XW3 */
 		:: else ->
-			atomic { if :: sws == SLEEPING -> sq = 1 :: else -> skip fi };   /* W4 */
+			atomic { if :: sws == SLEEPING -> sq = 1 :: else -> skip fi };   /* XW4 */
 			if
 			:: sq == 0 -> skip
 			:: atomic { sq == 1 && sspur < MAXSPUR -> sq = 0; sspur++ }
 			fi;
-			sws = RUNNING                                    /* W5 */
+			sws = RUNNING                                    /* XW5 */
 		fi
 	od
 }
 
 active proctype H() {
 #if defined(BROKEN_HELD_NO_KICK)
-	held = 0                                                 /* R3 only */
+	held = 0                                                 /* XR3 only */
 #elif defined(BROKEN_HELD_KICK_FIRST)
-	kicks();                                                 /* R4 */
-	held = 0                                                 /* R3 */
+	kicks();                                                 /* XR4 */
+	held = 0                                                 /* XR3 */
 #else
-	held = 0;                                                /* R3 */
-	kicks()                                                  /* R4 */
+	held = 0;                                                /* XR3 */
+	kicks()                                                  /* XR4 */
 #endif
 }
 

@@ -88,12 +88,12 @@ must_fail place.pml -DBROKEN_KICK_FIRST             # kick reads state before th
 must_fail place.pml -DBROKEN_CHECK_FIRST            # W3 before W2
 must_fail place.pml -DBROKEN_B1_LATE                # bseq read after W3: sleeps past the bump
 must_fail place.pml -DLEAVE -DBROKEN_NO_RECHECK     # no S3: a message lost
-must_fail place.pml -DLEAVE -DBROKEN_PLAIN_FINAL    # L2 without CAS: handled and ESRCH
+must_fail place.pml -DLEAVE -DBROKEN_PLAIN_FINAL    # LV2 without CAS: handled and ESRCH
 must_fail place.pml -DLEAVE -DBROKEN_NO_BARRIER     # no fence, no membarrier: a message lost
-# Who sent it: the sender-generation word and the first-send wait (G1).
+# Who sent it: the sender-generation word and the first-send wait (WS1).
 must_pass place.pml -DGEN -DMAXSPUR=2
 must_pass place.pml -DGEN -DRING -DMAXSPUR=2
-must_fail place.pml -DGEN -DBROKEN_NO_GEN_WAIT      # no G1: the old message names the new sender
+must_fail place.pml -DGEN -DBROKEN_NO_GEN_WAIT      # no WS1: the old message names the new sender
 must_fail place.pml -DGEN -DRING -DBROKEN_LATE_D4   # word read after the ack: the same
 # Stream grants (grant.c, THE STREAM GRANT): a granted sender skips the
 # fence, the hint and the kick; the receiver's revocation before it sleeps
@@ -115,12 +115,12 @@ must_fail placefd.pml -DBROKEN_GRANT_ARMED     # grant while the descriptor is a
 must_fail placefd.pml -DBROKEN_NO_REVOKE       # arm without taking the grants back
 # A shared-domain place (src/xproc/xproc.c, THE SLEEP, PEER DEATH): two
 # senders in other processes, a shared futex, no lost wake-up without the
-# 100 ms slices; a peer's death (D2 before D3) always reaches a sleeper.
+# 100 ms slices; a peer's death (XD2 before XD3) always reaches a sleeper.
 must_pass xproc.pml -DMAXSPUR=2
 must_pass xproc.pml -DDEATH -DMAXSPUR=2
-must_fail xproc.pml -DBROKEN_KICK_FIRST                 # S2 before S1
-must_fail xproc.pml -DBROKEN_CHECK_FIRST                # W3 before W2
-must_fail xproc.pml -DDEATH -DBROKEN_DEATH_KICK_FIRST   # D3 before D2
+must_fail xproc.pml -DBROKEN_KICK_FIRST                 # XS2 before XS1
+must_fail xproc.pml -DBROKEN_CHECK_FIRST                # XW3 before XW2
+must_fail xproc.pml -DDEATH -DBROKEN_DEATH_KICK_FIRST   # XD3 before XD2
 # The overflow and the wait for room (src/messaging/overflow.c,
 # THE WAIT FOR ROOM): a worker that keeps replies for a client is kicked
 # when the client frees room - sleeping, or computing in interrupt mode -
@@ -145,27 +145,27 @@ must_fail roomwake.pml -DBROKEN_NO_RW5                  # leave the wait without
 # on its own word with its bit in the receiver's room mask; the receiver
 # frees a slot, then reads the mask and kicks.  Never asleep with room.
 must_pass xproc.pml -DROOM -DSENDS=3 -DMAXSPUR=2
-must_fail xproc.pml -DROOM -DBROKEN_ROOM_CHECK_FIRST    # C2 before C1
-must_fail xproc.pml -DROOM -DBROKEN_ROOM_WANT_LATE      # R1 after W3
-# Kept sends of a shared place (src/xproc/kept.c, K4 and THE
+must_fail xproc.pml -DROOM -DBROKEN_ROOM_CHECK_FIRST    # XC2 before XC1
+must_fail xproc.pml -DROOM -DBROKEN_ROOM_WANT_LATE      # XR1 after XW3
+# Kept sends of a shared place (src/xproc/kept.c, XK4 and THE
 # BACKPRESSURE): a place that keeps a send may sleep and is kicked when
 # its receiver frees room; a sender waiting for a holder's release is
 # kicked by it.
 must_pass xprockept.pml -DMAXSPUR=2
 must_fail xprockept.pml -DBROKEN_NO_ASK                 # no bit in the receiver's room mask
-must_fail xprockept.pml -DBROKEN_NO_LOOK                # W3 ignores the kept entry's slot
+must_fail xprockept.pml -DBROKEN_NO_LOOK                # XW3 ignores the kept entry's slot
 must_pass xprockept.pml -DHELD -DMAXSPUR=2
 must_fail xprockept.pml -DHELD -DBROKEN_HELD_NO_KICK    # the release kicks nobody
-must_fail xprockept.pml -DHELD -DBROKEN_HELD_KICK_FIRST # R4 before R3
+must_fail xprockept.pml -DHELD -DBROKEN_HELD_KICK_FIRST # XR4 before XR3
 # A shared place's descriptor (src/xproc/fd.c): the bridge thread writes
 # the eventfd when a sender kicks the armed place; one write per arming;
 # the owner and the bridge never share the futex word's wake-ups.
 must_pass xprocfd.pml -DMAXSPUR=1
 must_pass xprocfd.pml -DMAXSPUR=2
-must_fail xprocfd.pml -DBROKEN_NO_CHECK                 # arm without A2
+must_fail xprocfd.pml -DBROKEN_NO_CHECK                 # arm without XA2
 must_fail xprocfd.pml -DBROKEN_KICK_SLEEPING_ONLY       # a kick ignores FD_ARMED
 must_fail xprocfd.pml -DBROKEN_NO_TOKEN                 # the bridge writes without the token
-must_fail xprocfd.pml -DBROKEN_UNDO_NO_WAKE             # A2's undo leaves the bridge queued
+must_fail xprocfd.pml -DBROKEN_UNDO_NO_WAKE             # XA2's undo leaves the bridge queued
 must_fail xprocfd.pml -DBROKEN_DISARM_NO_WAKE           # the bridge left queued on the word
 # Multicast completion counting (src/mcast/mcast.c, WHY EXACTLY ONCE, AND
 # WHY IT COMPLETES; SENDS THAT RETURNED 0): the multicast completes, and
@@ -181,24 +181,24 @@ must_fail mcast.pml -DDIAMOND -DBROKEN_DROP_SILENT
 must_fail mcast.pml -DBROKEN_COUNT_SENDS                # sends counted, not runs
 must_fail mcast.pml -DDIAMOND -DBROKEN_COUNT_SENDS
 # The polling watchdog (src/poll/watchdog.c, THE WATCHDOG; kick.c,
-# wd_defer; drain.c, W3): a message to a place computing in interrupt
+# wd_defer; drain.c, WD3): a message to a place computing in interrupt
 # mode under a watchdog defers its signal to the watchdog's clock and is
 # never left with no clock, no signal coming and the watchdog asleep -
-# also across nemo_watchdog_stop (-DSTOP: W6 and the stop's take).
+# also across nemo_watchdog_stop (-DSTOP: WD6 and the stop's take).
 must_pass watchdog.pml
 must_pass watchdog.pml -DPOLLS=0                        # only the watchdog's signals drain
 must_pass watchdog.pml -DNS=1 -DNM=2 -DPOLLS=2          # a second message finds its bit set
 must_pass watchdog.pml -DSTOP
 must_pass watchdog.pml -DSTOP -DNS=1 -DNM=2
 must_fail watchdog.pml -DBROKEN_NO_W2                   # the clock's starter does not wake the watchdog
-must_fail watchdog.pml -DBROKEN_CLEAR_LATE              # W3's clear after the hint words
-must_fail watchdog.pml -DBROKEN_NO_W5_RECHECK           # W5 sleeps without re-reading the clocks
+must_fail watchdog.pml -DBROKEN_CLEAR_LATE              # WD3's clear after the hint words
+must_fail watchdog.pml -DBROKEN_NO_W5_RECHECK           # WD5 sleeps without re-reading the clocks
 must_fail watchdog.pml -DSTOP -DBROKEN_NO_W6            # no re-read of wd_w after the CAS
 must_fail watchdog.pml -DSTOP -DBROKEN_NO_TAKE          # the stop leaves running clocks
 # The code as C11 (not x86-64) reads it: the relaxed loads of drain.c's
 # D2 hint word and kick.c's wd_defer reordered before the seq_cst store /
 # RMW that precede them (watchdog.pml, NOTE ON THE RELAXED LOADS).
-must_fail watchdog.pml -DWEAK_DRAIN                     # drain's hint load before W3's store
+must_fail watchdog.pml -DWEAK_DRAIN                     # drain's hint load before WD3's store
 must_fail watchdog.pml -DWEAK_SEND                      # sender's wd_since load before S4
 # The MPI progress thread's sleep (src/mpi/mpi_internal.h, THE PROGRESS
 # THREAD'S SLEEP; record.c, thr_kick and ring): no local work or message
@@ -206,7 +206,7 @@ must_fail watchdog.pml -DWEAK_SEND                      # sender's wd_since load
 must_pass doorbell.pml -DMAXSPUR=1
 must_pass doorbell.pml -DNL=2 -DMAXSPUR=1               # two local kickers
 must_pass doorbell.pml -DNR=2 -DMAXSPUR=1               # two ringing ranks
-must_fail doorbell.pml -DBROKEN_LOOK_FIRST              # T3 before T1
+must_fail doorbell.pml -DBROKEN_LOOK_FIRST              # DBT3 before DBT1
 must_fail doorbell.pml -DBROKEN_K3_FIRST                # the kicker reads the state before its fence
 must_fail doorbell.pml -DBROKEN_NO_R1                   # ring without its fence
 must_fail doorbell.pml -DBROKEN_NO_CAS                  # a kick wakes without claiming the word

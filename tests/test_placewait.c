@@ -57,45 +57,45 @@ static bool wait_once(void)
 	return me->owns_cpu;
 }
 
-/* Phases P0..P5, with the barrier B1..B5 between them:
- *   P0  a joins pinned to cpu_a: its own.  c joins unpinned: never.
- *   P1  b joins pinned to cpu_a: not its own (a is pinned there).
- *   P2  a, reading again: not its own any more.
- *   P3  b moves to cpu_b: its own.
- *   P4  a, reading again: its own again; then a leaves, still pinned.
- *   P5  b moves back to cpu_a: its own (a place that left does not count). */
+/* Phases 0-5, with barrier waits 1-5 between them (not protocol steps):
+ *   0  a joins pinned to cpu_a: its own.  c joins unpinned: never.
+ *   1  b joins pinned to cpu_a: not its own (a is pinned there).
+ *   2  a, reading again: not its own any more.
+ *   3  b moves to cpu_b: its own.
+ *   4  a, reading again: its own again; then a leaves, still pinned.
+ *   5  b moves back to cpu_a: its own (a place that left does not count). */
 static void *thread_a(void *arg)
 {
 	(void)arg;
 	pin(cpu_a);
 	CHECK(nemo_place_join(dom, NULL, NULL) == 0);
-	CHECK(wait_once());                     /* P0 */
-	pthread_barrier_wait(&bar);             /* B1 */
-	pthread_barrier_wait(&bar);             /* B2 */
-	CHECK(!wait_once());                    /* P2 */
-	pthread_barrier_wait(&bar);             /* B3 */
-	pthread_barrier_wait(&bar);             /* B4 */
-	CHECK(wait_once());                     /* P4 */
+	CHECK(wait_once());                     /* phase 0 */
+	pthread_barrier_wait(&bar);             /* barrier 1 */
+	pthread_barrier_wait(&bar);             /* barrier 2 */
+	CHECK(!wait_once());                    /* phase 2 */
+	pthread_barrier_wait(&bar);             /* barrier 3 */
+	pthread_barrier_wait(&bar);             /* barrier 4 */
+	CHECK(wait_once());                     /* phase 4 */
 	CHECK(nemo_place_leave() == 0);
-	pthread_barrier_wait(&bar);             /* B5 */
+	pthread_barrier_wait(&bar);             /* barrier 5 */
 	return NULL;
 }
 
 static void *thread_b(void *arg)
 {
 	(void)arg;
-	pthread_barrier_wait(&bar);             /* B1 */
+	pthread_barrier_wait(&bar);             /* barrier 1 */
 	pin(cpu_a);
 	CHECK(nemo_place_join(dom, NULL, NULL) == 0);
-	CHECK(!wait_once());                    /* P1 */
-	pthread_barrier_wait(&bar);             /* B2 */
-	pthread_barrier_wait(&bar);             /* B3 */
+	CHECK(!wait_once());                    /* phase 1 */
+	pthread_barrier_wait(&bar);             /* barrier 2 */
+	pthread_barrier_wait(&bar);             /* barrier 3 */
 	pin(cpu_b);
-	CHECK(wait_once());                     /* P3 */
-	pthread_barrier_wait(&bar);             /* B4 */
-	pthread_barrier_wait(&bar);             /* B5 */
+	CHECK(wait_once());                     /* phase 3 */
+	pthread_barrier_wait(&bar);             /* barrier 4 */
+	pthread_barrier_wait(&bar);             /* barrier 5 */
 	pin(cpu_a);
-	CHECK(wait_once());                     /* P5 */
+	CHECK(wait_once());                     /* phase 5 */
 	CHECK(nemo_place_leave() == 0);
 	return NULL;
 }
@@ -105,10 +105,10 @@ static void *thread_c(void *arg)
 	(void)arg;
 	unpin();
 	CHECK(nemo_place_join(dom, NULL, NULL) == 0);
-	CHECK(!wait_once());                    /* P0 */
+	CHECK(!wait_once());                    /* phase 0 */
 	for (int i = 0; i < 5; i++)
-		pthread_barrier_wait(&bar);     /* B1..B5 */
-	CHECK(!wait_once());                    /* P5: still unpinned */
+		pthread_barrier_wait(&bar);     /* barriers 1-5 */
+	CHECK(!wait_once());                    /* phase 5: still unpinned */
 	CHECK(nemo_place_leave() == 0);
 	return NULL;
 }

@@ -410,7 +410,7 @@ static void test_reclaimed(void)
 		_exit(b_main());
 	CHECK(await(&sh->ready, 1));
 	CHECK_EQ_INT(nemo_xproc_find(x, "b", &bid), 0);
-	/* Reclaimed as a process taken for dead has it (D1): DEAD, the
+	/* Reclaimed as a process taken for dead has it (XD1): DEAD, the
 	 * same generation, no owner. */
 	size_t size = 0;
 	unsigned char *seg_b = map_seg(&size);

@@ -20,8 +20,8 @@
  * modification order; that order is the whole argument below.
  *
  * POST
- *   P1  old := fetch_or(word, SET, seq_cst)
- *   P2  if SLEEPERS(old) > 0: stamp kick_lo; futex_wake(word, auto ? 1 : all)
+ *   EP1 old := fetch_or(word, SET, seq_cst)
+ *   EP2 if SLEEPERS(old) > 0: stamp kick_lo; futex_wake(word, auto ? 1 : all)
  *                                                                [kick issued]
  *       else nothing                                             [kick avoided]
  *
@@ -29,26 +29,26 @@
  *   try_take      auto:   CAS(word: v|SET -> v) (consume);
  *                 manual: load(word, acquire) & SET.
  *   poll          the same, for the policy's budget.
- *   sleep_begin   S1 v := fetch_add(word, 2, seq_cst) + 2   (count ourselves)
- *                 S2 if v & SET: undo our count and take the event in one
+ *   sleep_begin   ES1 v := fetch_add(word, 2, seq_cst) + 2   (count ourselves)
+ *                 ES2 if v & SET: undo our count and take the event in one
  *                    CAS (auto: v -> (v-2) & ~SET; manual: v -> v-2); done.
- *                 S3 else futex_wait(word, v)
- *   sleep_end     S4 fetch_sub(word, 2)
+ *                 ES3 else futex_wait(word, v)
+ *   sleep_end     ES4 fetch_sub(word, 2)
  *
  * WHY NO POST IS LOST
- * S1 and P1 are RMWs on the same word.  If S1 comes first in its
- * modification order, P1 reads SLEEPERS >= 1 and wakes: a waiter that has
- * not yet slept finds word != v at S3 (P1 changed it) and returns at once;
+ * ES1 and EP1 are RMWs on the same word.  If ES1 comes first in its
+ * modification order, EP1 reads SLEEPERS >= 1 and wakes: a waiter that has
+ * not yet slept finds word != v at ES3 (EP1 changed it) and returns at once;
  * one that sleeps is woken (futex compares and queues under the bucket
- * lock that FUTEX_WAKE takes).  If P1 comes first, S1 reads SET and the
- * waiter takes the event at S2 without sleeping.  Any other change to the
- * word between S1 and S3 (another sleeper, a reset) also makes futex_wait
+ * lock that FUTEX_WAKE takes).  If EP1 comes first, ES1 reads SET and the
+ * waiter takes the event at ES2 without sleeping.  Any other change to the
+ * word between ES1 and ES3 (another sleeper, a reset) also makes futex_wait
  * return at once; the loop then re-checks.  A woken auto-reset waiter may
  * find the event already taken by a poller; it sleeps again - the post
  * was consumed by someone, as auto-reset promises.
  *
  * models/event.pml checks this with spin (two waiters, two posters,
- * spurious wake-ups); it also shows why S2's CAS must reload v on
+ * spurious wake-ups); it also shows why ES2's CAS must reload v on
  * failure, and that a post made of a load and a store loses posts.
  *
  * COST
@@ -145,8 +145,8 @@ int nemo_event_post(nemo_event *e)
 	struct event_impl *x = impl(e);
 	if (!x)
 		return not_an_event(__func__, e);
-	uint32_t old = atomic_fetch_or_explicit(&x->word, EV_SET, memory_order_seq_cst);  /* P1 */
-	if (old >= EV_SLEEPER) {                                                         /* P2 */
+	uint32_t old = atomic_fetch_or_explicit(&x->word, EV_SET, memory_order_seq_cst);  /* EP1 */
+	if (old >= EV_SLEEPER) {                                                         /* EP2 */
 		uint64_t t = nemo_ticks();
 		atomic_store_explicit(&x->kick_lo, (uint32_t)t, memory_order_relaxed);
 		nemo_futex_wake((uint32_t *)&x->word, manual(x) ? INT_MAX : 1, NEMO_FUTEX_PRIVATE, NULL);
@@ -178,9 +178,9 @@ static bool ev_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *
 {
 	(void)bits;
 	struct event_impl *x = arg;
-	uint32_t v = atomic_fetch_add_explicit(&x->word, EV_SLEEPER, memory_order_seq_cst) + EV_SLEEPER; /* S1 */
+	uint32_t v = atomic_fetch_add_explicit(&x->word, EV_SLEEPER, memory_order_seq_cst) + EV_SLEEPER; /* ES1 */
 	NEMO__INVARIANT(v >= EV_SLEEPER, "the sleeper count wrapped (more than 2^31 sleepers?)");
-	while (v & EV_SET) {                                                                           /* S2 */
+	while (v & EV_SET) {                                                                           /* ES2 */
 		uint32_t next = v - EV_SLEEPER;
 		if (!manual(x))
 			next &= ~EV_SET;
@@ -188,7 +188,7 @@ static bool ev_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *
 							  memory_order_acquire, memory_order_relaxed))
 			return true;
 	}
-	*word = (uint32_t *)&x->word;                                                                  /* S3 */
+	*word = (uint32_t *)&x->word;                                                                  /* ES3 */
 	*val = v;
 	return false;
 }
@@ -196,9 +196,9 @@ static bool ev_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *
 static void ev_sleep_end(void *arg)
 {
 	struct event_impl *x = arg;
-	uint32_t old = atomic_fetch_sub_explicit(&x->word, EV_SLEEPER, memory_order_relaxed);         /* S4 */
+	uint32_t old = atomic_fetch_sub_explicit(&x->word, EV_SLEEPER, memory_order_relaxed);         /* ES4 */
 	(void)old;
-	NEMO__INVARIANT(old >= EV_SLEEPER, "a sleeper leaves that did not count itself (S1)");
+	NEMO__INVARIANT(old >= EV_SLEEPER, "a sleeper leaves that did not count itself (ES1)");
 }
 
 /* The full stamp of the last kick, rebuilt from its low 32 bits: the

@@ -536,23 +536,23 @@ int nemo_place_join(nemo_domain *d, const nemo_place_attr *attr, nemo_place_id *
 /*
  * WHY A SEND RACING A LEAVE IS DELIVERED XOR FAILED
  *
- * nemo_place_leave: L1 status := LEAVING (seq_cst), then the asymmetric
- * barrier; L2 the final drain: every queue, consuming each entry by
+ * nemo_place_leave: LV1 status := LEAVING (seq_cst), then the asymmetric
+ * barrier; LV2 the final drain: every queue, consuming each entry by
  * CAS(entry -> 0) instead of a read, passes until one finds nothing;
- * L3 status := FREE.  A sender whose S3 read ACTIVE wrote its entry
+ * LV3 status := FREE.  A sender whose S3 read ACTIVE wrote its entry
  * before the barrier took effect on its CPU (below), so its entry is
- * visible to L2, which consumes it: delivered.  A sender whose S3 reads
- * otherwise races L2 with its own CAS on the same word: exactly one CAS
+ * visible to LV2, which consumes it: delivered.  A sender whose S3 reads
+ * otherwise races LV2 with its own CAS on the same word: exactly one CAS
  * wins - consumed (the sender returns 0) or taken back (ESRCH).  Later
  * occupants never consume the taken-back entry: its rtag is the old
- * generation's.  A ring entry read by an ordinary drain before L1 is not
+ * generation's.  A ring entry read by an ordinary drain before LV1 is not
  * retracted although its seq is still valid: every drain publishes ack
- * before it returns, hence before L1, and a sender that saw L1 (or
+ * before it returns, hence before LV1, and a sender that saw LV1 (or
  * anything after it) sees that ack at S3.  models/place.pml -DLEAVE
  * checks this (-DRING, the read-only ring; spin found the retract of an
  * already-handled entry before the ack check was added), and that the
  * broken variants "no re-check at S3" (a message lost), "plain reads in
- * the final drain" (handled and failed) and "no barrier after L1" (a
+ * the final drain" (handled and failed) and "no barrier after LV1" (a
  * message lost) are caught.
  */
 int nemo_place_leave(void)
@@ -581,14 +581,14 @@ int nemo_place_leave(void)
 	atomic_store_explicit(&me->irq_on, 0, memory_order_seq_cst);           /* Q1 */
 	nemo__irq_quiesce(me);      /* no signal reaches the thread once we are gone */
 	atomic_store_explicit(&me->status, nemo__status(me->gen, NEMO__ST_LEAVING),
-			      memory_order_seq_cst);                        /* L1 */
+			      memory_order_seq_cst);                        /* LV1 */
 	me->leaving = true;       /* every drain from here on is final (drain.c) */
-	nemo__asym_heavy();       /* every sender's S3 now sees L1, or L2 its entry */
-	/* L2: the final drain, and what its handlers kept (a reply into a
+	nemo__asym_heavy();       /* every sender's S3 now sees LV1, or LV2 its entry */
+	/* LV2: the final drain, and what its handlers kept (a reply into a
 	 * full queue) delivered before we go - waiting for room with final
-	 * drains - until neither is left (overflow.c, OVERFLOW, K2). */
+	 * drains - until neither is left (overflow.c, OVERFLOW, OV2). */
 	for (;;) {
-		unsigned got = nemo__drain(me, NEMO_AM_CTX_POLL, true);    /* L2 */
+		unsigned got = nemo__drain(me, NEMO_AM_CTX_POLL, true);    /* LV2 */
 		if (!got && !me->ovf_n)
 			break;
 		nemo__ovf_flush_all(me);
@@ -613,12 +613,12 @@ int nemo_place_leave(void)
 	_Atomic uint64_t *row = nemo__hint_row(d, me->idx), *grow = nemo__grant_row(d, me->idx);
 	for (unsigned k = 0; k < d->HW; k++) {
 		atomic_store_explicit(&row[k], 0, memory_order_relaxed);
-		/* Grants need no revocation here: L1's barrier covers every
+		/* Grants need no revocation here: LV1's barrier covers every
 		 * send to this occupant, granted or not (THE STREAM GRANT). */
 		atomic_store_explicit(&grow[k], 0, memory_order_relaxed);
 	}
 	me->grant_n = 0;
-	/* From L3 on the record belongs to the next occupant: take what we
+	/* From LV3 on the record belongs to the next occupant: take what we
 	 * still need now, and stop being its owner first (a late signal then
 	 * finds no place). */
 	bool pinned = me->pinned;
@@ -632,9 +632,9 @@ int nemo_place_leave(void)
 	atomic_signal_fence(memory_order_seq_cst);
 	pthread_mutex_lock(&d->lock);
 	NEMO__INVARIANT(atomic_load_explicit(&me->status, memory_order_relaxed) == nemo__status(gen, NEMO__ST_LEAVING),
-			"a place becomes FREE only from LEAVING, by its leaving thread (L1-L3)");
+			"a place becomes FREE only from LEAVING, by its leaving thread (LV1-LV3)");
 	atomic_store_explicit(&me->status, nemo__status(gen, NEMO__ST_FREE),
-			      memory_order_seq_cst);                        /* L3 */
+			      memory_order_seq_cst);                        /* LV3 */
 	d->nplaces--;
 	pthread_mutex_unlock(&d->lock);
 	if (pinned)

@@ -298,13 +298,13 @@ unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final)
 	struct nemo_domain *d = me->d;
 	unsigned total = 0;
 	bool more = false, any_left = false;
-	/* Past L1 every drain consumes by CAS (domain.c, WHY A SEND RACING A
+	/* Past LV1 every drain consumes by CAS (domain.c, WHY A SEND RACING A
 	 * LEAVE IS DELIVERED XOR FAILED), whoever asks: the leave's own
 	 * waits for room, a handler of the final drain that waits. */
 	if (__builtin_expect(me->leaving, 0))
 		final = true;
 	if (final) {
-		/* L2: every queue, by CAS, until a pass finds nothing. */
+		/* LV2: every queue, by CAS, until a pass finds nothing. */
 		for (;;) {
 			unsigned got = 0;
 			for (unsigned s = 0; s < d->P; s++)
@@ -315,7 +315,7 @@ unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final)
 		}
 	}
 	unsigned budget = d->R + NEMO_NOTIFY_FIFO_LEN;
-	/* The watchdog's clock (src/poll/watchdog.c, W3): we are looking now.
+	/* The watchdog's clock (src/poll/watchdog.c, WD3): we are looking now.
 	 * Cleared before the hint words are read, so a message whose sender
 	 * started the clock after this is either taken below or starts it
 	 * again (its bit is still set, or set anew). */
@@ -334,8 +334,8 @@ unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final)
 	/* D2: the hint words. */
 	_Atomic uint64_t *row = nemo__hint_row(d, me->idx);
 	for (unsigned w = 0; w < d->HW; w++) {
-		/* seq_cst, not relaxed: after W3's store above, this load and a
-		 * deferring sender's S4 then W1 (kick.c) are the store-buffering
+		/* seq_cst, not relaxed: after WD3's store above, this load and a
+		 * deferring sender's S4 then WD1 (kick.c) are the store-buffering
 		 * pattern (models/watchdog.pml, -DWEAK_DRAIN); on x86-64 it is
 		 * the same mov. */
 		if (!atomic_load_explicit(&row[w], memory_order_seq_cst))
@@ -358,7 +358,7 @@ unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final)
 		}
 	}
 	if ((more || any_left) && atomic_load_explicit(&me->wd_ticks, memory_order_relaxed)) {
-		/* Work left for later: its clock runs from now (W3). */
+		/* Work left for later: its clock runs from now (WD3). */
 		uint64_t zero = 0, now = nemo_ticks();
 		atomic_compare_exchange_strong_explicit(&me->wd_since, &zero, now ? now : 1, memory_order_seq_cst,
 							memory_order_relaxed);
@@ -373,13 +373,13 @@ unsigned nemo__drain(nemo_place *me, nemo_am_context ctx, bool final)
 	}
 	if ((more || any_left) && atomic_load_explicit(&me->delegated, memory_order_relaxed)) {
 		/* A served place's bits set again above, by no sender: the
-		 * progress thread may be asleep past its P2, and a sender that
+		 * progress thread may be asleep past its PT2, and a sender that
 		 * finds its bit set skips the kick (src/poll/progress.c, WHY NO
 		 * WAKE-UP IS LOST).  Its own thread's drain (a nemo call of the
 		 * place) would leave them until its next nemo call, which may
 		 * never come: kick the progress thread as a sender would (the
 		 * fence in the kick orders the re-sets before the state read,
-		 * against P1;P2).  Found by test_progress: a place that stopped
+		 * against PT1;PT2).  Found by test_progress: a place that stopped
 		 * polling right after such a drain hung with its hint bit set
 		 * and the progress thread asleep. */
 		nemo_waiter *pw = atomic_load_explicit(&d->prog_w, memory_order_acquire);

@@ -3,7 +3,7 @@
  * sender skip the fence, hint and kick of every send (P-S5 of send.c),
  * and takes the grant back - one membarrier - before it stops looking.
  * The per-poll steps (G0, G1, the hot set) are inline in grant.h; the
- * revocation (R1-R3) is here.
+ * revocation (GR1-GR3) is here.
  *
  * THE STREAM GRANT
  *
@@ -29,29 +29,29 @@
  *       (hot_add skips them), so every poll's D1 looks at them.
  *   S4g the sender, after S3 and a compiler barrier: load(grant word,
  *       relaxed) has bit s -> return 0 (no P, no S4, no S5).
- *   R1  before r stops looking at its queues - W2 (it sleeps), F1 (it
+ *   GR1 before r stops looking at its queues - W2 (it sleeps), F1 (it
  *       arms its eventfd; not at F0, where it leaves the descriptor
  *       readable and its loop comes back to look: placewait.c), turning
  *       interrupts on, being served - it stores 0 to its grant words
  *       (relaxed);
- *   R2  membarrier (nemo__asym_heavy);
- *   R3  fetch_or(its own hint words, the revoked bits): its next look
+ *   GR2 membarrier (nemo__asym_heavy);
+ *   GR3 fetch_or(its own hint words, the revoked bits): its next look
  *       (W3's pending check, F2's, the next drain) drains those queues.
  *
- * Why no wake-up is lost.  A send that skipped S5 read its bit before R1
- * (it read 1).  R2 makes every running thread of the process pass a full
+ * Why no wake-up is lost.  A send that skipped S5 read its bit before GR1
+ * (it read 1).  GR2 makes every running thread of the process pass a full
  * barrier (a descheduled one passed one at its context switch): s passes
  * it after its entry store, since that store precedes the load that read
- * the bit, which precedes R1, which precedes R2.  So the entry is visible
- * to r after R2, and R3's bit makes W3 (or F2) find it before r sleeps
+ * the bit, which precedes GR1, which precedes GR2.  So the entry is visible
+ * to r after GR2, and GR3's bit makes W3 (or F2) find it before r sleeps
  * (or leaves its queues to its eventfd): r drains it instead.  A send
- * whose S4g comes after R1 reads 0 (the grant word's coherence order)
+ * whose S4g comes after GR1 reads 0 (the grant word's coherence order)
  * and does P-S5 as before.  A grant made while r runs costs no kick: a
  * running place in none of the modes G0 excludes is never kicked
- * anyway.  A leave needs no R1-R3: L1's membarrier already puts every
- * send's entry, granted or not, in front of L2 (THE ASYMMETRIC BARRIER).
+ * anyway.  A leave needs no GR1-GR3: LV1's membarrier already puts every
+ * send's entry, granted or not, in front of LV2 (THE ASYMMETRIC BARRIER).
  * models/place.pml -DGRANT checks this with buffered entry stores, and
- * -DGRANT -DBROKEN_REVOKE_NO_BARRIER that without R2 r sleeps on a
+ * -DGRANT -DBROKEN_REVOKE_NO_BARRIER that without GR2 r sleeps on a
  * message.
  *
  * The cost, and the backoff.  A revocation is one membarrier: 0.1 us when
@@ -77,12 +77,12 @@ void nemo__grant_revoke_all(nemo_place *me)
 	for (unsigned w = 0; w < d->HW; w++) {
 		was[w] = atomic_load_explicit(&g[w], memory_order_relaxed);
 		if (was[w])
-			atomic_store_explicit(&g[w], 0, memory_order_relaxed);   /* R1 */
+			atomic_store_explicit(&g[w], 0, memory_order_relaxed);   /* GR1 */
 	}
-	nemo__asym_heavy();                                                  /* R2 */
+	nemo__asym_heavy();                                                  /* GR2 */
 	for (unsigned w = 0; w < d->HW; w++)
 		if (was[w])
-			atomic_fetch_or_explicit(&h[w], was[w], memory_order_relaxed);  /* R3 */
+			atomic_fetch_or_explicit(&h[w], was[w], memory_order_relaxed);  /* GR3 */
 	/* Backoff: a grant that did not carry enough messages to pay for
 	 * its barrier makes the next one wait for a longer stream. */
 	uint64_t carried = nemo__handled_count(me) - me->grant_from;

@@ -47,13 +47,13 @@
  * between the place may clear irq_on and return.  So a kicker brackets
  * the decision and the tgkill (irq_kick):
  *
- *   K0  load(dst.irq_on, seq_cst) == 0: nothing (no RMW for places that
+ *   IK0 load(dst.irq_on, seq_cst) == 0: nothing (no RMW for places that
  *       are not in interrupt mode; turning it on re-checks the hints, W6
  *       of placewait.c, so this is the old decision)
- *   K1  fetch_add(dst.irq_kickers, 1, seq_cst)
- *   K2  if load(dst.irq_on, seq_cst): tid := load(dst.tid, relaxed);
+ *   IK1 fetch_add(dst.irq_kickers, 1, seq_cst)
+ *   IK2 if load(dst.irq_on, seq_cst): tid := load(dst.tid, relaxed);
  *       tgkill(tid); fetch_add(dst.irq_sent, 1, relaxed)
- *   K3  fetch_sub(dst.irq_kickers, 1, release)
+ *   IK3 fetch_sub(dst.irq_kickers, 1, release)
  *
  * and the place, turning interrupts off (nemo__irq_quiesce):
  *
@@ -64,20 +64,20 @@
  *       timeout: real-time signals queue), restore the mask; and mark
  *       irq_pending if it took one
  *
- * K1;K2 against Q1;Q2 is the store-buffering pattern, all four seq_cst:
- * if K2 reads the irq_on = 1 that Q1 overwrote, K2 precedes Q1 in the
- * single total order, so K1 precedes Q2, which sees the kicker (or a
+ * IK1;IK2 against Q1;Q2 is the store-buffering pattern, all four seq_cst:
+ * if IK2 reads the irq_on = 1 that Q1 overwrote, IK2 precedes Q1 in the
+ * single total order, so IK1 precedes Q2, which sees the kicker (or a
  * later value of the counter, none of which is 0 before this kicker's
- * K3) and waits for K3.  K3 comes after tgkill returned, and by then the
+ * IK3) and waits for IK3.  IK3 comes after tgkill returned, and by then the
  * kernel has queued the signal at the thread (or delivered it, to a
  * handler that found interrupts off and only marked irq_pending), so Q3
- * finds it.  A kicker whose K1 comes after Q2's read reads irq_on = 0 at
- * K2 - or the 1 of a later turning-on, whose signals are that period's.
- * Q2's acquire read of the last K3 (the counter's RMWs form one release
+ * finds it.  A kicker whose IK1 comes after Q2's read reads irq_on = 0 at
+ * IK2 - or the 1 of a later turning-on, whose signals are that period's.
+ * Q2's acquire read of the last IK3 (the counter's RMWs form one release
  * sequence) makes every irq_sent increment before it visible, so Q3
  * compares against every signal of the period that just ended; when none
  * was sent since the last Q3, turning interrupts off costs no syscall.
- * join stores tid before irq_on (release), so a K2 that reads a new
+ * join stores tid before irq_on (release), so an IK2 that reads a new
  * occupant's irq_on signals the new occupant's thread.  The RMWs cost a
  * line transfer next to a tgkill of microseconds.
  *
@@ -98,18 +98,18 @@
 bool nemo__irq_signal(nemo_place *dst)
 {
 	bool sent = false;
-	atomic_fetch_add_explicit(&dst->irq_kickers, 1, memory_order_seq_cst);           /* K1 */
-	if (atomic_load_explicit(&dst->irq_on, memory_order_seq_cst)) {                  /* K2 */
+	atomic_fetch_add_explicit(&dst->irq_kickers, 1, memory_order_seq_cst);           /* IK1 */
+	if (atomic_load_explicit(&dst->irq_on, memory_order_seq_cst)) {                  /* IK2 */
 		pid_t tid = atomic_load_explicit(&dst->tid, memory_order_relaxed);
 		syscall(SYS_tgkill, getpid(), tid, dst->d->sig);
 		atomic_fetch_add_explicit(&dst->irq_sent, 1, memory_order_relaxed);
 		sent = true;
 	}
-	atomic_fetch_sub_explicit(&dst->irq_kickers, 1, memory_order_release);           /* K3 */
+	atomic_fetch_sub_explicit(&dst->irq_kickers, 1, memory_order_release);           /* IK3 */
 	return sent;
 }
 
-/* K1-K3: signal dst, which K0 found in interrupt mode. */
+/* IK1-IK3: signal dst, which IK0 found in interrupt mode. */
 static void irq_kick(nemo_place *me, nemo_place *dst)
 {
 	if (nemo__irq_signal(dst))
@@ -118,26 +118,26 @@ static void irq_kick(nemo_place *me, nemo_place *dst)
 		NEMO__PCOUNT(me, c_kicks_avoided);
 }
 
-/* W1-W2 (src/poll/watchdog.c, THE WATCHDOG): dst runs in interrupt mode
+/* WD1-WD2 (src/poll/watchdog.c, THE WATCHDOG): dst runs in interrupt mode
  * under a watchdog: instead of a signal now, start its clock (if no
  * message of it is waiting already) and make sure the watchdog is awake. */
 static void wd_defer(nemo_place *me, nemo_place *dst, nemo_waiter *ww)
 {
 	uint64_t zero = 0, now = nemo_ticks();
 	NEMO__PCOUNT(me, c_kicks_deferred);
-	/* seq_cst: after S4's RMW, against the drain's W3 store then D2 load
+	/* seq_cst: after S4's RMW, against the drain's WD3 store then D2 load
 	 * (models/watchdog.pml, -DWEAK_SEND). */
 	if (atomic_load_explicit(&dst->wd_since, memory_order_seq_cst) ||
 	    !atomic_compare_exchange_strong_explicit(&dst->wd_since, &zero, now ? now : 1,
-						     memory_order_seq_cst, memory_order_relaxed))  /* W1 */
+						     memory_order_seq_cst, memory_order_relaxed))  /* WD1 */
 		return;       /* its clock runs already: that sender woke the watchdog */
 	if (!atomic_load_explicit(&me->d->wd_w, memory_order_seq_cst)) {
-		/* W6: the watchdog stopped meanwhile: signal now ourselves. */
+		/* WD6: the watchdog stopped meanwhile: signal now ourselves. */
 		if (atomic_exchange_explicit(&dst->wd_since, 0, memory_order_seq_cst))
 			irq_kick(me, dst);
 		return;
 	}
-	if (nemo__waiter_kick_issued(ww))                                                  /* W2 */
+	if (nemo__waiter_kick_issued(ww))                                                  /* WD2 */
 		NEMO__PCOUNT(me, c_kicks_futex);
 }
 
@@ -218,7 +218,7 @@ void nemo__kick(nemo_place *me, nemo_place *dst)
 				NEMO__PCOUNT(me, c_kicks_avoided);
 			return;
 		}
-		if (atomic_load_explicit(&dst->irq_on, memory_order_seq_cst))                /* K0 */
+		if (atomic_load_explicit(&dst->irq_on, memory_order_seq_cst))                /* IK0 */
 			irq_kick(me, dst);
 		else
 			NEMO__PCOUNT(me, c_kicks_avoided);

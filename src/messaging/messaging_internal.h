@@ -237,7 +237,7 @@ struct nemo_am_bound {
 	bool base_slow;               /* a notification's, NEMO_MORE, delay stamps, or no membarrier
 	                                 (S2 would fence): the generic path, always */
 	bool always_slow;             /* base_slow, or the pair's queue not yet claimed by this
-	                                 occupant (WHO SENT IT, G1): cleared once it is */
+	                                 occupant (WHO SENT IT, WS1): cleared once it is */
 	uint64_t fast_gen;            /* gen, or 0 (no generation) while always_slow: the fast
 	                                 path's one compare for both */
 	nemo__out *o;
@@ -348,7 +348,7 @@ typedef struct nemo_place {
 	uint32_t ovf_undelivered;     /* DROPPED entries whose report is still to be made */
 	bool ovf_reporting;           /* the reports are running (no nested run) */
 	uint64_t ovf_rmask[NEMO_PLACES_MAX / 64];  /* receivers with kept entries */
-	bool leaving;                 /* past L1 (domain.c): every drain is final */
+	bool leaving;                 /* past LV1 (domain.c): every drain is final */
 	bool in_irq;                  /* the interrupt handler runs on this place now (irq.c) */
 	/* This index's rows as a receiver (set at join): the queues from
 	 * sender s are in_row[s], link_row[s], ring_row + s * R. */
@@ -689,7 +689,7 @@ bool nemo__ovf_ask(nemo_place *me);
 
 /* Before the place stops calling nemo with kept sends (a sleep, the end
  * of an interrupt, of a progress pass, of its outermost call): make sure
- * room for them will kick it (overflow.c, ROOM KICKS): R1, R2, and the
+ * room for them will kick it (overflow.c, ROOM KICKS): RW1, RW2, and the
  * overflow delivered once more. */
 void nemo__ovf_arm(nemo_place *me);
 
@@ -766,7 +766,7 @@ nemo__send_commit(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id de
 	return 0;
 }
 
-/* nemo__irq_signal (K1-K3 for a thread that is not a place): modes.h. */
+/* nemo__irq_signal (IK1-IK3 for a thread that is not a place): modes.h. */
 
 /* Interrupts of me were just turned off (irq_on := 0, seq_cst): wait
  * until no kicker that saw them on is still sending its signal, and take

@@ -4,8 +4,8 @@
  * checks) read and write of a place and its domain, so that nemo_place's
  * layout stays this layer's.  Each function is the access it replaces,
  * with the same memory order; the protocols they take part in are
- * written out where they were (src/poll/progress.c, THE LOOP and P1-P3;
- * src/poll/watchdog.c, W1-W6).
+ * written out where they were (src/poll/progress.c, THE LOOP and PT1-PT3;
+ * src/poll/watchdog.c, WD1-WD6).
  */
 #define _GNU_SOURCE
 #include "messaging_internal.h"
@@ -68,7 +68,7 @@ void nemo__domain_set_watchdog_waiter(struct nemo_domain *d, nemo_waiter *w)
 	atomic_store_explicit(&d->wd_w, w, memory_order_seq_cst);
 }
 
-/* P2 (src/poll/progress.c): hint words only - a sender sets its bit
+/* PT2 (src/poll/progress.c): hint words only - a sender sets its bit
  * before it kicks, and a set bit stays until a drain. */
 bool nemo__domain_progress_pending(struct nemo_domain *d)
 {

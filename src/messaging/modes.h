@@ -104,10 +104,10 @@ void nemo__domain_service_unclaim(struct nemo_domain *d, enum nemo__service whic
  * Set: a seq_cst store; read: acquire. */
 void nemo__domain_set_progress_waiter(struct nemo_domain *d, nemo_waiter *w);
 nemo_waiter *nemo__domain_progress_waiter(struct nemo_domain *d);
-/* The watchdog's (src/poll/watchdog.c, W2 and W6): a seq_cst store. */
+/* The watchdog's (src/poll/watchdog.c, WD2 and WD6): a seq_cst store. */
 void nemo__domain_set_watchdog_waiter(struct nemo_domain *d, nemo_waiter *w);
 
-/* P2 of src/poll/progress.c: is any hint word of a served place non-zero
+/* PT2 of src/poll/progress.c: is any hint word of a served place non-zero
  * (seq_cst loads of delegated, then of the hint words)? */
 bool nemo__domain_progress_pending(struct nemo_domain *d);
 
@@ -149,7 +149,7 @@ bool nemo__place_wd_since_clear(nemo_place *p, uint64_t s);
 uint64_t nemo__place_wd_since_take(nemo_place *p);
 uint64_t nemo__place_wd_ticks(const nemo_place *p);
 void nemo__place_set_wd_ticks(nemo_place *me, uint64_t t);
-/* Signal p now if it is in interrupt mode (K1-K3 of kick.c), for a
+/* Signal p now if it is in interrupt mode (IK1-IK3 of kick.c), for a
  * thread that is not a place (the watchdog): true if a signal was sent
  * (kick.c). */
 bool nemo__irq_signal(nemo_place *dst);

@@ -26,12 +26,12 @@
  * grows by doubling, and squeezes out delivered entries when at least
  * half are delivered.
  *
- *   K1  a send in a handler (hdepth > 0), without NEMO_NONBLOCK: if
+ *   OV1 a send in a handler (hdepth > 0), without NEMO_NONBLOCK: if
  *       nothing is kept for that receiver and queue, try the send with
- *       NEMO_NONBLOCK; EAGAIN (full, or G1 not yet possible) or something
+ *       NEMO_NONBLOCK; EAGAIN (full, or WS1 not yet possible) or something
  *       already kept -> append an entry (ENOBUFS at overflow_max), return
  *       0.  Later sends to the same queue append behind it: order.
- *   K2  flush (nemo__ovf_flush): one pass in order; each entry re-resolves
+ *   OV2 flush (nemo__ovf_flush): one pass in order; each entry re-resolves
  *       its receiver (S0) and is sent with NEMO_NONBLOCK | NEMO_MORE; an
  *       EAGAIN marks that receiver's queue stuck for the rest of the pass
  *       (its later entries stay behind it); ESRCH (the receiver left) or
@@ -44,9 +44,9 @@
  *       wait for room, the end of an interrupt, a progress-thread pass,
  *       and nemo_place_leave (which waits until everything is delivered
  *       or dropped, including what its final drain's handlers keep).
- *   K3  a send from outside a handler to a receiver with kept entries on
+ *   OV3 a send from outside a handler to a receiver with kept entries on
  *       that queue first waits for them (flush, serving its own queues).
- *   K4  ROOM KICKS: before the place stops calling nemo with entries
+ *   OV4 ROOM KICKS: before the place stops calling nemo with entries
  *       still kept - it sleeps, an interrupt or a progress pass ends, its
  *       outermost nemo call returns - it asks each receiver it keeps
  *       entries for to kick it when that receiver frees room (RW1-RW3 of
@@ -82,11 +82,11 @@
  * dropped; its sender was told 0, as a receiver that left just after
  * taking a message would not have handled it either.  The drop reaches
  * the sender: counted (overflow_dropped), and reported to the action's
- * undelivered callback on the sending place (K2).  A receiver that waits
+ * undelivered callback on the sending place (OV2).  A receiver that waits
  * for held to clear is kicked when a drop clears it (nothing else would
  * reach it).
  *
- * models/overflow.pml checks K1-K4 with the leave: a reply kept during
+ * models/overflow.pml checks OV1-OV4 with the leave: a reply kept during
  * the final drain is delivered, held never stays set, and a kept entry
  * never waits for a kick that cannot come; its broken variants (the
  * overflow freed before the final drain, no barrier at RW2, no ROOM
@@ -192,7 +192,7 @@ static int ovf_push(nemo_place *me, unsigned kind, nemo_place_id dest, uint32_t 
  *
  * A full ring or FIFO never drops: a blocking send from outside a
  * handler waits for room while draining the sender's own queues (so
- * cycles of full queues make progress); NEMO_NONBLOCK returns EAGAIN.  G1
+ * cycles of full queues make progress); NEMO_NONBLOCK returns EAGAIN.  WS1
  * waits the same way (THE WAIT FOR ROOM, below).  A send from a handler does not wait (overflow.c,
  * OVERFLOW).
  * (EDEADLK, for a handler nested more than 8 deep in such waits, is kept
@@ -203,7 +203,7 @@ static int ovf_push(nemo_place *me, unsigned kind, nemo_place_id dest, uint32_t 
  * A put that finds its queue full (or still holding a previous
  * occupant's entries: send.c, WHO SENT IT) answers EAGAIN; a send from
  * outside a handler then waits here, and so do a send that waits for
- * what the overflow kept (K3 and THE BACKPRESSURE, above) and the leave's
+ * what the overflow kept (OV3 and THE BACKPRESSURE, above) and the leave's
  * delivery of its overflow.  What it waits for is an attempt - the put
  * itself, with NEMO_NONBLOCK, or a flush - that answers EAGAIN until it
  * is done.  It waits through the waiter layer's one
@@ -390,7 +390,7 @@ static int wait_room(nemo_place *me, nemo_place *dst, uint64_t st, unsigned r, u
 
 /* ---------------------------------------------- delivering kept sends */
 
-/* The overflow's delivery (K2), and its reports. */
+/* The overflow's delivery (OV2), and its reports. */
 
 /* Entry e is settled for its receiver: delivered (DONE), or dropped
  * (DROPPED: its report is still to be made, ovf_report). */
@@ -640,7 +640,7 @@ struct room_for_one {
 static int ring_room_one(void *p)
 {
 	struct room_for_one *q = p;
-	if (q->o->ring_gen != q->me->gen)           /* G1: claimed by our next put */
+	if (q->o->ring_gen != q->me->gen)           /* WS1: claimed by our next put */
 		return atomic_load_explicit(&q->lk->ack, memory_order_acquire) == q->o->tail ? 0 : EAGAIN;
 	q->o->ack_seen = atomic_load_explicit(&q->lk->ack, memory_order_acquire);
 	return q->o->tail - q->o->ack_seen < q->R ? 0 : EAGAIN;

@@ -60,7 +60,7 @@
  *       written and not counted yet): read the eventfd and add its value
  *       to fd_read (fd_read may run ahead of fd_writes until the kicker
  *       counts)
- *   R1-R3 take the grants back (grant.c), and count every stream as
+ *   GR1-GR3 take the grants back (grant.c), and count every stream as
  *       paused
  *   F1  arm: store(fd_armed, 1, seq_cst)
  *   F2  if nemo__pending(): if exchange(fd_armed, 0) == 1, write the
@@ -84,7 +84,7 @@
  * F2.  A granted sender sets no hint and never kicks: its messages are
  * found because the place is in a nemo call, or left the descriptor
  * readable at F0 (the loop comes back and drains the granted queues,
- * which stay hot), or revoked the grant before F1 (R3 sets the hint bit,
+ * which stay hot), or revoked the grant before F1 (GR3 sets the hint bit,
  * F2 sees it).  Exactly one of the exchanges takes an arming, so a place gets at
  * most one write per arming.  The descriptor is not left readable for
  * nothing: a kicker makes its write inside its bracket (fd_kickers) and

@@ -67,11 +67,11 @@
  *
  *   S0  st := load(r.status, acquire); not ACTIVE of the id's generation
  *       -> ESRCH, nothing written.
- *   G1  only before this occupant's first entry on the queue (WHO SENT
+ *   WS1 only before this occupant's first entry on the queue (WHO SENT
  *       IT): wait until its predecessors' entries there are given back.
- *   G2  store(link's sender-generation word, own generation, release).
+ *   WS2 store(link's sender-generation word, own generation, release).
  *   S1  write the entry; its seq / FIFO word last, with release: this is
- *       what makes everything s wrote before (G2 included) visible to r.
+ *       what makes everything s wrote before (WS2 included) visible to r.
  *   S2  (no fence: see THE ASYMMETRIC BARRIER; a seq_cst fence where
  *       membarrier is not available)
  *   S3  if load(r.status) != st: r is leaving (or left).  A ring
@@ -110,9 +110,9 @@
  * entry from a line it writes itself (ack).  The sender keeps a private
  * copy of what its index last stored (out.ring_gen, out.nf_gen), so a
  * send compares two private words and goes on.  Only a new occupant's
- * first entry on the queue does G1 and G2:
+ * first entry on the queue does WS1 and WS2:
  *
- *   G1  wait until every entry its predecessors wrote on the queue has
+ *   WS1 wait until every entry its predecessors wrote on the queue has
  *       been given back: ring: load(link.ack, acquire) == its tail;
  *       FIFO: load(entry at nf_tail - 1, acquire) == 0 (the receiver
  *       empties entries in order; a retract rewound nf_tail past its own
@@ -122,26 +122,26 @@
  *       receiver leaving gives ESRCH; counted in full_waits).  A handler
  *       run while it waits may claim the queue first: then it is
  *       claimed.
- *   G2  store(word, its generation, release).
+ *   WS2 store(word, its generation, release).
  *
  * Why D4 reads the generation of the entry's writer W.  W stored the word
- * (G2) before the entry (S1, release) and D3 loaded the entry with
- * acquire, so G2 happens before D4, and D4 reads W's value or a later
+ * (WS2) before the entry (S1, release) and D3 loaded the entry with
+ * acquire, so WS2 happens before D4, and D4 reads W's value or a later
  * one (coherence).  A later value is stored only by a later occupant at
- * its G2, after its G1 read the give-back (D5, release) of W's last entry
+ * its WS2, after its WS1 read the give-back (D5, release) of W's last entry
  * or of a later one: the ack only grows, the FIFO is emptied in order,
  * and each D5 is sequenced after the D4 of its entry and of every entry
  * before it.  So the D4 of each of W's entries happens before the later
- * G2 and cannot read it.  (The occupants of r continue each other's
- * positions: one's L3 and the next one's join, under the domain lock,
+ * WS2 and cannot read it.  (The occupants of r continue each other's
+ * positions: one's LV3 and the next one's join, under the domain lock,
  * order the earlier one's D4s before the later one's D5s.)  Gen 0 never
  * occurs (domain.c skips it at the 48-bit wrap), so a new domain's zero
- * word names nobody and the first occupant's G1 finds ack == tail == 0.
+ * word names nobody and the first occupant's WS1 finds ack == tail == 0.
  * The cost: nothing per entry for a place that keeps its index (the
  * receiver's extra load hits its own line); a new occupant waits at most
  * until the receiver has handled what the previous occupant sent there,
  * as if the queue were full.  models/place.pml -DGEN checks the handover
- * (and -DGEN -DBROKEN_NO_GEN_WAIT that without G1 a handler names the
+ * (and -DGEN -DBROKEN_NO_GEN_WAIT that without WS1 a handler names the
  * wrong sender).
  *
  * WHY A LATE ENTRY REACHES NO LATER OCCUPANT
@@ -253,8 +253,8 @@ void nemo__publish_many(nemo_place *me, const unsigned *rs, size_t n, bool push)
 
 /* Before this occupant's first entry on a queue whose sender-generation
  * word names another: its predecessors' entries there must all be given
- * back (G1) - else EAGAIN, and the caller waits as for room - then store
- * our generation (G2). */
+ * back (WS1) - else EAGAIN, and the caller waits as for room - then store
+ * our generation (WS2). */
 struct idle {
 	nemo__out *o;
 	nemo__link *lk;
@@ -266,7 +266,7 @@ static bool ring_idle(void *p)
 	struct idle *q = p;
 	if (q->o->ring_gen == q->gen)
 		return true;
-	q->o->ack_seen = atomic_load_explicit(&q->lk->ack, memory_order_acquire);    /* G1 */
+	q->o->ack_seen = atomic_load_explicit(&q->lk->ack, memory_order_acquire);    /* WS1 */
 	return q->o->ack_seen == q->o->tail;
 }
 
@@ -276,21 +276,21 @@ static bool nf_idle(void *p)
 	if (q->o->nf_gen == q->gen)
 		return true;
 	_Atomic uint64_t *e = &q->lk->nf[(q->o->nf_tail - 1) % NEMO_NOTIFY_FIFO_LEN];
-	return atomic_load_explicit(e, memory_order_acquire) == 0;                   /* G1 */
+	return atomic_load_explicit(e, memory_order_acquire) == 0;                   /* WS1 */
 }
 
 /* Claim the ring (ring = true) or the FIFO of link lk for me: 0, or
- * EAGAIN while a predecessor's entries are still there (G1). */
+ * EAGAIN while a predecessor's entries are still there (WS1). */
 static __attribute__((noinline)) int claim(nemo_place *me, nemo__out *o, nemo__link *lk, bool ring)
 {
 	struct idle q = { o, lk, me->gen };
 	if (!(ring ? ring_idle : nf_idle)(&q))
 		return EAGAIN;
 	if (ring && o->ring_gen != me->gen) {
-		atomic_store_explicit(&lk->ring_sgen, me->gen, memory_order_release);     /* G2 */
+		atomic_store_explicit(&lk->ring_sgen, me->gen, memory_order_release);     /* WS2 */
 		o->ring_gen = me->gen;
 	} else if (!ring && o->nf_gen != me->gen) {
-		atomic_store_explicit(&lk->nf_sgen, me->gen, memory_order_release);       /* G2 */
+		atomic_store_explicit(&lk->nf_sgen, me->gen, memory_order_release);       /* WS2 */
 		o->nf_gen = me->gen;
 	}
 	return 0;
@@ -314,7 +314,7 @@ static bool ring_has_room(void *p)
 /* S3 found the receiver leaving: take the ring entry with head hs and
  * seq, ending before position end, back if it was not delivered.  It was
  * delivered if the receiver's ack passed it (an ordinary drain read it:
- * every drain publishes ack before it returns, hence before L1, whose
+ * every drain publishes ack before it returns, hence before LV1, whose
  * store S3 has just seen), or if our CAS fails (the final drain took it).
  * Returns true when our CAS took it back: not delivered. */
 bool nemo__ring_take_back(nemo__link *lk, nemo__slot *hs, uint32_t seq, uint32_t end)
@@ -355,7 +355,7 @@ int nemo__ring_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id d
 	unsigned r = nemo_place_index(dest);
 	nemo__out *o = &me->out_row[r];
 	nemo__link *lk = nemo__link_of(d, r, me->idx);
-	if (__builtin_expect(o->ring_gen != me->gen, 0)) {                  /* G1, G2 */
+	if (__builtin_expect(o->ring_gen != me->gen, 0)) {                  /* WS1, WS2 */
 		int err = claim(me, o, lk, true);
 		if (err)
 			return err;
@@ -427,7 +427,7 @@ int nemo__batch_put(nemo_place *me, nemo_place *dst, uint64_t st, nemo_place_id 
 	unsigned rb = d->Rbits;
 	size_t done = 0;
 	int err = 0;
-	if (__builtin_expect(o->ring_gen != me->gen, 0)) {                  /* G1, G2 */
+	if (__builtin_expect(o->ring_gen != me->gen, 0)) {                  /* WS1, WS2 */
 		err = claim(me, o, lk, true);
 		if (err) {
 			*sent = 0;
@@ -532,7 +532,7 @@ int nemo__notify_put(nemo_place *me, nemo_place_id dest, uint32_t chan, unsigned
 	unsigned r = nemo_place_index(dest);
 	nemo__out *o = &me->out_row[r];
 	nemo__link *lk = nemo__link_of(d, r, me->idx);
-	if (__builtin_expect(o->nf_gen != me->gen, 0)) {                    /* G1, G2 */
+	if (__builtin_expect(o->nf_gen != me->gen, 0)) {                    /* WS1, WS2 */
 		int err = claim(me, o, lk, false);
 		if (err)
 			return err;

@@ -335,7 +335,7 @@ int nemo_mpi_finalize(nemo_mpi *m)
 	if (!pthread_equal(pthread_self(), m->owner))
 		return NEMO__FAIL(EPERM, "only the thread that created the binding finalizes it");
 	bslot *bs = &bindings[m->slot];
-	atomic_store_explicit(&m->closing, 1, memory_order_seq_cst);                          /* F1 */
+	atomic_store_explicit(&m->closing, 1, memory_order_seq_cst);                          /* MF1 */
 	/* The binding's thread first: it would only compete with the pinned
 	 * sends for MPI's lock while they finish (a send that may not call
 	 * MPI leaves at its next round anyway: closing). */
@@ -345,9 +345,9 @@ int nemo_mpi_finalize(nemo_mpi *m)
 		pthread_join(m->thr, NULL);
 		m->has_thr = false;
 	}
-	atomic_store_explicit(&bs->m, NULL, memory_order_seq_cst);                            /* F2 */
+	atomic_store_explicit(&bs->m, NULL, memory_order_seq_cst);                            /* MF2 */
 	naps b = {0, 0};
-	while (atomic_load_explicit(&bs->pins, memory_order_seq_cst))                         /* F3 */
+	while (atomic_load_explicit(&bs->pins, memory_order_seq_cst))                         /* MF3 */
 		nap_round(&b, NULL);   /* the CPU to the sends that finish */
 	atomic_thread_fence(memory_order_acquire);
 	/* The owner is the agent from here on, and nobody else sends. */

@@ -74,30 +74,30 @@
  * posted, not yet complete; MPI owns their buffers, copies of the wire),
  * in posting order, and a FIFO of sends not yet given to MPI: kept by
  * handlers, or funneled by threads that may not call MPI.
- *   W1  A send goes to MPI only when the FIFO is empty and the window has
+ *   MS1 A send goes to MPI only when the FIFO is empty and the window has
  *       room.  Otherwise it is kept at the FIFO's tail (a handler's, up
  *       to DEFER_MAX: ENOBUFS; a thread's that may not call MPI, while
- *       the FIFO holds fewer than FUNNEL_MAX), or it waits (W4), or it
+ *       the FIFO holds fewer than FUNNEL_MAX), or it waits (MS4), or it
  *       returns having sent nothing: EAGAIN under NEMO_NONBLOCK (a
  *       handler's NONBLOCK send too, as locally), ETIMEDOUT at its
  *       deadline, ESHUTDOWN once finalize began, ECONNRESET once r is
  *       dead.  So MPI gets r's sends in the order they entered the
  *       record, and MPI keeps that order: per-place order, never a
  *       duplicate (a send is posted once, or not at all).
- *   W2  Whoever holds the lock and may call MPI first reaps (MPI_Test of
+ *   MS2 Whoever holds the lock and may call MPI first reaps (MPI_Test of
  *       the window, oldest first, stopping at the first incomplete; a
  *       completion rings r's doorbell) and moves the FIFO's head into
  *       the window while it has room.  The agent's pass does it for
  *       every rank with work (npending > 0): what handlers kept is sent
  *       by the binding's progress, in order.
- *   W3  A handler never waits, and neither does NEMO_NONBLOCK.
- *   W4  A blocking send that finds no room polls for SEND_SPIN_NS (each
+ *   MS3 A handler never waits, and neither does NEMO_NONBLOCK.
+ *   MS4 A blocking send that finds no room polls for SEND_SPIN_NS (each
  *       round reaps, serves its place's queues; the owner progresses
  *       MPI), then sleeps between rounds, SEND_NAP_MIN_NS doubling to
  *       SEND_NAP_MAX_NS, never past its deadline.  Room appears only
  *       when r drains and someone here calls MPI, so a long wait costs
  *       one round per nap, not a CPU.
- *   W5  A dead rank's FIFO is dropped by the next holder of the lock,
+ *   MS5 A dead rank's FIFO is dropped by the next holder of the lock,
  *       its window (MPI_Cancel, MPI_Request_free) by the next that may
  *       call MPI: counted in send_dropped (their senders were told 0),
  *       one NEMO_DEBUG line a batch.  A dropped window's buffers are
@@ -106,26 +106,26 @@
  * under it and read without it (relaxed): the agent's scan skips idle
  * ranks by it, a hint (the lock orders the data).  npending counts the
  * ranks with busy > 0 (seq_cst RMWs, read by the progress thread's sleep
- * check T3 after its T1).
+ * check DBT3 after its DBT1).
  *
  * THE BINDING'S LIFETIME: PINS.  A send finds its domain's binding in a
  * static table of BIND_MAX slots {d, m, pins} and uses it pinned:
- *   P0  load d (acquire): not its domain -> next slot; load m (relaxed):
+ *   MP0 load d (acquire): not its domain -> next slot; load m (relaxed):
  *       NULL -> the binding is finalizing (ESHUTDOWN), next slot;
- *   P1  fetch_add pins (seq_cst);  P2  load m (seq_cst): NULL, or
+ *   MP1 fetch_add pins (seq_cst);  MP2  load m (seq_cst): NULL, or
  *       another domain's (the slot was reused) -> fetch_sub, next slot;
- *   P3  the send; then fetch_sub pins (release).
- * nemo_mpi_finalize: F1 closing = 1 (seq_cst: a send that reads it, also
+ *   MP3 the send; then fetch_sub pins (release).
+ * nemo_mpi_finalize: MF1 closing = 1 (seq_cst: a send that reads it, also
  * one waiting for room, leaves with ESHUTDOWN, before its next MPI call);
  * it stops the binding's thread (which would only compete for MPI with
- * the sends finishing); F2 store m = NULL (seq_cst); F3 wait until a
- * load of pins (seq_cst) reads 0, napping.  Either P2 reads NULL (the
- * sender never touches the binding), or P2 precedes F2 in the seq_cst
- * order, so P1 precedes F3, and F3 waits for P3, whose release orders the
- * sender's last access before everything finalize does next.  After F2
- * no sender passes P0 with this m, so F3's wait ends.  From F3 on only the owner uses the binding; at the end d is
+ * the sends finishing); MF2 store m = NULL (seq_cst); MF3 wait until a
+ * load of pins (seq_cst) reads 0, napping.  Either MP2 reads NULL (the
+ * sender never touches the binding), or MP2 precedes MF2 in the seq_cst
+ * order, so MP1 precedes MF3, and MF3 waits for MP3, whose release orders the
+ * sender's last access before everything finalize does next.  After MF2
+ * no sender passes MP0 with this m, so MF3's wait ends.  From MF3 on only the owner uses the binding; at the end d is
  * cleared and the binding freed (a later send: ESRCH, the domain is not
- * bound).  Publication at create stores m, then d (release): P0's
+ * bound).  Publication at create stores m, then d (release): MP0's
  * acquire of d sees m's contents.
  *
  * THE PROGRESS THREAD'S SLEEP (NEMO_MPI_PROGRESS_THREAD).  MPI gives no
@@ -144,25 +144,26 @@
  * The doorbell is one published-state word, bell->state (RUNNING or
  * SLEEPING), and the kick is the waiter layer's (THE RAW WORD,
  * waiter.c: nemo__word_kick and nemo__word_sleep):
- *   thread:  T1 store(state, SLEEPING, seq_cst); T3 a last pass
+ *   thread:  DBT1 store(state, SLEEPING, seq_cst); DBT3 a last pass
  *            (try_progress) and stop (seq_cst) -> store RUNNING, no
- *            sleep; T4 futex_wait(state, SLEEPING, timeout); T5
+ *            sleep; DBT4 futex_wait(state, SLEEPING, timeout); DBT5
  *            exchange(state, RUNNING): it read RUNNING -> a kick woke it.
- *   kicker:  K1 its work (a FIFO push under its rank's lock, a done
- *            store, stop); K2 a seq_cst fence; K3 nemo__word_kick: load
+ *   kicker:  DBK1 its work (a FIFO push under its rank's lock, a done
+ *            store, stop); DBK2 a seq_cst fence; DBK3 nemo__word_kick: load
  *            state (seq_cst), SLEEPING -> CAS it to RUNNING, and the one
  *            that wins makes the FUTEX_WAKE.
  *   ring (a rank of this host whose send to us MPI completed, record.c):
- *            R1 a seq_cst fence (MPI's writes of the message are plain
- *            stores); R2 nemo__word_kick, as K3, with shared flags.
- * K1;K2;K3 (or the message;R1;R2) against T1;T3 is the store-buffering
- * pattern with full fences: the kicker reads SLEEPING (and wins the CAS
- * or finds another kicker won it), or T3 sees its work.  A CAS that
- * lands between T3 and T4 leaves RUNNING in the word, so T4's
- * futex_wait returns at once.  Only the CAS's winner wakes: a burst of
- * kicks costs one FUTEX_WAKE.  models/doorbell.pml checks this with x86
- * store buffers.  A lost kick would cost at most one backoff period,
- * never a message: the thread polls MPI after every sleep.
+ *            DBR1 a seq_cst fence (MPI's writes of the message are plain
+ *            stores); DBR2 nemo__word_kick, as DBK3, with shared flags.
+ * DBK1;DBK2;DBK3 (or the message;DBR1;DBR2) against DBT1;DBT3 is the
+ * store-buffering pattern with full fences: the kicker reads SLEEPING
+ * (and wins the CAS or finds another kicker won it), or DBT3 sees its
+ * work.  A CAS that lands between DBT3 and DBT4 leaves RUNNING in the
+ * word, so DBT4's futex_wait returns at once.  Only the CAS's winner
+ * wakes: a burst of kicks costs one FUTEX_WAKE.  models/doorbell.pml
+ * checks this with x86 store buffers.  A lost kick would cost at most
+ * one backoff period, never a message: the thread polls MPI after every
+ * sleep.
  *
  * THE WATCHDOG (NEMO_MPI_PROGRESS_WATCHDOG).  The owner polls (threshold
  * checks, its sends, nemo_mpi_poll) and stamps last_progress; a thread
@@ -184,8 +185,8 @@
  * when a send to it stays incomplete in its window for peer_timeout_ns
  * (on this host the pidfd says it: a slow peer is not a dead one).
  * Sends to a dead rank fail with ECONNRESET (dead_sends).  The agent's
- * pass asks before it moves any record (W2), so the record of a rank
- * found dead is dropped and counted (W5), not handed to an MPI that may
+ * pass asks before it moves any record (MS2), so the record of a rank
+ * found dead is dropped and counted (MS5), not handed to an MPI that may
  * complete sends to a dead process and lose them uncounted.  Asking
  * means knowing: live_check returns false while another thread's check
  * is under way (next_live is stored only once a check has marked what it
@@ -193,7 +194,7 @@
  * a rank of this host - else a rank dead for longer than LIVE_CHECK_NS
  * could be sent its record while the checker that found it was preempted.
  *
- * FINALIZE'S BOUNDED WAIT.  After F3 the owner drains every record, says
+ * FINALIZE'S BOUNDED WAIT.  After MF3 the owner drains every record, says
  * BYE to every live rank and receives until every live rank has said it.
  * It waits for each rank no longer than peer_timeout_ns: from the later
  * of its own BYE and the last message it received from that rank (a
@@ -241,7 +242,7 @@
 #define FUNNEL_MAX 4096u          /* sends queued by threads that may not call MPI */
 #define DEFER_MAX 65536u          /* sends kept in all (handlers' too), as overflow_max */
 #define Q_FIRST 64u               /* the FIFO's first capacity; it doubles */
-#define SEND_SPIN_NS 50000.0      /* W4: a blocked send polls this long, */
+#define SEND_SPIN_NS 50000.0      /* MS4: a blocked send polls this long, */
 #define SEND_NAP_MIN_NS 16000ull  /* then sleeps from this, */
 #define SEND_NAP_MAX_NS 1000000ull /* doubling up to this */
 
@@ -277,7 +278,7 @@ typedef struct bell {
 	_Atomic uint32_t state;
 } bell;
 
-/* A send MPI holds (W2): the buffer is MPI's until req completes. */
+/* A send MPI holds (MS2): the buffer is MPI's until req completes. */
 typedef struct flight {
 	wire w;
 	MPI_Request req;
@@ -363,7 +364,7 @@ struct nemo_mpi {
 
 #define CADD(m, f) atomic_fetch_add_explicit(&(m)->f, 1, memory_order_relaxed)
 
-/* W4's rounds: poll for SEND_SPIN_NS from the first, then sleep between
+/* MS4's rounds: poll for SEND_SPIN_NS from the first, then sleep between
  * rounds, doubling, never past abstime (compared, never subtracted: a
  * deadline 2^62 s away is a long one, not an overflow). */
 /* The bindings table (PINS): one per domain, found from the sending
@@ -435,7 +436,7 @@ void talk(nemo_mpi *m, const nemo_place *me, int r, nemo_place_id id);
 bool talked(const nemo_mpi *m, int r, unsigned idx);
 bool live_check(nemo_mpi *m);
 
-/* record.c: a rank's record (SENDS: W1-W5), rings, naps */
+/* record.c: a rank's record (SENDS: MS1-MS5), rings, naps */
 void ring(nemo_mpi *m, int r);
 void *pages(size_t bytes);
 void settle(nemo_mpi *m, peer *p);

@@ -138,14 +138,14 @@ nemo_mpi *pin(nemo_domain *d, unsigned *slot, bool *closing)
 	*closing = false;
 	for (unsigned i = 0; i < BIND_MAX; i++) {
 		bslot *b = &bindings[i];
-		if (atomic_load_explicit(&b->d, memory_order_acquire) != d)                  /* P0 */
+		if (atomic_load_explicit(&b->d, memory_order_acquire) != d)                  /* MP0 */
 			continue;
 		if (!atomic_load_explicit(&b->m, memory_order_relaxed)) {
 			*closing = true;
 			continue;
 		}
-		atomic_fetch_add_explicit(&b->pins, 1, memory_order_seq_cst);                 /* P1 */
-		nemo_mpi *m = atomic_load_explicit(&b->m, memory_order_seq_cst);              /* P2 */
+		atomic_fetch_add_explicit(&b->pins, 1, memory_order_seq_cst);                 /* MP1 */
+		nemo_mpi *m = atomic_load_explicit(&b->m, memory_order_seq_cst);              /* MP2 */
 		if (m && m->d == d) {
 			*slot = i;
 			return m;
@@ -158,7 +158,7 @@ nemo_mpi *pin(nemo_domain *d, unsigned *slot, bool *closing)
 
 void unpin(unsigned slot)
 {
-	atomic_fetch_sub_explicit(&bindings[slot].pins, 1, memory_order_release);            /* P3 */
+	atomic_fetch_sub_explicit(&bindings[slot].pins, 1, memory_order_release);            /* MP3 */
 }
 
 /* Is d bound (a binding published or finalizing)?  (bind_lock held) */

@@ -103,7 +103,7 @@ static int hand(nemo_mpi *m, unsigned i)
 	return 0;
 }
 
-/* The ranks' records with work (W2): the agent's share of the sends.
+/* The ranks' records with work (MS2): the agent's share of the sends.
  * Returns how much moved. */
 static unsigned push_all(nemo_mpi *m)
 {
@@ -298,13 +298,13 @@ static bool thr_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t 
 	(void)bits;
 	nemo_mpi *m = arg;
 	bell *b = m->bell;
-	atomic_store_explicit(&b->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst);          /* T1 */
-	atomic_thread_fence(memory_order_seq_cst);   /* T1 before MPI's reads of T3 */
-	if (try_progress(m) || atomic_load_explicit(&m->stop, memory_order_seq_cst)) {        /* T3 */
+	atomic_store_explicit(&b->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst);          /* DBT1 */
+	atomic_thread_fence(memory_order_seq_cst);   /* DBT1 before MPI's reads of DBT3 */
+	if (try_progress(m) || atomic_load_explicit(&m->stop, memory_order_seq_cst)) {        /* DBT3 */
 		atomic_store_explicit(&b->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
 		return true;
 	}
-	*word = (uint32_t *)&b->state;                                                        /* T4 */
+	*word = (uint32_t *)&b->state;                                                        /* DBT4 */
 	*val = NEMO_WAITER_SLEEPING;
 	CADD(m, c_sleeps);
 	return false;
@@ -314,7 +314,7 @@ static void thr_sleep_end(void *arg)
 {
 	nemo_mpi *m = arg;
 	if (atomic_exchange_explicit(&m->bell->state, NEMO_WAITER_RUNNING, memory_order_relaxed) ==
-	    NEMO_WAITER_RUNNING)                                                                  /* T5 */
+	    NEMO_WAITER_RUNNING)                                                                  /* DBT5 */
 		CADD(m, c_wakeups);     /* a kick claimed the word */
 }
 
@@ -340,7 +340,7 @@ void *thr_main(void *arg)
 	uint64_t backoff = 0;
 	while (!atomic_load_explicit(&m->stop, memory_order_acquire)) {
 		if (m->prog == NEMO_MPI_PROGRESS_WATCHDOG) {
-			/* T1, a look at stop (T3), T4, T5: only finalize kicks it. */
+			/* DBT1, a look at stop (DBT3), DBT4, DBT5: only finalize kicks it. */
 			struct timespec ts = {0, (long)m->attr.watchdog_ns};
 			if (m->attr.watchdog_ns >= 1000000000ull)
 				ts = (struct timespec){1, 0};

@@ -1,6 +1,6 @@
 /*
  * record.c - a rank's record: its window and queue (mpi_internal.h,
- * SENDS: W1-W5), the doorbell rings, and the naps of a blocked send.
+ * SENDS: MS1-MS5), the doorbell rings, and the naps of a blocked send.
  */
 #define _GNU_SOURCE
 #include "mpi_internal.h"
@@ -33,7 +33,7 @@ void settle(nemo_mpi *m, peer *p)
 		atomic_fetch_sub_explicit(&m->npending, 1, memory_order_seq_cst);
 }
 
-/* W5: drop what the record of dead (or given-up) rank r holds: the FIFO
+/* MS5: drop what the record of dead (or given-up) rank r holds: the FIFO
  * always, the window if this thread may call MPI.  Lock held. */
 void drop_record(nemo_mpi *m, peer *p, int r, bool mpi)
 {
@@ -58,7 +58,7 @@ void drop_record(nemo_mpi *m, peer *p, int r, bool mpi)
 	}
 }
 
-/* W2: test the window, oldest first; completed sends leave it.  Returns
+/* MS2: test the window, oldest first; completed sends leave it.  Returns
  * how many completed.  Lock held, MPI allowed. */
 unsigned reap(nemo_mpi *m, peer *p, int r)
 {
@@ -116,8 +116,8 @@ bool have_window(peer *p)
 	return p->fl || (p->fl = pages(FLIGHT_MAX * sizeof(flight))) != NULL;
 }
 
-/* W2 for rank r: reap, then move the FIFO's head into the window while
- * it has room; a dead or given-up rank's record is dropped (W5).  Lock
+/* MS2 for rank r: reap, then move the FIFO's head into the window while
+ * it has room; a dead or given-up rank's record is dropped (MS5).  Lock
  * held.  Returns how much moved (completed or posted). */
 unsigned push(nemo_mpi *m, peer *p, int r, bool mpi)
 {
@@ -140,7 +140,7 @@ unsigned push(nemo_mpi *m, peer *p, int r, bool mpi)
 	return n;
 }
 
-/* Keep w at the FIFO's tail (W1).  Lock held.  0, ENOBUFS, ENOMEM. */
+/* Keep w at the FIFO's tail (MS1).  Lock held.  0, ENOBUFS, ENOMEM. */
 int keep(peer *p, const wire *w)
 {
 	if (p->q_n >= DEFER_MAX)
@@ -165,19 +165,19 @@ int keep(peer *p, const wire *w)
 
 void thr_kick(nemo_mpi *m)
 {
-	atomic_thread_fence(memory_order_seq_cst);                                         /* K2 */
-	nemo__word_kick(&m->bell->state, NEMO_WAITER_SLEEPING, m->bell_flags);             /* K3 */
+	atomic_thread_fence(memory_order_seq_cst);                                         /* DBK2 */
+	nemo__word_kick(&m->bell->state, NEMO_WAITER_SLEEPING, m->bell_flags);             /* DBK3 */
 }
 
 /* After a send to rank r completed: ring r's doorbell if its progress
- * thread sleeps (R1 fence, R2 the raw word's kick). */
+ * thread sleeps (DBR1 fence, DBR2 the raw word's kick). */
 void ring(nemo_mpi *m, int r)
 {
 	bell *b = m->peers[r].bell;
 	if (!b)
 		return;
-	atomic_thread_fence(memory_order_seq_cst);                                         /* R1 */
-	nemo__word_kick(&b->state, NEMO_WAITER_SLEEPING, NEMO_FUTEX_SHARED);               /* R2 */
+	atomic_thread_fence(memory_order_seq_cst);                                         /* DBR1 */
+	nemo__word_kick(&b->state, NEMO_WAITER_SLEEPING, NEMO_FUTEX_SHARED);               /* DBR2 */
 }
 
 void nap_round(naps *b, const struct timespec *abstime)

@@ -1,11 +1,11 @@
 /*
- * send.c - the remote sends (mpi_internal.h, SENDS: W1-W4 of one send)
+ * send.c - the remote sends (mpi_internal.h, SENDS: MS1-MS4 of one send)
  * and the messaging hook's am / notify ops.
  */
 #define _GNU_SOURCE
 #include "mpi_internal.h"
 
-/* Send w to rank r (W1-W4).  me: the sending place. */
+/* Send w to rank r (MS1-MS4).  me: the sending place. */
 static int send_to(nemo_mpi *m, nemo_place *me, int r, const wire *w, unsigned flags,
 		   const struct timespec *abstime, const char *fn)
 {
@@ -66,7 +66,7 @@ static int send_to(nemo_mpi *m, nemo_place *me, int r, const wire *w, unsigned f
 			return EAGAIN;   /* bare: flow control (fail.h) */
 		if (past(abstime))
 			return ETIMEDOUT;
-		/* W4: serve while waiting.  The owner progresses MPI (its
+		/* MS4: serve while waiting.  The owner progresses MPI (its
 		 * strategies have no other agent while it sends); every place
 		 * runs its handlers, whose sends are kept, never waited for. */
 		if (owner && m->prog != NEMO_MPI_PROGRESS_THREAD)

@@ -5,15 +5,15 @@
  *
  * THE RULE
  *
- * S1;S3 against L1;L2 is again store-then-load on both sides, which
+ * S1;S3 against LV1;LV2 is again store-then-load on both sides, which
  * needs a full fence on both.  But senders send millions of times a
  * second and places leave rarely, so the fence is moved to the leaver:
- * after L1 it calls membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which
+ * after LV1 it calls membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which
  * makes every running thread of the process pass a full barrier before
  * it returns (a thread that is not running is past one already: the
  * context switch).  A sender's S3 is then a plain load: if it read the
  * old status, it did so before its barrier point, and its entry store,
- * earlier in program order, was visible at that point, before L2 looks.
+ * earlier in program order, was visible at that point, before LV2 looks.
  * (liburcu's urcu-membarrier and folly's asymmetricHeavyBarrier use the
  * same trade.)  Measured on the 2-vCPU VM: the per-message seq_cst fence
  * cost the batched sender about two thirds of its throughput, because it
@@ -24,7 +24,7 @@
  * (x86-TSO) until a fence, a locked instruction or the leaver's barrier.
  *
  *
- * Its users: a place's leave (messaging: L1 against every send's S1-S3),
+ * Its users: a place's leave (messaging: LV1 against every send's S1-S3),
  * a stream grant's revocation (messaging, THE STREAM GRANT), and a sender
  * about to sleep for room (messaging, THE WAIT FOR ROOM, RW2).
  */

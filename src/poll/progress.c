@@ -24,22 +24,22 @@
  * handled: loop.  Else wait through the waiter layer's loop with the
  * thread's policy: poll (try_take again) for its budget, then sleep:
  *
- *   P1  exchange(state, SLEEPING, seq_cst)
- *   P2  for every delegated place: any hint word non-zero (seq_cst load;
+ *   PT1 exchange(state, SLEEPING, seq_cst)
+ *   PT2 for every delegated place: any hint word non-zero (seq_cst load;
  *       nemo__domain_progress_pending) -> cancel (state RUNNING) and drain
- *   P3  futex_wait(state, SLEEPING)
+ *   PT3 futex_wait(state, SLEEPING)
  *
  * A sender (kick.c): S4 sets its hint bit at r with a seq_cst RMW, then
  * reads r's waiter state; RUNNING and r.delegated (seq_cst loads) ->
  * kick prog_w: the waiter layer's CAS SLEEPING -> RUNNING and FUTEX_WAKE.
  *
- * WHY NO WAKE-UP IS LOST.  S4;kick against P1;P2 is the store-buffering
- * pattern, all seq_cst: the sender sees SLEEPING (and wakes it) or P2
+ * WHY NO WAKE-UP IS LOST.  S4;kick against PT1;PT2 is the store-buffering
+ * pattern, all seq_cst: the sender sees SLEEPING (and wakes it) or PT2
  * sees the hint bit (and does not sleep).  A sender that finds its bit
  * set already skips the kick; the bit stays set until the place is
- * drained, and P2 sees it.  A drain that stops at its budget sets bits
+ * drained, and PT2 sees it.  A drain that stops at its budget sets bits
  * again itself, with no sender behind them: the place's own nemo call
- * may do so after P2, so such a drain of a delegated place kicks the
+ * may do so after PT2, so such a drain of a delegated place kicks the
  * progress thread as a sender would (drain.c, end of nemo__drain;
  * test_progress hung without it: a bit set, the thread asleep).  A place
  * that turns delegated sets the flag before its next message can be
@@ -52,7 +52,7 @@
  * the progress thread cannot lock are in a nemo call of their own, which
  * handles their queues.  (This is the place protocol of placewait.c,
  * WAIT, with the progress thread as the waiter of many places: models/
- * place.pml covers one; the hint re-check at P2 covers each.)
+ * place.pml covers one; the hint re-check at PT2 covers each.)
  *
  * COST.  A served place pays an uncontended mutex lock and unlock per
  * nemo call; senders pay what they pay to kick a sleeping place (a
@@ -109,7 +109,7 @@ static bool prog_try_take(void *arg)
 	return pass(p) > 0;
 }
 
-/* P2: anything for a delegated place?  (Hint words only: a sender sets
+/* PT2: anything for a delegated place?  (Hint words only: a sender sets
  * its bit before it kicks, and a set bit stays until a drain.)  Or stop. */
 static bool prog_pending(void *arg)
 {
@@ -123,10 +123,10 @@ static bool prog_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t
 {
 	struct nemo_progress *p = arg;
 	nemo_waiter *w = atomic_load_explicit(&p->w, memory_order_relaxed);
-	if (nemo__slot_sleep_begin(w, NULL, prog_pending, p, word, val, bits))             /* P1, P2 */
+	if (nemo__slot_sleep_begin(w, NULL, prog_pending, p, word, val, bits))             /* PT1, PT2 */
 		return prog_try_take(p) || true;
 	atomic_fetch_add_explicit(&p->sleeps, 1, memory_order_relaxed);
-	return false;                                                                      /* P3 */
+	return false;                                                                      /* PT3 */
 }
 
 static void prog_sleep_end(void *arg)

@@ -13,28 +13,28 @@
  * (exchange), nemo__place_wd_ticks / nemo__place_set_wd_ticks, and
  * nemo__domain_set_watchdog_waiter (wd_w).
  *
- *   W1  a sender whose kick finds the place RUNNING, with interrupt mode on
+ *   WD1 a sender whose kick finds the place RUNNING, with interrupt mode on
  *       and wd_ticks set, while a watchdog runs (kick.c, wd_defer): no
  *       signal; CAS(wd_since, 0 -> now, seq_cst).  If it set the clock:
- *   W2  kick wd_w (the waiter layer's kick: a FUTEX_WAKE only if the
+ *   WD2 kick wd_w (the waiter layer's kick: a FUTEX_WAKE only if the
  *       watchdog sleeps).  A sender that finds the clock running already
- *       does nothing: the one that started it did W2.
- *   W3  every drain of the place (drain.c, nemo__drain) first stores
+ *       does nothing: the one that started it did WD2.
+ *   WD3 every drain of the place (drain.c, nemo__drain) first stores
  *       wd_since := 0 (seq_cst, only if set), then reads its hint words;
  *       a drain that leaves work (its budget) starts the clock itself.
- *   W4  the watchdog's pass: for every watched, active place with
+ *   WD4 the watchdog's pass: for every watched, active place with
  *       s = wd_since != 0, and `now` read after s: if now - s >= T
  *       (never for s > now): CAS(wd_since, s -> 0) and, if
- *       that succeeded, signal the place (kick.c's K1-K3: only if
+ *       that succeeded, signal the place (kick.c's IK1-IK3: only if
  *       interrupt mode is still on); else note s + T as a deadline.
- *   W5  no deadline: exchange(state, SLEEPING, seq_cst), re-read every
+ *   WD5 no deadline: exchange(state, SLEEPING, seq_cst), re-read every
  *       watched place's wd_since (seq_cst); any set -> RUNNING, pass
  *       again; else futex_wait(state, SLEEPING) with no timeout.
  *       A deadline: sleep until `early` before the earliest (timer
  *       slack 1 ns; HOW EARLY TO WAKE, below), on a word that
  *       nemo_watchdog_stop wakes, then spin to it.
  *
- *   W6  stopping: the thread clears wd_w (seq_cst) and exits; then every
+ *   WD6 stopping: the thread clears wd_w (seq_cst) and exits; then every
  *       running clock is taken (exchange, seq_cst) and its place
  *       signalled.  A sender that started a clock re-reads wd_w (seq_cst)
  *       after its CAS and, finding it NULL, takes its clock back and
@@ -44,20 +44,20 @@
  *       with T 0 as expired.
  *
  * WHY NO MESSAGE WAITS FOREVER.  A message m to a watched place r whose
- * sender's S4 found its hint bit clear reaches W1 (or, if r was polling
- * or sleeping, the ordinary kick).  After W1 either the clock runs from a
+ * sender's S4 found its hint bit clear reaches WD1 (or, if r was polling
+ * or sleeping, the ordinary kick).  After WD1 either the clock runs from a
  * tick no later than m's enqueue, or it was running already from an
- * earlier tick.  The clock is cleared only by W3 - a drain that reads the
+ * earlier tick.  The clock is cleared only by WD3 - a drain that reads the
  * hint words after the clear, so it takes m if m's bit was set before
- * (the ordinary argument of drain.c), and otherwise m's sender reaches W1
- * after the clear and starts it again - or by W4, which signals r, whose
+ * (the ordinary argument of drain.c), and otherwise m's sender reaches WD1
+ * after the clear and starts it again - or by WD4, which signals r, whose
  * handler drains.  A sender whose bit was already set relies on the
- * sender that set it: the bit stays set until a drain (W3) exchanges it,
+ * sender that set it: the bit stays set until a drain (WD3) exchanges it,
  * and that drain takes m.  The watchdog cannot sleep through a running
- * clock: W1;W2 and W5 are the store-buffering pattern (the CAS, then the
- * load of its state; its exchange, then the loads of the clocks), so W5
- * sees the clock or W2 sees SLEEPING and wakes it.  A clock that runs
- * although its message was taken (the sender's W1 came after the drain
+ * clock: WD1;WD2 and WD5 are the store-buffering pattern (the CAS, then the
+ * load of its state; its exchange, then the loads of the clocks), so WD5
+ * sees the clock or WD2 sees SLEEPING and wakes it.  A clock that runs
+ * although its message was taken (the sender's WD1 came after the drain
  * that took it) costs one spurious signal at most: the handler finds
  * nothing.  So every message is handled by a poll of r's own or by a
  * signal at most T (plus the watchdog's wake-up and the signal's delivery)
@@ -134,7 +134,7 @@ struct nemo_watchdog {
 	_Atomic int started;
 	_Atomic uint64_t fired, wakeups, sleeps, spin_ns;
 	_Atomic uint64_t early_ns;    /* HOW EARLY TO WAKE, now */
-	_Atomic uint64_t late, late_max_ns;  /* firings after their deadline (W4) */
+	_Atomic uint64_t late, late_max_ns;  /* firings after their deadline (WD4) */
 	bool realtime;                /* running at SCHED_FIFO 1 */
 };
 
@@ -151,7 +151,7 @@ static void note_late(struct nemo_watchdog *g, uint64_t late_ticks)
 		atomic_store_explicit(&g->late_max_ns, ns, memory_order_relaxed);
 }
 
-/* W4: one pass; returns the earliest deadline, UINT64_MAX for none. */
+/* WD4: one pass; returns the earliest deadline, UINT64_MAX for none. */
 static uint64_t pass(struct nemo_watchdog *g)
 {
 	struct nemo_domain *d = g->d;
@@ -187,7 +187,7 @@ static uint64_t pass(struct nemo_watchdog *g)
 	return next;
 }
 
-/* W5: anything waiting?  (seq_cst loads, after publishing SLEEPING)  Or
+/* WD5: anything waiting?  (seq_cst loads, after publishing SLEEPING)  Or
  * stop. */
 static bool any_clock(void *arg)
 {
@@ -223,7 +223,7 @@ static void *wd_main(void *arg)
 		uint64_t next = pass(g);
 		if (next == UINT64_MAX) {
 			uint32_t *word, val, bits = 0;
-			if (nemo__slot_sleep_begin(w, NULL, any_clock, g, &word, &val, &bits))         /* W5 */
+			if (nemo__slot_sleep_begin(w, NULL, any_clock, g, &word, &val, &bits))         /* WD5 */
 				continue;
 			atomic_fetch_add_explicit(&g->sleeps, 1, memory_order_relaxed);
 			nemo__word_sleep((_Atomic uint32_t *)word, val, NULL, NEMO_FUTEX_PRIVATE);
@@ -252,7 +252,7 @@ static void *wd_main(void *arg)
 		}
 		atomic_fetch_add_explicit(&g->wakeups, 1, memory_order_relaxed);
 	}
-	nemo__domain_set_watchdog_waiter(g->d, NULL);                     /* W6 */
+	nemo__domain_set_watchdog_waiter(g->d, NULL);                     /* WD6 */
 	return NULL;
 }
 

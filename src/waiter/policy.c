@@ -9,7 +9,7 @@
  * context switches.  The adaptive policy learns both on the job, from
  * the sleeps that really happen in this process, with no set-up:
  *   lat   each kick that issues a FUTEX_WAKE stamps the slot (or event)
- *         first (waiter.c, kick(); event.c, P2); a sleeper that was woken
+ *         first (waiter.c, kick(); event.c, EP2); a sleeper that was woken
  *         by it measures now - stamp: the wake-up latency it really got;
  *   wake  the kicker times its own FUTEX_WAKE syscall (a lower bound on
  *         each side's CPU cost, which we count twice: the sleeper pays a

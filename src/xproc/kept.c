@@ -10,36 +10,36 @@
  * returned EAGAIN.  So the send is kept in memory only the place's thread
  * touches (process-local, malloc'd), and the handler is told 0.
  *
- *   K1  a send in a handler (depth > 0), without NEMO_XPROC_NONBLOCK: if
+ *   XK1 a send in a handler (depth > 0), without NEMO_XPROC_NONBLOCK: if
  *       nothing is kept for that receiver, try the ring (put); EAGAIN (full),
  *       or something kept already -> append an entry (ENOBUFS at
  *       overflow_max), return 0.  Later sends to the same receiver append
  *       behind it: order.  (NONBLOCK: EAGAIN, as in-process.)
- *   K2  flush: one pass in order; each entry is put (which checks its
+ *   XK2 flush: one pass in order; each entry is put (which checks its
  *       receiver); EAGAIN marks that receiver stuck for the rest of the
  *       pass (its later entries stay behind it); ESRCH or ECONNRESET (it
  *       left or died) drops the entry: counted (overflow_dropped), logged
  *       under NEMO_DEBUG=1, and a death recorded (ring.c, PEER DEATH).
  *       Run by every poll, every round of every wait (sleep.c), and
  *       before a send to a receiver something is kept for (send.c).
- *   K3  a send from outside a handler to a receiver with kept entries
+ *   XK3 a send from outside a handler to a receiver with kept entries
  *       first waits until they are delivered (send.c, sleep.c XW_KEPT).
- *   K4  ROOM REQUESTS.  At its first entry for a receiver, and again
+ *   XK4 ROOM REQUESTS.  At its first entry for a receiver, and again
  *       before the place sleeps (sleep.c: every sleep of every wait; fd.c:
  *       the arming of its descriptor; a receiver whose index was joined
  *       again had its mask cleared), it sets its bit in the room mask of
- *       each receiver it keeps entries for (R1, a seq_cst RMW; room_ask),
- *       and its sleep's re-check W3 looks at the slot its
+ *       each receiver it keeps entries for (XR1, a seq_cst RMW; room_ask),
+ *       and its sleep's re-check XW3 looks at the slot its
  *       next entry to each such receiver goes to (seq_cst; kept_ready).
- *       The receiver's drain, having freed a slot (C1, seq_cst), loads its
- *       mask (C2, seq_cst) and kicks us.  This is the store-then-look pair
- *       of THE WAIT FOR ROOM (sleep.c): either W3 sees C1, or C2 sees R1
+ *       The receiver's drain, having freed a slot (XC1, seq_cst), loads its
+ *       mask (XC2, seq_cst) and kicks us.  This is the store-then-look pair
+ *       of THE WAIT FOR ROOM (sleep.c): either XW3 sees XC1, or XC2 sees XR1
  *       and the kick sees SLEEPING (or FD_ARMED).  So a place with kept
  *       sends may sleep, and wakes to deliver them.  When nothing is
  *       kept for a receiver any more (and no send of ours waits for room
- *       there), the bit is cleared (R3, seq_cst RMW) and that receiver
- *       is kicked (R4, as S2-S3): it may wait for the bit to clear.
- *       models/xprockept.pml checks K4, and -DHELD the release.
+ *       there), the bit is cleared (XR3, seq_cst RMW) and that receiver
+ *       is kicked (XR4, as XS2-XS3): it may wait for the bit to clear.
+ *       models/xprockept.pml checks XK4, and -DHELD the release.
  *
  * THE BACKPRESSURE.  Kept entries alone would only move the unbounded
  * queue: a client that sends 10^6 requests and never waits leaves the
@@ -48,7 +48,7 @@
  * the sender's own room mask - that place keeps sends for it, or waits
  * for room in its ring to it - first waits, serving its own queues (which
  * makes that room), until the bit is clear (send.c; sleep.c XW_HELD).
- * The holder's R3 then R4 against the waiter's W2 then W3 (its own room
+ * The holder's XR3 then XR4 against the waiter's XW2 then XW3 (its own room
  * mask, seq_cst) is the store-then-look pair again, so the waiter does
  * not sleep past the release.  In the request/reply pattern this bounds
  * what a server keeps for a client by what that client had in flight.
@@ -99,7 +99,7 @@ static int kept_room(nemo_xproc_place *p)
 	return 0;
 }
 
-/* R1 for every receiver we keep sends for or wait for room to (K4), before
+/* XR1 for every receiver we keep sends for or wait for room to (XK4), before
  * a sleep: idempotent, so a receiver whose index was joined again since
  * (the join clears its mask) hears of us too. */
 void nemo__xp_room_ask(nemo_xproc_place *p)
@@ -107,22 +107,22 @@ void nemo__xp_room_ask(nemo_xproc_place *p)
 	uint64_t want = p->kept_mask | (p->room_for >= 0 ? 1ull << p->room_for : 0);
 	for (uint32_t d = 0; want; d++, want >>= 1)
 		if (want & 1u)
-			atomic_fetch_or_explicit(&place_at(p->x, d)->room, 1ull << p->idx, memory_order_seq_cst); /* R1 */
+			atomic_fetch_or_explicit(&place_at(p->x, d)->room, 1ull << p->idx, memory_order_seq_cst); /* XR1 */
 	p->room_mine |= p->kept_mask | (p->room_for >= 0 ? 1ull << p->room_for : 0);
 }
 
-/* R3, R4: our bit in d's room mask, once neither a kept send nor a send
+/* XR3, XR4: our bit in d's room mask, once neither a kept send nor a send
  * waiting for room needs it. */
 void nemo__xp_room_update(nemo_xproc_place *p, uint32_t d)
 {
 	if (!(p->room_mine >> d & 1u) || p->kept_n[d] || p->room_for == (int)d)
 		return;
-	atomic_fetch_and_explicit(&place_at(p->x, d)->room, ~(1ull << p->idx), memory_order_seq_cst);  /* R3 */
+	atomic_fetch_and_explicit(&place_at(p->x, d)->room, ~(1ull << p->idx), memory_order_seq_cst);  /* XR3 */
 	p->room_mine &= ~(1ull << d);
-	nemo__xp_kick_place(p->x, d);                                                       /* R4 */
+	nemo__xp_kick_place(p->x, d);                                                       /* XR4 */
 }
 
-/* K1: keep a send that found its ring full (or behind kept ones). */
+/* XK1: keep a send that found its ring full (or behind kept ones). */
 int nemo__xp_keep(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint32_t code, uint64_t arg,
 		  const void *payload, size_t len)
 {
@@ -146,7 +146,7 @@ int nemo__xp_keep(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint32_
 	p->kept_all++;
 	if (p->kept_n[d]++ == 0) {
 		p->kept_mask |= 1ull << d;
-		/* R1 now, not only before a sleep: the receiver's sends to us
+		/* XR1 now, not only before a sleep: the receiver's sends to us
 		 * wait from here on (THE BACKPRESSURE), also while we never
 		 * sleep. */
 		atomic_fetch_or_explicit(&place_at(x, d)->room, 1ull << p->idx, memory_order_seq_cst);
@@ -182,7 +182,7 @@ static void kept_drop(nemo_xproc_place *p, struct xp_kept *e, int err)
 	kept_done(p, e);
 }
 
-/* K2: one pass in order.  Returns how many stay kept. */
+/* XK2: one pass in order.  Returns how many stay kept. */
 uint32_t nemo__xp_flush(nemo_xproc_place *p)
 {
 	if (!p->kept_all)
@@ -231,7 +231,7 @@ void nemo__xp_kept_drop_all(nemo_xproc_place *p)
 		nemo__xp_room_update(p, d);
 }
 
-/* W3's part for kept sends (K4): may one of them go now - the slot its
+/* XW3's part for kept sends (XK4): may one of them go now - the slot its
  * next entry takes is free, or its receiver's word changed (the flush
  * then drops what is kept for it)? */
 bool nemo__xp_kept_ready(nemo_xproc_place *p, memory_order mo)
@@ -247,9 +247,9 @@ bool nemo__xp_kept_ready(nemo_xproc_place *p, memory_order mo)
 	return false;
 }
 
-/* Anything a sleeping place must wake for, whatever it waits for (W3):
+/* Anything a sleeping place must wake for, whatever it waits for (XW3):
  * a message, news of a death, its own word changed, a kept send that
- * may go.  mo: the loads' order (seq_cst in W3). */
+ * may go.  mo: the loads' order (seq_cst in XW3). */
 bool nemo__xp_wakeable(nemo_xproc_place *p, memory_order mo)
 {
 	return nemo__xp_pending(p, mo) || nemo__xp_death_news(p, mo) || !own_ok(p, mo) ||

@@ -36,20 +36,20 @@
  * idempotent; a checker that finds RECLAIM set helps if it too finds
  * the process dead):
  *
- *   D1  every place owned by k, CLAIM or LIVE: CAS word -> DEAD (same
- *       gen); the CAS's winner then stores dead_gen = gen (relaxed: D2's
+ *   XD1 every place owned by k, CLAIM or LIVE: CAS word -> DEAD (same
+ *       gen); the CAS's winner then stores dead_gen = gen (relaxed: XD2's
  *       RMW publishes it; ring.c, PEER DEATH, says who reads it)
- *   D2  deaths += 1 (seq_cst RMW)
- *   D3  every place that sleeps (SLEEPING, or FD_ARMED: fd.c): CAS it to
- *       RUNNING and wake (S2-S3)
- *   D4  procs[k].word: CAS identity | RECLAIM -> 0: the slot is free
+ *   XD2 deaths += 1 (seq_cst RMW)
+ *   XD3 every place that sleeps (SLEEPING, or FD_ARMED: fd.c): CAS it to
+ *       RUNNING and wake (XS2-XS3)
+ *   XD4 procs[k].word: CAS identity | RECLAIM -> 0: the slot is free
  *
- * D2 before D3 is the store-then-look of sleep.c's S1-S2: a waiter's W3
+ * XD2 before XD3 is the store-then-look of sleep.c's XS1-XS2: a waiter's XW3
  * reads `deaths` (and its own place word, and a room waiter its
- * destination's), so it either sees the bump (or the DEAD of D1, which
- * precedes D2) or is kicked by D3.  D3 kicks every sleeping place, not
+ * destination's), so it either sees the bump (or the DEAD of XD1, which
+ * precedes XD2) or is kicked by XD3.  XD3 kicks every sleeping place, not
  * only the LIVE ones: a place of a live process that another process
- * took for dead (a hostile peer can make one) is DEAD after D1, and its
+ * took for dead (a hostile peer can make one) is DEAD after XD1, and its
  * owner must learn it from its own word (xproc.c, OUR OWN PLACE).
  */
 #define _GNU_SOURCE
@@ -116,20 +116,20 @@ static bool proc_dead(nemo_xproc *x, uint32_t k, uint64_t w)
 void nemo__xp_kick_place(nemo_xproc *x, uint32_t i)
 {
 	_Atomic uint32_t *ws = &place_at(x, i)->wstate;
-	/* S2 (seq_cst load), S3 (CAS SLEEPING or FD_ARMED -> RUNNING, wake):
+	/* XS2 (seq_cst load), XS3 (CAS SLEEPING or FD_ARMED -> RUNNING, wake):
 	 * the waiter layer's kick on a raw word (waiter.c, THE RAW WORD). */
 	if (nemo__word_kick(ws, XP_FD_ARMED, NEMO_FUTEX_SHARED))
 		atomic_fetch_add_explicit(&x->kicks, 1, memory_order_relaxed);
 }
 
-/* D1-D4 for proc slot k, whose word is (identity | RECLAIM): idempotent. */
+/* XD1-XD4 for proc slot k, whose word is (identity | RECLAIM): idempotent. */
 static void reclaim(nemo_xproc *x, uint32_t k, uint64_t word)
 {
 	_Atomic uint64_t *kw = &proc_at(x, k)->word;
-	for (uint32_t i = 0; i < x->nplaces; i++) {                                        /* D1 */
+	for (uint32_t i = 0; i < x->nplaces; i++) {                                        /* XD1 */
 		_Atomic uint32_t *pw = &place_at(x, i)->word;
 		uint32_t w = atomic_load_explicit(pw, memory_order_acquire);
-		/* A helper may come late: another reclaimer finished (D4) and
+		/* A helper may come late: another reclaimer finished (XD4) and
 		 * a new process took slot k and joined.  Its places' words
 		 * follow its claim of k, so a place word of its, read here,
 		 * is followed by a proc word that is not ours any more: stop.
@@ -140,13 +140,13 @@ static void reclaim(nemo_xproc *x, uint32_t k, uint64_t word)
 		if (pw_owner(w) == k && (pw_state(w) == P_LIVE || pw_state(w) == P_CLAIM) &&
 		    atomic_compare_exchange_strong_explicit(pw, &w, pw_make(pw_gen(w), 0, P_DEAD),
 							    memory_order_seq_cst, memory_order_relaxed))
-			atomic_store_explicit(&place_at(x, i)->dead_gen, pw_gen(w), memory_order_relaxed);  /* D1' */
+			atomic_store_explicit(&place_at(x, i)->dead_gen, pw_gen(w), memory_order_relaxed);  /* XD1' */
 	}
-	atomic_fetch_add_explicit(&hdr(x)->deaths, 1, memory_order_seq_cst);              /* D2 */
-	for (uint32_t i = 0; i < x->nplaces; i++)                                          /* D3 */
+	atomic_fetch_add_explicit(&hdr(x)->deaths, 1, memory_order_seq_cst);              /* XD2 */
+	for (uint32_t i = 0; i < x->nplaces; i++)                                          /* XD3 */
 		nemo__xp_kick_place(x, i);
 	atomic_compare_exchange_strong_explicit(kw, &word, 0, memory_order_seq_cst,
-						memory_order_relaxed);                         /* D4 */
+						memory_order_relaxed);                         /* XD4 */
 	atomic_fetch_add_explicit(&x->reclaimed, 1, memory_order_relaxed);
 }
 

@@ -14,13 +14,13 @@
  * THE RING (seq per slot, as Vyukov's bounded queue, single producer and
  * single consumer).  Slot k starts with seq = k.  The producer at
  * private position p: slot p & (R-1) is free iff its seq == p (acquire);
- * it writes the fields (relaxed), then S1: seq = p + 1 (seq_cst), p++,
- * and S2-S3: the kick (procs.c: load the receiver's wstate, seq_cst, and
+ * it writes the fields (relaxed), then XS1: seq = p + 1 (seq_cst), p++,
+ * and XS2-XS3: the kick (procs.c: load the receiver's wstate, seq_cst, and
  * only if it published SLEEPING or FD_ARMED, CAS it to RUNNING and
  * FUTEX_WAKE).  The consumer at c: slot c & (R-1) is full iff seq == c + 1
- * (acquire, or seq_cst in a sleeper's re-check W3, sleep.c); it copies
- * the fields into private memory, then C1: seq = c + R (seq_cst), c++,
- * and C2: load its own room mask (seq_cst) and kick the sender if its bit
+ * (acquire, or seq_cst in a sleeper's re-check XW3, sleep.c); it copies
+ * the fields into private memory, then XC1: seq = c + R (seq_cst), c++,
+ * and XC2: load its own room mask (seq_cst) and kick the sender if its bit
  * is set (sleep.c, THE WAIT FOR ROOM; kept.c) - and only then validates
  * the copy and runs its handler.  The acquire of seq pairs with the
  * producer's seq store, so the fields are those written for this
@@ -58,15 +58,15 @@
  * sent to (a put or a kept send) or received from since it joined:
  * talk[i] holds the generation of index i's place it talks to (private,
  * one store per send or message).  A reclaim (procs.c) marks the dead
- * process's places DEAD (D1: CAS of the place word, keeping its
+ * process's places DEAD (XD1: CAS of the place word, keeping its
  * generation; the winner then stores dead_gen = that generation), bumps
- * the segment's `deaths` (D2, seq_cst) and kicks every sleeper (D3).  A
- * place whose look at `deaths` (death_news; seq_cst in a sleeper's W3)
+ * the segment's `deaths` (XD2, seq_cst) and kicks every sleeper (XD3).  A
+ * place whose look at `deaths` (death_news; seq_cst in a sleeper's XW3)
  * sees a new value scans its talk set: index i's word DEAD at the
  * generation it talks to, or another generation there with dead_gen equal
  * to it (the index was joined again since: the joiner's CAS read DEAD,
  * so the winner's dead_gen store precedes that generation, and our
- * acquire load of `deaths` after D2 sees it), is a death of a place we
+ * acquire load of `deaths` after XD2 sees it), is a death of a place we
  * talk to: recorded (record_death), once per (index, generation).  Any
  * other generation, or FREE at ours, is a place that left: forgotten
  * (its sends say ESRCH).  The scan first stores the `deaths` it read, so
@@ -125,7 +125,7 @@ static uint32_t sender_gen(nemo_xproc_place *p, uint32_t s, memory_order mo)
 	return g;
 }
 
-/* Is anything queued to p?  mo: the seq loads' order (seq_cst in W3). */
+/* Is anything queued to p?  mo: the seq loads' order (seq_cst in XW3). */
 bool nemo__xp_pending(nemo_xproc_place *p, memory_order mo)
 {
 	nemo_xproc *x = p->x;
@@ -243,10 +243,10 @@ static void drain_ring(nemo_xproc_place *p, uint32_t s, uint32_t sgen)
 		/* The slot is ours to free now: the copy is private.  Then the
 		 * sender, if it waits for room, is kicked before any handler
 		 * runs (sleep.c, THE WAIT FOR ROOM). */
-		atomic_store_explicit(&sl->seq, c + x->nslots, memory_order_seq_cst);         /* C1 */
+		atomic_store_explicit(&sl->seq, c + x->nslots, memory_order_seq_cst);         /* XC1 */
 		p->cons[s] = c + 1;
-		if (atomic_load_explicit(&place_at(x, p->idx)->room, memory_order_seq_cst) >> s & 1u)  /* C2 */
-			nemo__xp_kick_place(x, s);                                          /* S2-S3 */
+		if (atomic_load_explicit(&place_at(x, p->idx)->room, memory_order_seq_cst) >> s & 1u)  /* XC2 */
+			nemo__xp_kick_place(x, s);                                          /* XS2-XS3 */
 		m.tag = 0;
 		m.is_reply = false;
 		if (m.src != id_make(s, sgen) || m.dst != p->id || !slot_ok(x, &m, raw, &kind)) {
@@ -309,7 +309,7 @@ static struct seg_slot *skip_stale(nemo_xproc *x, struct seg_slot *ring, uint32_
 }
 
 /* Is the slot at our position in ring (p -> d) free?  mo: the seq load's
- * order (seq_cst in W3). */
+ * order (seq_cst in XW3). */
 bool nemo__xp_slot_free(nemo_xproc_place *p, uint32_t d, memory_order mo)
 {
 	nemo_xproc *x = p->x;
@@ -318,7 +318,7 @@ bool nemo__xp_slot_free(nemo_xproc_place *p, uint32_t d, memory_order mo)
 	return atomic_load_explicit(&sl->seq, mo) == p->prod[d];
 }
 
-/* One slot to dst if its ring has room: 0 (written, S1, and kicked if
+/* One slot to dst if its ring has room: 0 (written, XS1, and kicked if
  * kick), EAGAIN (full), ESRCH, ECONNRESET, EBADMSG, EOWNERDEAD.  The
  * caller checked dst's index and the payload. */
 int nemo__xp_put(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint32_t code, uint64_t arg,
@@ -352,13 +352,13 @@ int nemo__xp_put(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint32_t
 		memcpy(&v, buf + 4 * j, 4);
 		atomic_store_explicit(&sl->payload[j], v, memory_order_relaxed);
 	}
-	atomic_store_explicit(&sl->seq, pos + 1, memory_order_seq_cst);                   /* S1 */
+	atomic_store_explicit(&sl->seq, pos + 1, memory_order_seq_cst);                   /* XS1 */
 	p->prod[d] = pos + 1;
 	if (d != p->idx)
 		p->talk[d] = id_gen(dst);
 	atomic_fetch_add_explicit(&x->sent, 1, memory_order_relaxed);
 	if (kick)
-		nemo__xp_kick_place(x, d);                                                          /* S2-S3 */
+		nemo__xp_kick_place(x, d);                                                          /* XS2-XS3 */
 	return 0;
 }
 

@@ -7,14 +7,14 @@
  *
  *   publish.c  the segment file: built under no name, published whole
  *   procs.c    the process table: claim, liveness (platform/proc.h),
- *              reclaim of a dead process (D1-D4), kicks
+ *              reclaim of a dead process (XD1-XD4), kicks
  *   names.c    the name table: one code per name, whatever the timing
  *   ring.c     the rings: a slot, the put, the drain and its validation;
  *              whom a place talks to, and the deaths among them
  *   kept.c     kept sends: a handler's send that finds its ring full,
  *              delivered later in order; the room requests
  *   fd.c       the event-loop descriptor and its bridge thread
- *   sleep.c    the sleep (W1-W5) and every wait: for messages, for a
+ *   sleep.c    the sleep (XW1-XW5) and every wait: for messages, for a
  *              word, for room, for kept sends; poll and wait
  *   send.c     whether a send waits, is kept or fails; the sends
  *   public.c   the process's registry of handles, public ids, the
@@ -96,7 +96,7 @@ struct seg_place {
 	_Alignas(LINE) _Atomic uint32_t wstate;
 	_Atomic uint64_t room;
 	/* Line B: gen:16 | owner:8 | state:8, the name, and the generation
-	 * of the place's last death (stored by the reclaim's D1: ring.c,
+	 * of the place's last death (stored by the reclaim's XD1: ring.c,
 	 * PEER DEATH). */
 	_Alignas(LINE) _Atomic uint32_t word;
 	_Atomic uint32_t name[NAME_WORDS];

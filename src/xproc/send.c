@@ -12,9 +12,9 @@
  *      thread may hold two places, and the one it waits for would then
  *      never run; there only overflow_max bounds what is kept;
  *   2. if we keep sends for d (kept.c), flush; if some stay: from a
- *      handler, keep this one behind them (order: K1); NONBLOCK, EAGAIN;
- *      else wait until they are delivered (XW_KEPT, K3), then go on;
- *   3. put it in the ring (ring.c); full: from a handler, keep it (K1);
+ *      handler, keep this one behind them (order: XK1); NONBLOCK, EAGAIN;
+ *      else wait until they are delivered (XW_KEPT, XK3), then go on;
+ *   3. put it in the ring (ring.c); full: from a handler, keep it (XK1);
  *      NONBLOCK, EAGAIN; else wait for room (XW_ROOM), then put again.
  *
  * So a handler never waits, nothing of a place's overtakes what it kept
@@ -165,7 +165,7 @@ int nemo__xp_broadcast(nemo_xproc_place *p, const nemo_xproc_id *dsts, size_t n,
 	 * one after the other allow (a place's futex is its own word). */
 	for (uint32_t i = 0; i < x->nplaces; i++)
 		if (queued >> i & 1u)
-			nemo__xp_kick_place(x, i);                                              /* S2-S3 */
+			nemo__xp_kick_place(x, i);                                              /* XS2-XS3 */
 	if (sent)
 		*sent = k;
 	return first ? nemo__fail(first, "nemo_xproc_broadcast", "sent to %zu of %zu places", k, n) : 0;

@@ -1,6 +1,6 @@
 /*
  * sleep.c - how a shared place waits: the sleep on its shared futex word
- * (the published-state handshake of waiter.c, W1-W5), and every wait
+ * (waiter.c's published-state handshake, as XW1-XW5 here), and every wait
  * built on it - for messages (nemo_xproc_wait, nemo_place_wait), for a
  * word (nemo_xproc_wait_for, nemo_place_wait_for), and a send's waits:
  * for room in a ring, for a holder to deliver what it keeps for us, for
@@ -8,34 +8,34 @@
  *
  * THE SLEEP.  The place polls by its policy (nemo__wait_loop), then:
  *
- *   R1  for each receiver we keep sends for or wait for room to: our bit
- *       in its room mask (seq_cst RMW; kept.c, K4)
- *   W2  wstate = SLEEPING            exchange, seq_cst
- *   W3  look (seq_cst loads): every ring into us; `deaths`; our own
+ *   XR1 for each receiver we keep sends for or wait for room to: our bit
+ *       in its room mask (seq_cst RMW; kept.c, XK4)
+ *   XW2 wstate = SLEEPING            exchange, seq_cst
+ *   XW3 look (seq_cst loads): every ring into us; `deaths`; our own
  *       place word (xproc.c, OUR OWN PLACE); the slot the next kept send
  *       to each receiver takes, and that receiver's word (kept.c); and
  *       what a send's wait waits for (below)
  *       anything: wstate = RUNNING (relaxed), and do not sleep
- *   W4  futex_wait(wstate, SLEEPING), shared, in slices (below)
- *   W5  wstate = RUNNING             relaxed
+ *   XW4 futex_wait(wstate, SLEEPING), shared, in slices (below)
+ *   XW5 wstate = RUNNING             relaxed
  *
- *   S1  seq = p + 1                  seq_cst store (ring.c)
- *   S2  load wstate                  seq_cst
- *   S3  if SLEEPING (or FD_ARMED: fd.c): CAS it to RUNNING (seq_cst),
+ *   XS1 seq = p + 1                  seq_cst store (ring.c)
+ *   XS2 load wstate                  seq_cst
+ *   XS3 if SLEEPING (or FD_ARMED: fd.c): CAS it to RUNNING (seq_cst),
  *       and the winner FUTEX_WAKEs (shared)
  *
- * Why no wake is lost: S1 and W2 are both seq_cst and each side then
- * reads the other's word (S2, W3) with seq_cst, so in the single total
- * order either S1 precedes W3 (the receiver sees the message and does
- * not sleep) or W2 precedes S2 (the sender sees SLEEPING and kicks).  A
- * kick that lands between W3 and W4 changed wstate, so W4's futex_wait
+ * Why no wake is lost: XS1 and XW2 are both seq_cst and each side then
+ * reads the other's word (XS2, XW3) with seq_cst, so in the single total
+ * order either XS1 precedes XW3 (the receiver sees the message and does
+ * not sleep) or XW2 precedes XS2 (the sender sees SLEEPING and kicks).  A
+ * kick that lands between XW3 and XW4 changed wstate, so XW4's futex_wait
  * returns at once (EAGAIN).  The same pair holds for every other thing
- * W3 looks at: D2 (`deaths`, seq_cst RMW) then D3 (a kick of every
- * sleeper, procs.c); L1 (a leaver's word, seq_cst CAS) then L2 (a kick
- * of those in its room mask, xproc.c); C1 then C2 for room (below); R3
- * then R4 for a holder's release (kept.c).  models/xproc.pml checks it,
+ * XW3 looks at: XD2 (`deaths`, seq_cst RMW) then XD3 (a kick of every
+ * sleeper, procs.c); XL1 (a leaver's word, seq_cst CAS) then XL2 (a kick
+ * of those in its room mask, xproc.c); XC1 then XC2 for room (below); XR3
+ * then XR4 for a holder's release (kept.c).  models/xproc.pml checks it,
  * with two senders, spurious wake-ups and a death, and fails for the two
- * reorderings (S2 before S1; W3 before W2).
+ * reorderings (XS2 before XS1; XW3 before XW2).
  *
  * THE WAIT FOR ROOM.  A blocking send that finds its slot taken (the
  * ring holds R unread messages) waits in the same sleep, on its OWN
@@ -43,36 +43,36 @@
  * it serves meanwhile (drain; handlers run, and their sends to the same
  * receiver go on from the ring's position, since every send of the place
  * uses its one private position) - having set its bit in the receiver's
- * room mask (R1, at each sleep), and looks at its slot in W3:
+ * room mask (XR1, at each sleep), and looks at its slot in XW3:
  *
- *   C1  seq = c + R                  the consumer frees a slot, seq_cst
- *   C2  load room(own line A)        seq_cst; bit s set: S2-S3 on place
+ *   XC1 seq = c + R                  the consumer frees a slot, seq_cst
+ *   XC2 load room(own line A)        seq_cst; bit s set: XS2-XS3 on place
  *                                    s's wstate (before the handler runs)
- *   R3  room(d) &= ~bit(s)           seq_cst, when the wait ends (and no
- *                                    kept send needs the bit), then R4:
- *                                    S2-S3 on d's wstate (kept.c)
+ *   XR3 room(d) &= ~bit(s)           seq_cst, when the wait ends (and no
+ *                                    kept send needs the bit), then XR4:
+ *                                    XS2-XS3 on d's wstate (kept.c)
  *
- * Why the sender is never left asleep with room: R1, W2 and W3 against
- * C1 and C2 is the store-then-look of S1-S2 again (all seq_cst).  The
- * slot the sender waits for is freed by the consumer's very next C1 (a
- * full ring: the consumer is exactly R behind).  If W3 does not see that
- * C1, W3 precedes C1 in the total order, so R1 and W2 precede C2 and the
- * kick's S2: the receiver sees the bit and its S2 sees SLEEPING (or a
+ * Why the sender is never left asleep with room: XR1, XW2 and XW3 against
+ * XC1 and XC2 is the store-then-look of XS1-XS2 again (all seq_cst).  The
+ * slot the sender waits for is freed by the consumer's very next XC1 (a
+ * full ring: the consumer is exactly R behind).  If XW3 does not see that
+ * XC1, XW3 precedes XC1 in the total order, so XR1 and XW2 precede XC2 and the
+ * kick's XS2: the receiver sees the bit and its XS2 sees SLEEPING (or a
  * later store: the sender is awake).  Leave is the other way room can
- * come (the sender must give up: ESRCH): L1 the leaver's CAS of its word
- * (seq_cst), L2 it loads its room mask (seq_cst) and kicks each waiter,
- * against W3's load of the receiver's word.  The receiver's death: D1
- * precedes D2 and D3; and each 10 ms slice that passes checks the
+ * come (the sender must give up: ESRCH): XL1 the leaver's CAS of its word
+ * (seq_cst), XL2 it loads its room mask (seq_cst) and kicks each waiter,
+ * against XW3's load of the receiver's word.  The receiver's death: XD1
+ * precedes XD2 and XD3; and each 10 ms slice that passes checks the
  * receiver's process (procs.c, LIVENESS), so a receiver killed before
  * anyone reclaimed it is found within a slice (ECONNRESET).
- * models/xproc.pml -DROOM checks R1-R3/C1-C2 with spurious wake-ups, and
- * fails when C2 comes before C1 or the bit is published after W3.
+ * models/xproc.pml -DROOM checks XR1-XR3/XC1-XC2 with spurious wake-ups, and
+ * fails when XC2 comes before XC1 or the bit is published after XW3.
  *
  * A send's other waits (send.c says when): XW_HELD - the receiver keeps
  * sends for us or waits for room to us (its bit in our room mask), so we
- * serve until it clears the bit; W3 loads our room mask, against its R3
- * then R4.  XW_KEPT - our own kept sends to the receiver (or all of them,
- * for nemo_xproc_leave) must go first: each round flushes them, and W3
+ * serve until it clears the bit; XW3 loads our room mask, against its XR3
+ * then XR4.  XW_KEPT - our own kept sends to the receiver (or all of them,
+ * for nemo_xproc_leave) must go first: each round flushes them, and XW3
  * looks at their slots (kept.c).  Every send wait ends with the
  * receiver's word changing (ESRCH, ECONNRESET), our own place lost
  * (EOWNERDEAD) or its deadline (ETIMEDOUT, having queued nothing).
@@ -192,13 +192,13 @@ static bool xw_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *
 	struct xwait *w = arg;
 	nemo_xproc_place *p = w->p;
 	nemo_xproc *x = p->x;
-	nemo__xp_room_ask(p);                                                              /* R1 */
+	nemo__xp_room_ask(p);                                                              /* XR1 */
 	_Atomic uint32_t *ws = &place_at(x, p->idx)->wstate;
-	atomic_exchange_explicit(ws, NEMO_WAITER_SLEEPING, memory_order_seq_cst);          /* W2 */
+	atomic_exchange_explicit(ws, NEMO_WAITER_SLEEPING, memory_order_seq_cst);          /* XW2 */
 	*word = (uint32_t *)ws;
 	*val = NEMO_WAITER_SLEEPING;
 	*bits = 0;
-	bool wake = nemo__xp_wakeable(p, memory_order_seq_cst);                            /* W3 */
+	bool wake = nemo__xp_wakeable(p, memory_order_seq_cst);                            /* XW3 */
 	if (!wake && is_send(w))
 		wake = send_cond(w, memory_order_seq_cst) ||
 		       (w->dst && atomic_load_explicit(&place_at(x, w->d)->word, memory_order_seq_cst) != w->dword);
@@ -211,7 +211,7 @@ static void xw_sleep_end(void *arg)
 {
 	struct xwait *w = arg;
 	atomic_store_explicit(&place_at(w->p->x, w->p->idx)->wstate, NEMO_WAITER_RUNNING,
-			      memory_order_relaxed);                                       /* W5 */
+			      memory_order_relaxed);                                       /* XW5 */
 }
 
 static const nemo__wait_ops xw_ops = {
@@ -246,7 +246,7 @@ static int xw_run(struct xwait *w, uint64_t end)
 		uint64_t slice = end - now > slice_ns ? now + slice_ns : end;
 		struct timespec ts;
 		xp_ns_to_ts(slice, &ts);
-		atomic_store_explicit(ws, NEMO_WAITER_POLLING, memory_order_relaxed);           /* W1 */
+		atomic_store_explicit(ws, NEMO_WAITER_POLLING, memory_order_relaxed);           /* XW1 */
 		rc = nemo__wait_loop(&xw_ops, w, pol, CLOCK_MONOTONIC, &ts, 0);
 		atomic_store_explicit(ws, NEMO_WAITER_RUNNING, memory_order_seq_cst);
 		if (is_send(w))
@@ -284,7 +284,7 @@ int nemo__xp_send_wait(nemo_xproc_place *p, int kind, nemo_xproc_id dst, uint64_
 	int rc = xw_run(&w, end);
 	if (kind == XW_ROOM) {
 		p->room_for = -1;
-		nemo__xp_room_update(p, w.d);                                               /* R3, R4 */
+		nemo__xp_room_update(p, w.d);                                               /* XR3, XR4 */
 	}
 	nemo__xp_exit(p);
 	return rc;

@@ -55,7 +55,7 @@
  * slot's seq (ring.c).  The check before a send's write is a load of our
  * own line B; a reclaim between it and the write can put one stale slot
  * into the reset ring (ring.c, STALE SLOTS) - one per send, and the next
- * send fails.  D3 kicks every sleeping place, DEAD ones included, and W3
+ * send fails.  XD3 kicks every sleeping place, DEAD ones included, and XW3
  * reads our word, so a sleeper learns it at once.  EOWNERDEAD means this
  * and nothing else: a peer's death is ECONNRESET (ring.c, PEER DEATH).
  * The cure is the caller's: detach, attach and join again.
@@ -73,11 +73,11 @@
  * Leave: end the descriptor's bridge (fd.c); deliver what the place keeps
  * (kept.c; sleep.c, XW_KEPT: waiting for room, serving the place's queues
  * meanwhile, so that what the handlers run then keep is delivered too);
- * L1 CAS (g, me, LIVE) -> (g, 0, FREE); L2 kick the senders waiting for
+ * XL1 CAS (g, me, LIVE) -> (g, 0, FREE); XL2 kick the senders waiting for
  * room (their bits in our room mask: sleep.c, THE WAIT FOR ROOM), who
- * then fail with ESRCH; clear our bits in others' masks (R3, R4).
+ * then fail with ESRCH; clear our bits in others' masks (XR3, XR4).
  * Messages still queued are dropped with the rings, unhandled: a send
- * that passed its check of our word just before L1 cannot be told ESRCH
+ * that passed its check of our word just before XL1 cannot be told ESRCH
  * (in-process places handle what is queued at their leave and can; across
  * processes that would take a second handshake per send), so the leave
  * does not drain but for the kept sends' sake, and a sender blocked on
@@ -573,8 +573,8 @@ int nemo_xproc_leave(nemo_xproc_place *p)
 	nemo__xp_kept_drop_all(p);
 	uint32_t w = pw_make(p->gen, x->me, P_LIVE);
 	atomic_compare_exchange_strong_explicit(&place_at(x, p->idx)->word, &w, pw_make(p->gen, 0, P_FREE),
-						memory_order_seq_cst, memory_order_relaxed);          /* L1 */
-	/* L2: the senders that wait for room in a ring to us learn that we
+						memory_order_seq_cst, memory_order_relaxed);          /* XL1 */
+	/* XL2: the senders that wait for room in a ring to us learn that we
 	 * left (sleep.c, THE WAIT FOR ROOM). */
 	uint64_t room = atomic_load_explicit(&place_at(x, p->idx)->room, memory_order_seq_cst);
 	for (uint32_t s = 0; s < x->nplaces; s++)
