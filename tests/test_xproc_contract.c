@@ -30,6 +30,11 @@
  *                 of a process it does not talk to does not end a wait;
  *                 replies kept for a requester that dies are dropped and
  *                 counted
+ *   pollonly      a place that only polls, or only sends, learns of its
+ *                 peer's death too: nemo_poll says ECONNRESET, a send to it
+ *                 fails with ECONNRESET, nemo_dead_places names it (before
+ *                 2026-11-28 such a place never asked: its sends returned
+ *                 0 and were lost)
  *
  * Every child has an alarm: a hang fails the test, never stalls it.
  * Nothing here asserts a time: "promptly" is "before a deadline of a
@@ -979,6 +984,76 @@ static void test_dropped(void)
 	CHECK_EQ_INT(nemo_xproc_detach(x), 0);
 }
 
+/* pollonly: one peer killed while we only poll, another while we only
+ * send to it. */
+static void test_pollonly(void)
+{
+	nemo_xproc *x = make_domain("pollonly", 8);
+	nemo_xproc_place *p;
+	CHECK_EQ_INT(nemo_xproc_join(x, "parent", &p, NULL), 0);
+	pid_t a = fork();
+	if (a == 0)
+		_exit(idle_main("a"));
+	pid_t b = fork();
+	if (b == 0)
+		_exit(idle_main("b"));
+	CHECK(await_int(&sh->ready, 2));
+	nemo_place_id pa = find_place(x, "a"), pb = find_place(x, "b");
+	alarm(120);
+
+	/* 1. Only nemo_poll: it reports the death of a place we sent to. */
+	CHECK_EQ_INT(nemo_am_send(pa, ID_SILENT, 1, 0), 0);
+	CHECK(await_int(&sh->go, 1));
+	kill(a, SIGKILL);
+	CHECK_EQ_INT(child_exit(a), 1000 + SIGKILL);
+	struct timespec dl = deadline_ms(60000), now;
+	int rc = 0;
+	for (;;) {
+		unsigned h;
+		rc = nemo_poll(&h);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (rc || now.tv_sec > dl.tv_sec)
+			break;
+		usleep(1000);
+	}
+	CHECK_EQ_INT(rc, ECONNRESET);                    /* not 0 for a minute */
+	nemo_place_id dead[4];
+	size_t n = 0;
+	uint64_t total = 0;
+	CHECK_EQ_INT(nemo_dead_places(dead, 4, &n, &total), 0);
+	CHECK_EQ_INT(n, 1);
+	CHECK(dead[0] == pa);
+	CHECK_EQ_INT(nemo_am_send(pa, ID_SILENT, 2, 0), ECONNRESET);
+
+	/* 2. Only sends: they fail once the receiver is dead, within the
+	 * ring's room (a NONBLOCK send to a dead ring that filled would say
+	 * EAGAIN for ever); nemo_dead_places then names it. */
+	atomic_store(&sh->go, 0);
+	CHECK_EQ_INT(nemo_am_send(pb, ID_SILENT, 1, 0), 0);
+	CHECK(await_int(&sh->go, 1));
+	kill(b, SIGKILL);
+	CHECK_EQ_INT(child_exit(b), 1000 + SIGKILL);
+	dl = deadline_ms(60000);
+	uint64_t sent = 0;
+	for (;;) {
+		rc = nemo_am_send(pb, ID_SILENT, 3, NEMO_NONBLOCK);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((rc && rc != EAGAIN) || now.tv_sec > dl.tv_sec)
+			break;
+		sent += rc == 0;
+		usleep(1000);
+	}
+	CHECK_EQ_INT(rc, ECONNRESET);
+	printf("pollonly: %llu sends to the dead receiver returned 0 before one said ECONNRESET\n",
+	       (unsigned long long)sent);
+	CHECK_EQ_INT(nemo_dead_places(dead, 4, &n, &total), 0);
+	CHECK_EQ_INT(n, 2);
+	CHECK(dead[0] == pb && dead[1] == pa);
+	alarm(0);
+	nemo_xproc_unlink(seg);
+	CHECK_EQ_INT(nemo_xproc_detach(x), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const char *sc = getenv("NEMO_STRESS_SCALE");
@@ -991,7 +1066,7 @@ int main(int argc, char **argv)
 	static const struct { const char *name; void (*fn)(void); } parts[] = {
 		{ "service", test_service }, { "backpressure", test_backpressure }, { "order", test_order },
 		{ "leave", test_leave }, { "ids", test_ids }, { "waits", test_waits }, { "fd", test_fd },
-		{ "death", test_death }, { "dropped", test_dropped },
+		{ "death", test_death }, { "dropped", test_dropped }, { "pollonly", test_pollonly },
 	};
 	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
 		if (strcmp(what, "all") && strcmp(what, parts[i].name))

@@ -101,7 +101,8 @@
  *                (nemo_place_wait, nemo_place_wait_for, nemo_mpi_wait*)
  *                of a place that talked to that rank (sent to it or got
  *                a message from it) returns ECONNRESET once per such
- *                death, within about 100 ms of its finding; and
+ *                death, when it is found (at the latest about 100
+ *                ms after); and
  *                nemo_dead_places (nemo/domain.h) lists the dead ranks
  *                the calling place talked to, each by the id of its
  *                place last talked to

@@ -33,9 +33,11 @@
  *              ECONNRESET (ESRCH: it left); a wait or poll of a place that
  *              talks to it - has sent to it, received from it - returns
  *              ECONNRESET once per such death, within about 100 ms (a
- *              sleeper's slice) however far its deadline, and a death
- *              elsewhere does not disturb it; nemo_dead_places
- *              (nemo/domain.h) and nemo_xproc_dead list the dead.
+ *              sleeper's slice; a poll, a send or nemo_dead_places asks
+ *              the peers' processes at most every 100 ms too) however
+ *              far its deadline, and a death elsewhere does not disturb
+ *              it; nemo_dead_places (nemo/domain.h) and nemo_xproc_dead
+ *              list the dead.
  *   payload    NEMO_XPROC_PAYLOAD_MAX (48) bytes, a reply's too.
  *   actions    Integer ids 0..NEMO_XPROC_ACTIONS_MAX-1, the program's, as
  *              in-process (nemo_xproc_handle_id, nemo_xproc_handle_am_id;

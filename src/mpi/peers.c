@@ -42,6 +42,7 @@ void mark_dead(nemo_mpi *m, int r)
 		return;
 	/* Numbered under a lock, dseq before ndead (release): whoever reads
 	 * ndead = k (acquire) reads every death up to k numbered. */
+	bool first = false;
 	pthread_mutex_lock(&m->dead_lock);
 	if (!atomic_load_explicit(&p->dead, memory_order_relaxed)) {
 		uint64_t k = atomic_load_explicit(&m->ndead, memory_order_relaxed) + 1;
@@ -49,8 +50,24 @@ void mark_dead(nemo_mpi *m, int r)
 		atomic_store_explicit(&p->dead, 1, memory_order_relaxed);
 		atomic_store_explicit(&m->ndead, k, memory_order_release);
 		CADD(m, c_dead);
+		first = true;
 	}
 	pthread_mutex_unlock(&m->dead_lock);
+	if (!first)
+		return;
+	/* Wake every place here that talked to r and sleeps in a wait: its
+	 * drive (op_drive) reads ndead and returns ECONNRESET now, not at
+	 * the end of its slice (SLICE_OTHER_NS).  The kick follows the
+	 * release of ndead, and the woken wait loads it with acquire. */
+	unsigned np = nemo__domain_places(m->d);
+	for (unsigned w = 0; w < NEMO_PLACES_MAX / 64; w++) {
+		uint64_t bits = atomic_load_explicit(&p->talk[w], memory_order_relaxed);
+		for (; bits; bits &= bits - 1) {
+			unsigned idx = w * 64 + (unsigned)__builtin_ctzll(bits);
+			if (idx < np)
+				nemo__place_wake(nemo__domain_place(m->d, idx));
+		}
+	}
 }
 
 

@@ -356,14 +356,16 @@ void *thr_main(void *arg)
 			nemo_poll(NULL);
 			continue;
 		}
-		/* With every peer able to ring us, sleep long (the timeout is a
-		 * safety net) unless sends wait in the records, which only our
-		 * MPI calls move; else the backoff, up to idle_max_ns. */
+		/* With every peer able to ring us, sleep long - LIVE_CHECK_NS:
+		 * the timeout is a safety net, and each pass asks whether a
+		 * rank died (live_check), which wakes the places that talked to
+		 * it (mark_dead) - unless sends wait in the records, which only
+		 * our MPI calls move; else the backoff, up to idle_max_ns. */
 		uint64_t nap = backoff ? backoff * 2 : 16000;
 		if (nap > m->attr.idle_max_ns)
 			nap = m->attr.idle_max_ns;
 		bool waiting = atomic_load_explicit(&m->npending, memory_order_seq_cst) != 0;
-		uint64_t slice = m->all_belled && !waiting ? 100000000ull : nap;
+		uint64_t slice = m->all_belled && !waiting ? LIVE_CHECK_NS : nap;
 		struct timespec dl;
 		clock_gettime(CLOCK_MONOTONIC, &dl);
 		slice += backoff ? 0 : m->attr.spin_ns;   /* the poll phase comes first */

@@ -169,6 +169,25 @@ bool nemo__xp_check_proc(nemo_xproc *x, uint32_t k)
 	return true;
 }
 
+/* WHO ASKS.  A sleeper asks after each slice that passed with nothing
+ * (sleep.c), nemo_xproc_check when called.  A place that only polls, or
+ * only sends, would never ask: its peer's death went unnoticed - sends
+ * to it returned 0 and were lost, nemo_dead_places listed nothing - for
+ * as long as it ran.  So nemo_xproc_poll, each send and nemo_dead_places
+ * ask too, at most every XP_CHECK_NS per handle: one tick read and
+ * compare each (nemo__xp_check_due), and the thread that wins the CAS of
+ * next_check does the check. */
+void nemo__xp_check_slow(nemo_xproc *x)
+{
+	uint64_t due = atomic_load_explicit(&x->next_check, memory_order_relaxed), now = nemo_ticks();
+	if (now < due || !atomic_compare_exchange_strong_explicit(&x->next_check, &due,
+								  now + nemo_ns_to_ticks((double)XP_CHECK_NS),
+								  memory_order_relaxed, memory_order_relaxed))
+		return;   /* not due, or another thread asks */
+	for (uint32_t k = 0; k < x->nprocs; k++)
+		nemo__xp_check_proc(x, k);
+}
+
 int nemo_xproc_check(nemo_xproc *x)
 {
 	if (!x)

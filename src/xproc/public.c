@@ -382,9 +382,12 @@ static int xp_dead(nemo_place_id *ids, size_t cap, size_t *n, uint64_t *total)
 	size_t m = 0;
 	for (unsigned i = 0; i < k; i++) {
 		nemo_xproc_place *p = mine[i];
-		if (!nemo__xp_inherited(p->x) && own_ok(p, memory_order_relaxed) &&
-		    nemo__xp_death_news(p, memory_order_acquire))
+		if (nemo__xp_inherited(p->x) || !own_ok(p, memory_order_relaxed))
+			goto listed;
+		nemo__xp_check_due(p->x);             /* procs.c, WHO ASKS */
+		if (nemo__xp_death_news(p, memory_order_acquire))
 			nemo__xp_death_scan(p);
+	listed:
 		m += nemo__xp_dead_list(p, all + m, seq + m, XP_DEAD_KEEP);
 		*total += p->dead_found;
 	}

@@ -253,6 +253,8 @@ struct nemo_xproc {
 	_Atomic uint64_t overflowed, overflow_dropped, send_failures, deaths;
 	uint32_t hidx, hgen;              /* our entry in the process's registry (public ids) */
 	uint32_t forkgen;                 /* fork_gen at attach: a child of fork holds a copy (inherited) */
+	_Atomic uint64_t next_check;      /* ticks: when a poll, send or nemo_dead_places next asks
+					   * every peer's process (procs.c, WHO ASKS) */
 };
 
 /* Where action `code`'s handler is kept (UINT32_MAX: no action has this
@@ -344,6 +346,15 @@ static inline bool nemo__xp_inherited(const nemo_xproc *x)
 int nemo__xp_claim_proc(nemo_xproc *x);
 void nemo__xp_release_proc(nemo_xproc *x);
 bool nemo__xp_check_proc(nemo_xproc *x, uint32_t k);
+/* WHO ASKS (procs.c): every XP_CHECK_NS, the first poll, send or
+ * nemo_dead_places of the handle asks every peer's process. */
+#define XP_CHECK_NS 100000000ull
+void nemo__xp_check_slow(nemo_xproc *x);
+static inline void nemo__xp_check_due(nemo_xproc *x)
+{
+	if (__builtin_expect(nemo_ticks() >= atomic_load_explicit(&x->next_check, memory_order_relaxed), 0))
+		nemo__xp_check_slow(x);
+}
 void nemo__xp_kick_place(nemo_xproc *x, uint32_t i);
 
 /* ring.c */

@@ -48,6 +48,7 @@ int nemo__xp_send(nemo_xproc_place *p, nemo_xproc_id dst, uint32_t kind, uint32_
 		return NEMO__XP_INHERITED();
 	if (d >= x->nplaces || !id_ok(dst))
 		return nemo__fail(ESRCH, "send", "place id %#x is not a place of this domain", dst);
+	nemo__xp_check_due(x);                  /* procs.c, WHO ASKS: a dead receiver's word turns DEAD */
 	bool nb = flags & NEMO_XPROC_NONBLOCK, wait = !nb && !p->depth;
 	int rc = 0;
 	uint32_t dw = atomic_load_explicit(&place_at(x, d)->word, memory_order_relaxed);

@@ -321,6 +321,7 @@ int nemo_xproc_poll(nemo_xproc_place *p, unsigned *handled)
 	nemo__xp_enter(p);
 	nemo__xp_drain(p);
 	nemo__xp_flush(p);
+	nemo__xp_check_due(p->x);            /* procs.c, WHO ASKS */
 	if (nemo__xp_death_news(p, memory_order_acquire))
 		nemo__xp_death_scan(p);
 	nemo__xp_exit(p);
