@@ -77,6 +77,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sys/epoll.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -993,21 +994,39 @@ static int run_ordinary(nemo_mpi_progress prog)
 
 /* ---- death: a dead rank, reported as for a process (issue 31) ---- */
 
-static int run_death(void)
+/* death[-STRATEGY][-poll|-fd]: the survivors wait for the dead rank's
+ * reply with nemo_place_wait_for, or only poll (nemo_poll), or serve
+ * their place from an epoll loop on nemo_place_fd: each learns of the
+ * death the same way (ECONNRESET). */
+static int run_death(const char *variant)
 {
 	lax = true;
 	peer_timeout_ns = 2000000000ull;
 	worker_floods = false;
 	wait_all = false;
 	notes = false;
-	setup(NEMO_MPI_PROGRESS_SEND);
+	char strat[16] = "send";
+	int how = 0;   /* 0 wait, 1 poll, 2 fd */
+	if (*variant == '-') {
+		snprintf(strat, sizeof strat, "%s", variant + 1);
+		char *dash = strchr(strat, '-');
+		if (dash) {
+			how = !strcmp(dash + 1, "poll") ? 1 : !strcmp(dash + 1, "fd") ? 2 : -1;
+			*dash = 0;
+		}
+	}
+	if (how < 0) {
+		fprintf(stderr, "test_mpi: unknown death variant %s\n", variant);
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	setup(strategy_of(strat));
 	nemo_action_register(d, A_PING, on_ping, NULL);
 	nemo_action_register(d, A_PONG, on_pong, NULL);
 	int victim = size - 1;
 	MPI_Comm alive;
 	MPI_Comm_split(MPI_COMM_WORLD, rank == victim ? MPI_UNDEFINED : 0, rank, &alive);
 	if (!shared_flags()) {
-		printf("PASS death rank %d (skipped: the ranks are not on one host)\n", rank);
+		printf("PASS death%s rank %d (skipped: the ranks are not on one host)\n", variant, rank);
 		fflush(stdout);
 		_exit(0);
 	}
@@ -1025,9 +1044,33 @@ static int run_death(void)
 	 * its deadline (ETIMEDOUT would mean it did not). */
 	struct timespec ts;
 	deadline_in(&ts, 20000);
-	err = nemo_place_wait_for(&pong, 0, &ts, NULL);
-	EXPECT(err == ECONNRESET, "wait for the dead rank's reply: %d (%s), expected ECONNRESET", err,
-	       nemo_last_error());
+	if (how == 0) {
+		err = nemo_place_wait_for(&pong, 0, &ts, NULL);
+	} else {
+		int fd = -1, ep = -1;
+		if (how == 2) {
+			struct epoll_event ev = { .events = EPOLLIN };
+			EXPECT(!nemo_place_fd(&fd), "nemo_place_fd: %s", nemo_last_error());
+			ep = epoll_create1(EPOLL_CLOEXEC);
+			ev.data.fd = fd;
+			EXPECT(ep >= 0 && !epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev), "epoll");
+		}
+		struct timespec now;
+		do {
+			if (how == 2) {
+				struct epoll_event ev;
+				epoll_wait(ep, &ev, 1, 1000);
+			} else {
+				usleep(1000);
+			}
+			err = nemo_poll(NULL);
+			clock_gettime(CLOCK_MONOTONIC, &now);
+		} while (!err && ts_ns(&now) < ts_ns(&ts));
+		if (ep >= 0)
+			close(ep);
+	}
+	EXPECT(err == ECONNRESET, "%s for the dead rank's reply: %d (%s), expected ECONNRESET",
+	       how == 0 ? "wait" : how == 1 ? "poll" : "epoll loop", err, nemo_last_error());
 	err = nemo_am_send(vdst, A_PING, 1, 0);
 	EXPECT(err == ECONNRESET, "send to the dead rank: %d, expected ECONNRESET", err);
 	err = nemo_notify(vdst, 1, 0);
@@ -1058,7 +1101,7 @@ static int run_death(void)
 	pthread_join(worker, NULL);
 	EXPECT(atomic_load(&worker_connreset) == 0, "the worker, which never talked to the dead rank, was told");
 	if (!atomic_load(&failures))
-		printf("PASS death rank %d\n", rank);
+		printf("PASS death%s rank %d\n", variant, rank);
 	fflush(stdout);
 	_exit(atomic_load(&failures) ? 1 : 0);   /* MPI_Finalize would wait for the dead rank */
 }
@@ -1183,8 +1226,8 @@ int main(int argc, char **argv)
 		run_finalize_race();
 	else if (!strncmp(mode, "ordinary-", 9))
 		run_ordinary(strategy_of(mode + 9));
-	else if (!strcmp(mode, "death"))
-		run_death();
+	else if (!strncmp(mode, "death", 5))
+		run_death(mode + 5);
 	else {
 		fprintf(stderr, "test_mpi: unknown mode %s\n", mode);
 		MPI_Abort(MPI_COMM_WORLD, 2);

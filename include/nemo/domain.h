@@ -382,7 +382,11 @@ int nemo_domain_places(nemo_domain *d, nemo_place_id *ids, size_t cap, size_t *n
 /**
  * Handle everything queued to the calling place now, without waiting.
  * @param handled receives the number of handlers run (may be NULL)
- * @return 0; ENOTCONN if the thread is not a place.
+ * @return 0; ENOTCONN if the thread is not a place; ECONNRESET once per
+ *         death of a peer the place talks to (a place of another process
+ *         or MPI rank: nemo_dead_places says which; *handled may be > 0),
+ *         as a wait returns it; for a shared place, EBADMSG when only
+ *         rejected messages were found (nemo/xproc.h).
  */
 int nemo_poll(unsigned *handled);
 

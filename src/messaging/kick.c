@@ -174,20 +174,41 @@ void nemo__irq_quiesce(nemo_place *me)
 	errno = saved;
 }
 
-/* F3 (placewait.c, THE FILE DESCRIPTOR): dst is armed on its eventfd. */
-static void fd_kick(nemo_place *me, nemo_place *dst)
+/* F3 (placewait.c, THE FILE DESCRIPTOR): dst is armed on its eventfd.
+ * True if this call took the arming and wrote. */
+static bool fd_write_once(nemo_place *dst)
 {
+	bool took = false;
 	atomic_fetch_add_explicit(&dst->fd_kickers, 1, memory_order_seq_cst);
 	if (atomic_exchange_explicit(&dst->fd_armed, 0, memory_order_seq_cst)) {
 		uint64_t one = 1;
 		if (write(atomic_load_explicit(&dst->efd, memory_order_relaxed), &one, sizeof one) ==
 		    (ssize_t)sizeof one)
 			atomic_fetch_add_explicit(&dst->fd_writes, 1, memory_order_release);
-		NEMO__PCOUNT(me, c_kicks_fd);
-	} else {
-		NEMO__PCOUNT(me, c_kicks_avoided);   /* another kicker wrote it, or it woke */
+		took = true;
 	}
 	atomic_fetch_sub_explicit(&dst->fd_kickers, 1, memory_order_release);
+	return took;
+}
+
+static void fd_kick(nemo_place *me, nemo_place *dst)
+{
+	if (fd_write_once(dst))
+		NEMO__PCOUNT(me, c_kicks_fd);
+	else
+		NEMO__PCOUNT(me, c_kicks_avoided);   /* another kicker wrote it, or it woke */
+}
+
+void nemo__place_wake(nemo_place *p)
+{
+	/* Armed on its descriptor: the loop comes back (F3, with no hint:
+	 * its nemo_poll finds nothing queued, reads the write back and
+	 * reports what the transport says).  Else its waiter, if asleep. */
+	if (atomic_load_explicit(&p->fd_armed, memory_order_seq_cst) && fd_write_once(p))
+		return;
+	nemo_waiter *w = atomic_load_explicit(&p->waiter, memory_order_acquire);
+	if (w)
+		nemo__waiter_kick_issued(w);
 }
 
 void nemo__kick(nemo_place *me, nemo_place *dst)

@@ -94,13 +94,6 @@ bool nemo__place_active(const nemo_place *p)
 	return nemo__status_state(atomic_load_explicit(&p->status, memory_order_acquire)) == NEMO__ST_ACTIVE;
 }
 
-void nemo__place_wake(nemo_place *p)
-{
-	nemo_waiter *w = atomic_load_explicit(&p->waiter, memory_order_acquire);
-	if (w)
-		nemo__waiter_kick_issued(w);
-}
-
 bool nemo__place_delegated(const nemo_place *p)
 {
 	return atomic_load_explicit(&p->delegated, memory_order_relaxed) != 0;

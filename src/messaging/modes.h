@@ -121,10 +121,11 @@ bool nemo__place_active(const nemo_place *p);
 bool nemo__place_delegated(const nemo_place *p);
 /* Interrupt mode is on (irq_on; a relaxed load). */
 bool nemo__place_irq_on(const nemo_place *p);
-/* Wake p if it sleeps in a wait (its waiter slot's kick: SLEEPING ->
- * RUNNING and a FUTEX_WAKE; nothing if it runs or polls), so that the
- * wait looks again - at a transport's news, such as a dead peer that its
- * drive reports (remote.h).  Any thread. */
+/* Wake p if it waits - on its descriptor (an eventfd write, F3 of
+ * placewait.c) or asleep in a wait (its waiter slot's kick: SLEEPING ->
+ * RUNNING and a FUTEX_WAKE); nothing if it runs or polls - so that it
+ * looks again at a transport's news, such as a dead peer that its drive
+ * reports (remote.h).  Any thread (kick.c). */
 void nemo__place_wake(nemo_place *p);
 /* Is the calling thread inside a nemo call or a handler of p
  * (messaging_internal.h's nemo__in_call, out of line)? */

@@ -143,8 +143,12 @@ int nemo_poll(unsigned *handled)
 		nemo__fd_disarm(me);
 	unsigned n = 0;
 	uint64_t slice;
-	if (drives())    /* DRIVEN WAITS (a poll reports no death) */
-		(void)nemo__remote_drive(me->d, false, &n, &slice);
+	int rc = 0;
+	if (drives()) {  /* DRIVEN WAITS: a poll reports a death as a wait does */
+		int e = nemo__remote_drive(me->d, true, &n, &slice);
+		if (e > 0)
+			rc = e;
+	}
 	n += nemo__drain(me, NEMO_AM_CTX_POLL, false);
 	if (me->ovf_n)
 		nemo__ovf_flush(me);
@@ -153,7 +157,7 @@ int nemo_poll(unsigned *handled)
 	nemo__busy_exit(me);
 	if (handled)
 		*handled = n;
-	return 0;
+	return rc;
 }
 
 /* ------------------------------------------------- the file descriptor */

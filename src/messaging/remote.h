@@ -116,8 +116,9 @@ typedef struct nemo__remote_ops {
 	 *  one that receives for d (*handled += the handlers it ran at once
 	 *  on me), and *slice_ns := how long a wait of me may sleep before
 	 *  it calls again (0: as long as it likes: it is woken as for local
-	 *  messages).  report (a wait, not a poll): return ECONNRESET, once
-	 *  per death, if a peer that me talks to died since me was last told.
+	 *  messages).  report (a wait or a poll; false only where no one
+	 *  could be told): return ECONNRESET, once per death, if a peer that
+	 *  me talks to died since me was last told.
 	 *  Returns -1 when d is not this transport's (nothing done), 0, or
 	 *  the error (NULL: the transport needs no driving). */
 	int (*drive)(nemo_domain *d, bool report, unsigned *handled, uint64_t *slice_ns);

@@ -70,6 +70,13 @@ if(NEMO_BUILD_TESTS)
     add_test(NAME mpi.death.n3
              COMMAND ${PROJECT_SOURCE_DIR}/tests/test_mpi_abort.sh ${NEMO_MPIEXEC} 3 $<TARGET_FILE:test_mpi> death)
     set_tests_properties(mpi.death.n3 PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
+    # The same promise for a place that only polls, for one in an epoll
+    # loop, and under the progress thread.
+    foreach(v send-poll thread thread-poll thread-fd)
+      add_test(NAME mpi.death-${v}.n3
+               COMMAND ${PROJECT_SOURCE_DIR}/tests/test_mpi_abort.sh ${NEMO_MPIEXEC} 3 $<TARGET_FILE:test_mpi> death-${v})
+      set_tests_properties(mpi.death-${v}.n3 PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
+    endforeach()
     # Flow control against a rank that takes nothing: two ranks suffice.
     add_test(NAME mpi.flow.n2 COMMAND ${NEMO_MPIEXEC} -n 2 $<TARGET_FILE:test_mpi> flow)
     set_tests_properties(mpi.flow.n2 PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
