@@ -185,6 +185,7 @@ int nemo_xproc_create(const char *name, const nemo_xproc_attr *attr, nemo_xproc 
 	if (!out)
 		return NEMO__FAIL(EINVAL, "out is NULL");
 	*out = NULL;
+	nemo_clock_init();   /* the handle reads ticks (procs.c, WHO ASKS) */
 	if (shm_path(name, path, sizeof path))
 		return NEMO__FAIL(EINVAL, "name '%s' is not 1-200 of [A-Za-z0-9._-] (nor . or ..)",
 				  name ? name : "(null)");
@@ -285,6 +286,7 @@ int nemo_xproc_attach(const char *name, const nemo_xproc_attach_attr *attr, nemo
 	if (!out)
 		return NEMO__FAIL(EINVAL, "out is NULL");
 	*out = NULL;
+	nemo_clock_init();   /* the handle reads ticks (procs.c, WHO ASKS) */
 	if (shm_path(name, path, sizeof path))
 		return NEMO__FAIL(EINVAL, "name '%s' is not 1-200 of [A-Za-z0-9._-] (nor . or ..)",
 				  name ? name : "(null)");
