@@ -145,7 +145,7 @@ int nemo_poll(unsigned *handled)
 	uint64_t slice;
 	int rc = 0;
 	if (drives()) {  /* DRIVEN WAITS: a poll reports a death as a wait does */
-		int e = nemo__remote_drive(me->d, true, &n, &slice);
+		int e = nemo__remote_drive(me->d, "nemo_poll", &n, &slice);
 		if (e > 0)
 			rc = e;
 	}
@@ -264,7 +264,8 @@ static bool place_try_take(void *arg)
 	unsigned n = 0;
 	if (drive_on) {   /* DRIVEN WAITS */
 		uint64_t slice;
-		int e = nemo__remote_drive(me->d, true, &n, &slice);
+		int e = nemo__remote_drive(me->d, me->wf_word ? "nemo_place_wait_for" : "nemo_place_wait", &n,
+					   &slice);
 		if (e > 0) {
 			drive_err = e;
 			return true;
@@ -389,7 +390,12 @@ static int place_wait(nemo_place *me, const struct timespec *abstime, unsigned *
 	int outer_err = drive_err;
 	drive_err = 0;
 	uint64_t slice = 0;
-	drive_on = drives() && nemo__remote_drive(me->d, true, &me->handled, &slice) >= 0;  /* DRIVEN WAITS */
+	const char *fn = word ? "nemo_place_wait_for" : "nemo_place_wait";
+	/* DRIVEN WAITS: a death found by this first drive ends the wait too. */
+	int first = drives() ? nemo__remote_drive(me->d, fn, &me->handled, &slice) : -1;
+	drive_on = first >= 0;
+	if (first > 0)
+		drive_err = first;
 	nemo__slot_polling(w);                                                             /* W1 */
 	unsigned flags = place_owns_cpu(me) ? NEMO__WAIT_OWNED : 0;
 	for (;;) {
@@ -416,7 +422,7 @@ static int place_wait(nemo_place *me, const struct timespec *abstime, unsigned *
 		if (rc != ETIMEDOUT || last)
 			break;
 		slice = 0;
-		int e = nemo__remote_drive(me->d, true, &me->handled, &slice);
+		int e = nemo__remote_drive(me->d, fn, &me->handled, &slice);
 		if (e > 0)
 			drive_err = e;
 		else if (e < 0)

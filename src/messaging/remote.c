@@ -38,7 +38,7 @@ const nemo__remote_ops *nemo__remote_register(unsigned t, const nemo__remote_ops
 	return old;
 }
 
-int nemo__remote_drive(nemo_domain *d, bool report, unsigned *handled, uint64_t *slice_ns)
+int nemo__remote_drive(nemo_domain *d, const char *report, unsigned *handled, uint64_t *slice_ns)
 {
 	int rc = -1;
 	*slice_ns = 0;

@@ -116,12 +116,13 @@ typedef struct nemo__remote_ops {
 	 *  one that receives for d (*handled += the handlers it ran at once
 	 *  on me), and *slice_ns := how long a wait of me may sleep before
 	 *  it calls again (0: as long as it likes: it is woken as for local
-	 *  messages).  report (a wait or a poll; false only where no one
-	 *  could be told): return ECONNRESET, once per death, if a peer that
-	 *  me talks to died since me was last told.
+	 *  messages).  report (the public call that asks - a wait or a
+	 *  poll -, named in the error's text; NULL where no one could be
+	 *  told): return ECONNRESET, once per death, if a peer that me talks
+	 *  to died since me was last told.
 	 *  Returns -1 when d is not this transport's (nothing done), 0, or
 	 *  the error (NULL: the transport needs no driving). */
-	int (*drive)(nemo_domain *d, bool report, unsigned *handled, uint64_t *slice_ns);
+	int (*drive)(nemo_domain *d, const char *report, unsigned *handled, uint64_t *slice_ns);
 } nemo__remote_ops;
 
 /** Register transport t's table (NULL: none).  Returns the previous one. */
@@ -148,7 +149,7 @@ extern _Atomic unsigned nemo__remote_drivers;
 /** The ordinary calls' drive (remote.h's drive op) over every transport
  *  with one: -1 if none serves d, else 0 or the first error; *handled
  *  and *slice_ns as the op says (the shortest slice). */
-int nemo__remote_drive(nemo_domain *d, bool report, unsigned *handled, uint64_t *slice_ns);
+int nemo__remote_drive(nemo_domain *d, const char *report, unsigned *handled, uint64_t *slice_ns);
 
 /** nemo_dead_places over every transport (remote.c). */
 int nemo__remote_dead(nemo_place_id *ids, size_t cap, size_t *n, uint64_t *total);

@@ -454,7 +454,7 @@ unsigned try_progress(nemo_mpi *m);
 int post(nemo_mpi *m, unsigned i);
 void handed_handler(const nemo_am_msg *msg, void *ctx);
 unsigned progress(nemo_mpi *m);
-int op_drive(nemo_domain *d, bool report, unsigned *handled, uint64_t *slice_ns);
+int op_drive(nemo_domain *d, const char *report, unsigned *handled, uint64_t *slice_ns);
 int op_dead(nemo_place_id *ids, size_t cap, size_t *n, uint64_t *total);
 void *thr_main(void *arg);
 

@@ -203,9 +203,10 @@ unsigned try_progress(nemo_mpi *m)
  * slices that double from SLICE_MIN_NS to idle_max_ns while nothing
  * comes (MPI cannot wake a sleeper).  The others are woken by the local
  * ring that the agent hands their messages through, and sleep in slices
- * of SLICE_OTHER_NS only to learn of deaths.  A wait (report) returns
+ * of SLICE_OTHER_NS only to learn of deaths.  A wait or a poll (report:
+ * its name, for the error's text) returns
  * ECONNRESET once per new death of a rank that the place talked to. */
-int op_drive(nemo_domain *d, bool report, unsigned *handled, uint64_t *slice_ns)
+int op_drive(nemo_domain *d, const char *report, unsigned *handled, uint64_t *slice_ns)
 {
 	unsigned slot;
 	bool closing;
@@ -233,7 +234,7 @@ int op_drive(nemo_domain *d, bool report, unsigned *handled, uint64_t *slice_ns)
 		for (int r = 0; r < m->size && !rc; r++)
 			if (atomic_load_explicit(&m->peers[r].dseq, memory_order_relaxed) > q->seen &&
 			    talked(m, r, nemo__place_idx(me)))
-				rc = nemo__fail(ECONNRESET, "nemo_place_wait", "rank %d, which this place talked to, died "
+				rc = nemo__fail(ECONNRESET, report, "rank %d, which this place talked to, died "
 						"(nemo_dead_places)", r);
 		q->seen = k;
 	}
