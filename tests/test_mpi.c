@@ -1014,7 +1014,7 @@ static int run_death(const char *variant)
 		char *dash = strchr(strat, '-');
 		if (dash) {
 			how = !strcmp(dash + 1, "poll") ? 1 : !strcmp(dash + 1, "fd") ? 2 :
-			      !strcmp(dash + 1, "late") ? 3 : -1;
+			      !strcmp(dash + 1, "late") ? 3 : !strcmp(dash + 1, "sendfirst") ? 4 : -1;
 			*dash = 0;
 		}
 	}
@@ -1051,7 +1051,23 @@ static int run_death(const char *variant)
 		usleep(500000);   /* the binding finds the death meanwhile (every 50 ms) */
 		deadline_in(&ts, 20000);
 	}
-	if (how == 0 || how == 3) {
+	if (how == 4) {
+		/* A send tells the place of the death (ECONNRESET), as for a
+		 * shared place: a wait after it does not repeat it. */
+		struct timespec now;
+		do {
+			usleep(1000);
+			err = nemo_am_send(vdst, A_PING, 2, NEMO_NONBLOCK);
+			clock_gettime(CLOCK_MONOTONIC, &now);
+		} while ((err == 0 || err == EAGAIN) && ts_ns(&now) < ts_ns(&ts));
+		EXPECT(err == ECONNRESET, "sends to the dead rank: %d (%s), expected ECONNRESET", err,
+		       nemo_last_error());
+		deadline_in(&ts, 300);
+		err = nemo_place_wait_for(&pong, 0, &ts, NULL);
+		EXPECT(err == ETIMEDOUT, "a wait after the send said ECONNRESET: %d, expected ETIMEDOUT (told once)",
+		       err);
+		err = ECONNRESET;   /* what the checks below expect of the first report */
+	} else if (how == 0 || how == 3) {
 		err = nemo_place_wait_for(&pong, 0, &ts, NULL);
 	} else {
 		int fd = -1, ep = -1;

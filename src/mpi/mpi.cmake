@@ -72,7 +72,7 @@ if(NEMO_BUILD_TESTS)
     set_tests_properties(mpi.death.n3 PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
     # The same promise for a place that only polls, for one in an epoll
     # loop, and under the progress thread.
-    foreach(v send-poll thread thread-poll thread-fd thread-late)
+    foreach(v send-poll send-sendfirst thread thread-poll thread-fd thread-late)
       add_test(NAME mpi.death-${v}.n3
                COMMAND ${PROJECT_SOURCE_DIR}/tests/test_mpi_abort.sh ${NEMO_MPIEXEC} 3 $<TARGET_FILE:test_mpi> death-${v})
       set_tests_properties(mpi.death-${v}.n3 PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)

@@ -306,6 +306,8 @@ typedef struct peer {
 	_Atomic uint64_t dseq;        /* the death's number (1, 2, ...; 0 while it lives) */
 	_Atomic uint64_t last_id;     /* the remote id of it that a place here last talked to */
 	_Atomic uint64_t talk[NEMO_PLACES_MAX / 64];   /* local indices that talked to it */
+	_Atomic uint64_t told[NEMO_PLACES_MAX / 64];   /* local indices told of its death: a send's
+							 * ECONNRESET or a drive's report (once) */
 } peer;
 
 /* What a local place has been told (its own thread only; reset when its
@@ -434,6 +436,9 @@ void mark_dead(nemo_mpi *m, int r);
 prec *prec_of(nemo_mpi *m, const nemo_place *me);
 void talk(nemo_mpi *m, const nemo_place *me, int r, nemo_place_id id);
 bool talked(const nemo_mpi *m, int r, unsigned idx);
+/* Place me was told of rank r's death (a send's ECONNRESET, a drive's
+ * report): true if it had been told before. */
+bool tell(nemo_mpi *m, const nemo_place *me, int r);
 bool live_check(nemo_mpi *m);
 
 /* record.c: a rank's record (SENDS: MS1-MS5), rings, naps */

@@ -82,9 +82,12 @@ prec *prec_of(nemo_mpi *m, const nemo_place *me)
 		q->id = id;
 		q->seen = 0;
 		q->nap = 0;
-		for (int r = 0; r < m->size; r++)
+		for (int r = 0; r < m->size; r++) {
 			atomic_fetch_and_explicit(&m->peers[r].talk[idx / 64], ~(1ull << (idx % 64)),
 						  memory_order_relaxed);
+			atomic_fetch_and_explicit(&m->peers[r].told[idx / 64], ~(1ull << (idx % 64)),
+						  memory_order_relaxed);
+		}
 	}
 	return q;
 }
@@ -108,6 +111,14 @@ void talk(nemo_mpi *m, const nemo_place *me, int r, nemo_place_id id)
 bool talked(const nemo_mpi *m, int r, unsigned idx)
 {
 	return (atomic_load_explicit(&m->peers[r].talk[idx / 64], memory_order_relaxed) >> (idx % 64)) & 1u;
+}
+
+bool tell(nemo_mpi *m, const nemo_place *me, int r)
+{
+	prec_of(m, me);   /* a new occupant starts untold */
+	unsigned idx = nemo__place_idx(me);
+	uint64_t bit = 1ull << (idx % 64);
+	return atomic_fetch_or_explicit(&m->peers[r].told[idx / 64], bit, memory_order_relaxed) & bit;
 }
 
 /* Ask the references of the peers on this host, every LIVE_CHECK_NS (any

@@ -233,7 +233,7 @@ int op_drive(nemo_domain *d, const char *report, unsigned *handled, uint64_t *sl
 	if (report && k > q->seen) {
 		for (int r = 0; r < m->size && !rc; r++)
 			if (atomic_load_explicit(&m->peers[r].dseq, memory_order_relaxed) > q->seen &&
-			    talked(m, r, nemo__place_idx(me)))
+			    talked(m, r, nemo__place_idx(me)) && !tell(m, me, r))
 				rc = nemo__fail(ECONNRESET, report, "rank %d, which this place talked to, died "
 						"(nemo_dead_places)", r);
 		q->seen = k;

@@ -44,6 +44,7 @@ static int send_to(nemo_mpi *m, nemo_place *me, int r, const wire *w, unsigned f
 		pthread_mutex_unlock(&p->lock);
 		if (is_dead(p) && err != 0) {
 			CADD(m, c_dead_sends);
+			tell(m, me, r);   /* this return tells the place: no wait repeats it */
 			return nemo__fail(ECONNRESET, fn, "rank %d is dead", r);
 		}
 		if (err == 0) {
@@ -105,6 +106,8 @@ static int route(nemo_place_id dest, nemo_place **mep, nemo_mpi **mp, unsigned *
 		live_check(m);
 		if (is_dead(&m->peers[r])) {
 			CADD(m, c_dead_sends);
+			if (me)
+				tell(m, me, r);   /* this return tells the place: no wait repeats it */
 			err = nemo__fail(ECONNRESET, fn, "rank %d is dead", r);
 		} else if (atomic_load_explicit(&m->peers[r].bye, memory_order_relaxed)) {
 			/* Its places left, cleanly: as for a local place that left. */
