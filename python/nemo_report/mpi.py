@@ -16,6 +16,7 @@ section stay together."""
 import html
 
 from . import papers
+from . import rows as suite_rows
 
 SUITE = "mpi"
 LATENCY = ("mpi-pingpong", "nemo-am-remote")
@@ -42,10 +43,6 @@ def is_row(suite, row):
     return suite == SUITE and isinstance(row, dict)
 
 
-def _number(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 def check_row(row, where, problems):
     """True if the row can be read; else a precise complaint in problems."""
     mech = row.get("mechanism")
@@ -66,7 +63,7 @@ def check_row(row, where, problems):
                         f"(want {', '.join(LATENCY + (IDLE, APP))})")
         return False
     for k in need:
-        if not _number(row.get(k)):
+        if not suite_rows.number(row.get(k)):
             problems.append(f"{where}.{k}: missing or not a number")
             return False
     if mech in LATENCY:
@@ -75,7 +72,7 @@ def check_row(row, where, problems):
             problems.append(f"{where}.latency_ns: missing or not an object")
             return False
         for k in STATS:
-            if not _number(st.get(k)):
+            if not suite_rows.number(st.get(k)):
                 problems.append(f"{where}.latency_ns.{k}: missing")
                 return False
     if mech == APP and row["runtime_s"] <= 0:
@@ -86,8 +83,7 @@ def check_row(row, where, problems):
 
 def newest(runs):
     """The newest mpi document with rows (its ratios are within one run), or None."""
-    docs = [run for run in runs if run.suite == SUITE and run.rows]
-    return max(docs, key=lambda run: (run.started_at or "", str(run.path))) if docs else None
+    return suite_rows.newest(runs, SUITE)
 
 
 def latency_pairs(rows):
