@@ -1,8 +1,12 @@
 /*
  * doorbell.pml - the MPI progress thread's sleep and its doorbell
  * (src/mpi/mpi_internal.h, THE PROGRESS THREAD'S SLEEP: DBT1-DBT5, DBK1-DBK3;
- * src/mpi/record.c, thr_kick and ring: DBR1-DBR2; src/mpi/progress.c,
- * thr_main; src/waiter/waiter.c, THE RAW WORD), checked with spin:
+ * src/mpi/record.c, thr_kick and ring: DBR1-DBR2; src/mpi/progress.c, the
+ * source's ops; the domain's progress thread that runs them,
+ * src/poll/progress.c, SOURCES; src/waiter/waiter.c, THE RAW WORD),
+ * checked with spin.  The thread also sleeps on its own waiter slot
+ * (futex_waitv of both words): a kick of the slot is, for the doorbell,
+ * one more spurious return (-DMAXSPUR):
  *
  *   DBV1 no work is slept through: the run never ends with the progress
  *       thread blocked in its futex_wait while work it must do - a local

@@ -72,9 +72,11 @@
  */
 #define _GNU_SOURCE
 #include <nemo/mpi.h>
+#include <nemo/poll.h>
 
 #include "pidreuse.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sys/epoll.h>
@@ -992,6 +994,164 @@ static int run_ordinary(nemo_mpi_progress prog)
 	return 0;
 }
 
+/* ---- one progress thread: the binding's and the user's (issue 31) ---- */
+
+/* shared-before / shared-after: a THREAD binding and nemo_progress_start
+ * on one domain share one thread (the poll layer's), whichever comes
+ * first.  That thread receives from MPI and drains the owner's place,
+ * delegated to it, while the owner computes without a nemo call.  Each
+ * user's stop leaves the thread to the other: the user's nemo_progress_stop
+ * before the finalize (before), or the finalize before it (after). */
+static int threads_now(void)
+{
+	DIR *dir = opendir("/proc/self/task");
+	int n = 0;
+	if (!dir)
+		return -1;
+	for (struct dirent *e; (e = readdir(dir));)
+		n += e->d_name[0] != '.';
+	closedir(dir);
+	return n;
+}
+
+static _Atomic uint64_t shared_got;
+static void on_shared(const nemo_am_msg *msg, void *ctx)
+{
+	(void)msg;
+	(void)ctx;
+	atomic_fetch_add(&shared_got, 1);
+}
+
+/* Until shared_got reaches want, with no nemo call (20 s: a hang fails). */
+static void shared_await(uint64_t want, const char *what)
+{
+	struct timespec dl, now;
+	deadline_in(&dl, 20000);
+	do {
+		sched_yield();
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while (atomic_load(&shared_got) < want && ts_ns(&now) < ts_ns(&dl));
+	EXPECT(atomic_load(&shared_got) == want, "%s: %llu handled, expected %llu", what,
+	       (unsigned long long)atomic_load(&shared_got), (unsigned long long)want);
+}
+
+enum { SHARED_N = 500 };
+static nemo_place_id shared_owner;
+
+static void *shared_local(void *arg)
+{
+	(void)arg;
+	if (nemo_place_join(d, NULL, NULL)) {
+		FAIL("local sender: join: %s", nemo_last_error());
+		return NULL;
+	}
+	for (unsigned i = 0; i < SHARED_N; i++) {
+		int err = nemo_am_send(shared_owner, A_PING, i, 0);
+		EXPECT(!err, "local ping %u: %d (%s)", i, err, nemo_last_error());
+	}
+	nemo_place_leave();
+	return NULL;
+}
+
+static int run_shared(const char *variant)
+{
+	bool before = !strcmp(variant, "-before");
+	nemo_domain_attr da = {.max_places = 8};
+	if (nemo_domain_create(&da, &d)) {
+		FAIL("domain");
+		exit(1);
+	}
+	nemo_action_register(d, A_PING, on_shared, NULL);
+	join_as(0);
+	shared_owner = nemo_place_self();
+	nemo_progress *p = NULL, *p2 = NULL;
+	int err, t0 = threads_now();
+	if (before) {
+		err = nemo_progress_start(d, NULL, &p);
+		EXPECT(!err && threads_now() == t0 + 1, "nemo_progress_start: %d (%s), threads %d -> %d", err,
+		       nemo_last_error(), t0, threads_now());
+	}
+	nemo_mpi_attr ma = {.progress = NEMO_MPI_PROGRESS_THREAD};
+	if ((err = nemo_mpi_create(d, MPI_COMM_WORLD, &ma, &m))) {
+		FAIL("nemo_mpi_create: %d (%s)", err, nemo_last_error());
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	if (!before) {
+		int t1 = threads_now();
+		err = nemo_progress_start(d, NULL, &p);
+		EXPECT(!err && threads_now() == t1, "nemo_progress_start after the binding: %d (%s), threads %d -> %d "
+		       "(the binding's thread is the domain's)", err, nemo_last_error(), t1, threads_now());
+	}
+	err = nemo_progress_start(d, NULL, &p2);
+	EXPECT(err == EEXIST, "a second nemo_progress_start: %d, expected EEXIST", err);
+	err = nemo_place_set_progress(true);
+	EXPECT(!err, "nemo_place_set_progress: %d (%s)", err, nemo_last_error());
+	nemo_place_id mine;
+	nemo_mpi_id(m, shared_owner, &mine);
+	MPI_Allgather(&mine, 1, MPI_UINT64_T, ids, 2, MPI_UINT64_T, MPI_COMM_WORLD);   /* ids[r][0] */
+	/* Round 1: each rank in turn pings the next one's owner, which
+	 * never calls nemo meanwhile: the thread receives from MPI and
+	 * drains the owner. */
+	for (int phase = 0; phase < size; phase++) {
+		MPI_Barrier(MPI_COMM_WORLD);
+		if (rank == phase) {
+			for (unsigned i = 0; i < SHARED_N; i++) {
+				err = nemo_am_send(ids[(rank + 1) % size][0], A_PING, i, 0);
+				EXPECT(!err, "ping %u: %d (%s)", i, err, nemo_last_error());
+			}
+		} else if (rank == (phase + 1) % size) {
+			nemo_progress_counters pc0, pc1;
+			nemo_progress_get_counters(p, &pc0);
+			shared_await(SHARED_N, "round 1, served by the shared thread");
+			nemo_progress_get_counters(p, &pc1);
+			EXPECT(pc1.handled - pc0.handled == SHARED_N, "the progress thread handled %llu, expected %d",
+			       (unsigned long long)(pc1.handled - pc0.handled), SHARED_N);
+		}
+	}
+	MPI_Barrier(MPI_COMM_WORLD);
+	int t2 = threads_now();
+	if (before) {
+		/* The user leaves first: the thread goes on for the binding. */
+		EXPECT(!nemo_progress_stop(p), "nemo_progress_stop");
+		EXPECT(threads_now() == t2, "the user's stop ended the binding's thread: threads %d -> %d", t2,
+		       threads_now());
+		MPI_Barrier(MPI_COMM_WORLD);
+		err = nemo_place_set_progress(false);
+		EXPECT(!err, "nemo_place_set_progress(false): %d", err);
+		for (unsigned i = 0; i < SHARED_N; i++) {
+			err = nemo_am_send(ids[(rank + 1) % size][0], A_PING, i, 0);
+			EXPECT(!err, "ping %u after the user's stop: %d (%s)", i, err, nemo_last_error());
+		}
+		struct timespec dl;
+		deadline_in(&dl, 20000);
+		while (atomic_load(&shared_got) < 2 * SHARED_N && nemo_place_wait(&dl, NULL) == 0)
+			;
+		EXPECT(atomic_load(&shared_got) == 2 * SHARED_N, "round 2, the binding alone: %llu handled",
+		       (unsigned long long)atomic_load(&shared_got));
+		MPI_Barrier(MPI_COMM_WORLD);
+		EXPECT(!nemo_mpi_finalize(m), "nemo_mpi_finalize: %s", nemo_last_error());
+		EXPECT(threads_now() == t2 - 1, "the finalize left the thread running: threads %d -> %d", t2,
+		       threads_now());
+	} else {
+		/* The binding leaves first: the thread goes on for the user. */
+		EXPECT(!nemo_mpi_finalize(m), "nemo_mpi_finalize: %s", nemo_last_error());
+		EXPECT(threads_now() == t2, "the finalize ended the user's thread: threads %d -> %d", t2,
+		       threads_now());
+		pthread_t t;
+		pthread_create(&t, NULL, shared_local, NULL);
+		shared_await(2 * SHARED_N, "round 2, local, the user's thread alone");
+		pthread_join(t, NULL);
+		int t3 = threads_now();
+		EXPECT(!nemo_progress_stop(p), "nemo_progress_stop");
+		EXPECT(threads_now() == t3 - 1, "nemo_progress_stop left the thread running: threads %d -> %d", t3,
+		       threads_now());
+		nemo_place_set_progress(false);
+	}
+	if (!atomic_load(&failures))
+		printf("rank %d: shared%s ok\n", rank, variant);
+	return 0;
+}
+
 /* ---- death: a dead rank, reported as for a process (issue 31) ---- */
 
 /* death[-STRATEGY][-poll|-fd|-late]: the survivors wait for the dead
@@ -1249,6 +1409,8 @@ int main(int argc, char **argv)
 		run_finalize_race();
 	else if (!strncmp(mode, "ordinary-", 9))
 		run_ordinary(strategy_of(mode + 9));
+	else if (!strncmp(mode, "shared", 6))
+		run_shared(mode + 6);
 	else if (!strncmp(mode, "death", 5))
 		run_death(mode + 5);
 	else {

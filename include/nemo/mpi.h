@@ -70,7 +70,9 @@
  *                              when threshold_ns has passed (Perkovic &
  *                              Keleher, "Responsiveness without
  *                              Interrupts");
- *   NEMO_MPI_PROGRESS_THREAD   a progress thread: it polls MPI while there
+ *   NEMO_MPI_PROGRESS_THREAD   the domain's progress thread (nemo/poll.h:
+ *                              the one nemo_progress_start runs, started
+ *                              here if none runs): it polls MPI while there
  *                              is traffic, then backs off (spin, then
  *                              futex sleeps that double up to idle_max_ns),
  *                              and local kicks (funneled sends, shutdown)
@@ -277,7 +279,8 @@ typedef struct nemo_mpi_counters {
 	uint64_t thread_sleeps;       /**< THREAD: futex sleeps of the backoff */
 	uint64_t thread_wakeups;      /**< THREAD: sleeps ended by a local kick */
 	uint64_t watchdog_takeovers;  /**< WATCHDOG: passes made by the watchdog thread */
-	uint64_t thread_cpu_ns;       /**< CPU time of the binding's thread (THREAD, WATCHDOG) */
+	uint64_t thread_cpu_ns;       /**< CPU time of the binding's thread: the domain's progress thread
+					   (THREAD; also what it spent on served places), the watchdog */
 	uint64_t dead_ranks;          /**< ranks found dead */
 	uint64_t deferred;            /**< sends from handlers kept in their rank's queue (its
 	                                   window was full), sent later by the binding's progress */

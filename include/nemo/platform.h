@@ -207,6 +207,38 @@ int nemo_futex_wait_until(uint32_t *word, uint32_t expected, clockid_t clock,
 int nemo_futex_wait_bitset(uint32_t *word, uint32_t expected, uint32_t bits, clockid_t clock,
 			   const struct timespec *deadline, int flags);
 
+/** One word of nemo_futex_wait_any(). */
+typedef struct nemo_futex_word {
+	uint32_t *word;               /**< 4-byte aligned futex word */
+	uint32_t expected;            /**< sleep only while *word == expected */
+	int flags;                    /**< NEMO_FUTEX_PRIVATE or NEMO_FUTEX_SHARED */
+} nemo_futex_word;
+
+/** The most words one nemo_futex_wait_any() sleeps on. */
+#define NEMO_FUTEX_WAIT_ANY_MAX 128
+
+/**
+ * Sleep on several words at once (futex_waitv, Linux 5.16): while every
+ * words[i].word holds its expected value, until a nemo_futex_wake() on
+ * any of them, the deadline, or a signal.  Words may mix private and
+ * shared ones: a thread woken by a kicker of this process or by one of
+ * another process that maps the word.
+ * @param words    n words; each word's expected value is compared under
+ *                 the kernel's lock, as nemo_futex_wait() compares one
+ * @param n        1 .. NEMO_FUTEX_WAIT_ANY_MAX
+ * @param clock    CLOCK_MONOTONIC or CLOCK_REALTIME (of the deadline)
+ * @param deadline absolute deadline, or NULL for none
+ * @param woken    if not NULL, receives the index of the word whose wake
+ *                 ended the sleep (-1 for any other outcome)
+ * @return 0 when woken (possibly spuriously), EAGAIN if some word did
+ *         not hold its expected value on entry, ETIMEDOUT, EINTR, ENOSYS
+ *         on a kernel without futex_waitv, or EINVAL for NULL words, n out
+ *         of range, a NULL or misaligned word, unknown flags, another
+ *         clock or an invalid deadline.
+ */
+int nemo_futex_wait_any(const nemo_futex_word *words, unsigned n, clockid_t clock,
+			const struct timespec *deadline, int *woken);
+
 /**
  * Wake at most n waiters sleeping on word whose bits intersect `bits`.
  * @return as nemo_futex_wake; EINVAL also for bits == 0.

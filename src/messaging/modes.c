@@ -32,6 +32,14 @@ static void **service_slot(struct nemo_domain *d, enum nemo__service which)
 	return which == NEMO__SERVICE_PROGRESS ? &d->progress : &d->watchdog;
 }
 
+void *nemo__domain_service(struct nemo_domain *d, enum nemo__service which)
+{
+	pthread_mutex_lock(&d->lock);
+	void *self = *service_slot(d, which);
+	pthread_mutex_unlock(&d->lock);
+	return self;
+}
+
 int nemo__domain_service_claim(struct nemo_domain *d, enum nemo__service which, void *self)
 {
 	int err = 0;
@@ -118,7 +126,10 @@ unsigned nemo__place_serve(nemo_place *x)
 		return 0;     /* its own thread is in a nemo call: it drains */
 	unsigned n = 0;
 	if (nemo__place_delegated(x) && nemo__place_active(x)) {
-		NEMO__INVARIANT(!nemo__tls_place, "the progress thread is a place itself");
+		/* The thread's own place, if a transport's pass needs one
+		 * (src/poll/progress.c, SOURCES): x for the drain, then back. */
+		nemo_place *own = nemo__tls_place;
+		NEMO__INVARIANT(own != x, "a place serves itself");
 		nemo__tls_place = x;
 		nemo__holds_plock = true;      /* handlers' nemo calls: locked already */
 		atomic_store_explicit(&x->busy, 1, memory_order_relaxed);
@@ -132,7 +143,7 @@ unsigned nemo__place_serve(nemo_place *x)
 		}
 		atomic_store_explicit(&x->busy, 0, memory_order_relaxed);
 		nemo__holds_plock = false;
-		nemo__tls_place = NULL;
+		nemo__tls_place = own;
 	}
 	pthread_mutex_unlock(&x->plock);
 	return n;

@@ -98,6 +98,8 @@ bool nemo__domain_delays(const struct nemo_domain *d);
 enum nemo__service { NEMO__SERVICE_PROGRESS, NEMO__SERVICE_WATCHDOG };
 int nemo__domain_service_claim(struct nemo_domain *d, enum nemo__service which, void *self);
 void nemo__domain_service_unclaim(struct nemo_domain *d, enum nemo__service which);
+/* Who holds slot which (NULL: nobody), read under the domain's lock. */
+void *nemo__domain_service(struct nemo_domain *d, enum nemo__service which);
 
 /* The progress thread's waiter slot while one runs (NULL: none): kick.c
  * kicks it for served places that are RUNNING (src/poll/progress.c).

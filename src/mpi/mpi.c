@@ -255,7 +255,12 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 	atomic_store_explicit(&bindings[slot].d, d, memory_order_release);
 	pthread_mutex_unlock(&bind_lock);
 
-	if (m->prog == NEMO_MPI_PROGRESS_THREAD || m->prog == NEMO_MPI_PROGRESS_WATCHDOG) {
+	if (m->prog == NEMO_MPI_PROGRESS_THREAD && (err = thr_attach(m))) {
+		m->prog = NEMO_MPI_PROGRESS_SEND;
+		nemo_mpi_finalize(m);
+		return err;
+	}
+	if (m->prog == NEMO_MPI_PROGRESS_WATCHDOG) {
 		if ((err = pthread_create(&m->thr, NULL, thr_main, m))) {
 			m->prog = NEMO_MPI_PROGRESS_SEND;
 			nemo_mpi_finalize(m);
@@ -339,6 +344,11 @@ int nemo_mpi_finalize(nemo_mpi *m)
 	/* The binding's thread first: it would only compete with the pinned
 	 * sends for MPI's lock while they finish (a send that may not call
 	 * MPI leaves at its next round anyway: closing). */
+	if (m->pt) {
+		m->thr_cpu_ns = nemo__progress_cpu_ns(m->pt);
+		nemo__progress_detach(m->pt);
+		m->pt = NULL;
+	}
 	if (m->has_thr) {
 		atomic_store_explicit(&m->stop, 1, memory_order_seq_cst);
 		thr_kick(m);
@@ -541,7 +551,7 @@ int nemo_mpi_get_counters(nemo_mpi *m, nemo_mpi_counters *out)
 		.dead_sends = LD(c_dead_sends),
 	};
 #undef LD
-	out->thread_cpu_ns = m->thr_cpu_ns;
+	out->thread_cpu_ns = m->pt ? nemo__progress_cpu_ns(m->pt) : m->thr_cpu_ns;
 	if (m->has_thr) {
 		struct timespec ts;
 		if (!clock_gettime(m->thr_clock, &ts))

@@ -56,6 +56,11 @@ if(NEMO_BUILD_TESTS)
       add_test(NAME mpi.finalize-race.n${n} COMMAND ${NEMO_MPIEXEC} -n ${n} $<TARGET_FILE:test_mpi> finalize-race)
       set_tests_properties(mpi.finalize-race.n${n} PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
     endforeach()
+    # One progress thread per domain: the binding's and nemo_progress_start's.
+    foreach(v before after)
+      add_test(NAME mpi.shared-${v}.n2 COMMAND ${NEMO_MPIEXEC} -n 2 $<TARGET_FILE:test_mpi> shared-${v})
+      set_tests_properties(mpi.shared-${v}.n2 PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
+    endforeach()
     # The ordinary calls drive MPI (issue 31): every strategy.
     foreach(n 2 4)
       foreach(s send check thread watchdog)

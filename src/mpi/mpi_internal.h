@@ -128,14 +128,17 @@
  * bound).  Publication at create stores m, then d (release): MP0's
  * acquire of d sees m's contents.
  *
- * THE PROGRESS THREAD'S SLEEP (NEMO_MPI_PROGRESS_THREAD).  MPI gives no
+ * THE PROGRESS THREAD'S SLEEP (NEMO_MPI_PROGRESS_THREAD).  The thread is
+ * the domain's progress thread, the poll layer's (src/poll/progress.c,
+ * SOURCES): the binding is its source (thr_attach; the src_* ops of
+ * progress.c), started by the binding if none runs.  MPI gives no
  * descriptor or futex to sleep on, so the thread cannot be woken by MPI
  * traffic.  It waits through the waiter layer's one wait loop
- * (nemo__wait_loop, with thr_try_take / thr_sleep_begin / thr_sleep_end
- * of progress.c as its ops): it polls while traffic flows and for
- * spin_ns after (a HYBRID policy; none after a sleep that found
- * nothing), then sleeps with a timeout that doubles from 16 us up to
- * idle_max_ns (a deadline of the loop: ETIMEDOUT doubles it): a
+ * (nemo__wait_loop): it polls while traffic flows and for spin_ns after
+ * (a HYBRID policy when the binding started it; none after a sleep that
+ * found nothing), then sleeps - on its waiter slot and the doorbell at
+ * once - with a timeout that doubles from 16 us up to idle_max_ns (the
+ * source's slice, src_slice: a sleep that ends at it doubles it): a
  * message that arrives while it sleeps waits at most idle_max_ns; with
  * every peer able to ring its doorbell the timeout is long, a safety
  * net, unless sends wait in its ranks' records (npending), which need
@@ -144,10 +147,15 @@
  * The doorbell is one published-state word, bell->state (RUNNING or
  * SLEEPING), and the kick is the waiter layer's (THE RAW WORD,
  * waiter.c: nemo__word_kick and nemo__word_sleep):
- *   thread:  DBT1 store(state, SLEEPING, seq_cst); DBT3 a last pass
- *            (try_progress) and stop (seq_cst) -> store RUNNING, no
- *            sleep; DBT4 futex_wait(state, SLEEPING, timeout); DBT5
- *            exchange(state, RUNNING): it read RUNNING -> a kick woke it.
+ *   thread:  DBT1 store(state, SLEEPING, seq_cst) and a fence (the
+ *            progress thread's publication of its source's word); DBT3
+ *            a last pass (src_pending: try_progress) and its own
+ *            re-checks (seq_cst) -> store RUNNING, no sleep; DBT4
+ *            futex_waitv on state == SLEEPING and its slot, with the
+ *            slice as timeout; DBT5 exchange(state, RUNNING): it read
+ *            RUNNING -> a kick woke it (src_slept counts it).  The
+ *            watchdog's timer thread (below) does DBT1, a look at stop
+ *            for DBT3, DBT4 on the doorbell alone and DBT5.
  *   kicker:  DBK1 its work (a FIFO push under its rank's lock, a done
  *            store, stop); DBK2 a seq_cst fence; DBK3 nemo__word_kick: load
  *            state (seq_cst), SLEEPING -> CAS it to RUNNING, and the one
@@ -212,6 +220,7 @@
 
 #include "../messaging/modes.h"
 #include "../messaging/remote.h"
+#include "../poll/service.h"
 #include "../platform/fail.h"
 #include "../platform/proc.h"
 
@@ -346,7 +355,14 @@ struct nemo_mpi {
 	_Atomic int bounded;                   /* finalize: W's timeout for every host */
 	_Atomic unsigned npending;             /* ranks with busy > 0 */
 	_Atomic unsigned kicking;              /* handed handlers between done and their kick */
-	/* thread / watchdog */
+	/* THREAD: the domain's progress thread serves the binding (pt);
+	 * pt_thread is that thread, pt_on while it holds the source */
+	nemo_progress *pt;
+	pthread_t pt_thread;
+	_Atomic bool pt_on;
+	uint64_t thr_nap;             /* its last slice's backoff (src_slice) */
+	int pt_join_err;              /* src_start's nemo_place_join failed */
+	/* WATCHDOG: the binding's timer thread */
 	pthread_t thr;
 	bool has_thr;
 	_Atomic int stop, thr_state;   /* thr_state: 0 starting, 1 a place, -err */
@@ -395,7 +411,7 @@ static inline bool is_dead(const peer *p)
 static inline bool is_agent_thread(nemo_mpi *m)
 {
 	if (m->prog == NEMO_MPI_PROGRESS_THREAD)
-		return m->has_thr && pthread_equal(pthread_self(), m->thr);
+		return atomic_load_explicit(&m->pt_on, memory_order_acquire) && pthread_equal(pthread_self(), m->pt_thread);
 	return pthread_equal(pthread_self(), m->owner);
 }
 
@@ -461,6 +477,7 @@ void handed_handler(const nemo_am_msg *msg, void *ctx);
 unsigned progress(nemo_mpi *m);
 int op_drive(nemo_domain *d, const char *report, unsigned *handled, uint64_t *slice_ns);
 int op_dead(nemo_place_id *ids, size_t cap, size_t *n, uint64_t *total);
+int thr_attach(nemo_mpi *m);
 void *thr_main(void *arg);
 
 /* send.c: the hook's sends */

@@ -281,44 +281,92 @@ int op_dead(nemo_place_id *ids, size_t cap, size_t *n, uint64_t *total)
  * The binding's thread: progress thread or watchdog
  * ------------------------------------------------------------------------ */
 
-/* THREAD: the thread's wait, through the waiter layer's one wait loop
- * (nemo__wait_loop decides how long to poll; THE PROGRESS THREAD'S SLEEP,
- * mpi_internal.h, is what sleep_begin publishes and what it sleeps on). */
-static bool thr_try_take(void *arg)
+/* THREAD: the domain's progress thread serves the binding (a source of
+ * src/poll/progress.c, SOURCES; THE PROGRESS THREAD'S SLEEP,
+ * mpi_internal.h): its passes, the re-check after it published SLEEPING
+ * on the doorbell, and how long it may sleep. */
+static int src_start(void *arg)
 {
 	nemo_mpi *m = arg;
-	if (atomic_load_explicit(&m->stop, memory_order_acquire))
-		return true;
+	int err = nemo_place_join(m->d, NULL, NULL);   /* a place: it hands messages over */
+	if (err)
+		return m->pt_join_err = err;    /* named by thr_attach, on the binding's thread */
+	m->pt_thread = pthread_self();
+	atomic_store_explicit(&m->pt_on, true, memory_order_release);
+	return 0;
+}
+
+static void src_stop(void *arg)
+{
+	nemo_mpi *m = arg;
+	atomic_store_explicit(&m->pt_on, false, memory_order_relaxed);
+	nemo_place_leave();
+}
+
+static unsigned src_pass(void *arg)
+{
+	nemo_mpi *m = arg;
 	unsigned h = 0, n = try_progress(m);
 	nemo_poll(&h);   /* its own place: room kicks, replies to its hand-overs */
-	return n + h > 0;
+	return n + h;
 }
 
-static bool thr_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *bits)
+/* DBT3: after DBT1 (the progress thread's store of SLEEPING and fence). */
+static bool src_pending(void *arg)
 {
-	(void)bits;
+	return try_progress(arg) > 0;
+}
+
+/* With every peer able to ring us, sleep long - LIVE_CHECK_NS: the
+ * timeout is a safety net, and each pass asks whether a rank died
+ * (live_check), which wakes the places that talked to it (mark_dead) -
+ * unless sends wait in the records, which only our MPI calls move; else
+ * a backoff that doubles from 16 us to idle_max_ns while sleeps end with
+ * nothing to do.  After traffic the poll phase comes first. */
+static uint64_t src_slice(void *arg, bool idle)
+{
 	nemo_mpi *m = arg;
-	bell *b = m->bell;
-	atomic_store_explicit(&b->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst);          /* DBT1 */
-	atomic_thread_fence(memory_order_seq_cst);   /* DBT1 before MPI's reads of DBT3 */
-	if (try_progress(m) || atomic_load_explicit(&m->stop, memory_order_seq_cst)) {        /* DBT3 */
-		atomic_store_explicit(&b->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
-		return true;
-	}
-	*word = (uint32_t *)&b->state;                                                        /* DBT4 */
-	*val = NEMO_WAITER_SLEEPING;
+	uint64_t backoff = idle ? m->thr_nap : 0;
+	uint64_t nap = backoff ? backoff * 2 : 16000;
+	if (nap > m->attr.idle_max_ns)
+		nap = m->attr.idle_max_ns;
+	m->thr_nap = nap;
+	bool waiting = atomic_load_explicit(&m->npending, memory_order_seq_cst) != 0;
+	uint64_t slice = m->all_belled && !waiting ? LIVE_CHECK_NS : nap;
+	return slice + (idle ? 0 : m->attr.spin_ns);
+}
+
+/* DBT5: the progress thread took the word back; kicked: a kick claimed it. */
+static void src_slept(void *arg, bool kicked)
+{
+	nemo_mpi *m = arg;
 	CADD(m, c_sleeps);
-	return false;
+	if (kicked)
+		CADD(m, c_wakeups);
 }
 
-static void thr_sleep_end(void *arg)
+int thr_attach(nemo_mpi *m)
 {
-	nemo_mpi *m = arg;
-	if (atomic_exchange_explicit(&m->bell->state, NEMO_WAITER_RUNNING, memory_order_relaxed) ==
-	    NEMO_WAITER_RUNNING)                                                                  /* DBT5 */
-		CADD(m, c_wakeups);     /* a kick claimed the word */
+	const nemo__progress_source src = {
+		.arg = m, .start = src_start, .stop = src_stop, .pass = src_pass,
+		.pending = src_pending, .word = &m->bell->state, .word_flags = m->bell_flags,
+		.slice_ns = src_slice, .slept = src_slept,
+	};
+	/* Started here: after traffic poll spin_ns, then sleep. */
+	const nemo_progress_attr attr = {
+		.policy = m->attr.spin_ns ? (nemo_wait_policy){ .kind = NEMO_WAIT_HYBRID, .spin_ns = m->attr.spin_ns }
+					  : (nemo_wait_policy){ .kind = NEMO_WAIT_BLOCK },
+	};
+	m->pt_join_err = 0;
+	int err = nemo__progress_attach(m->d, &src, &attr, &m->pt, "nemo_mpi_bind");
+	if (err && m->pt_join_err)
+		return nemo__fail(err, "nemo_mpi_bind", "the progress thread could not join the domain (it "
+				  "needs a place of its own to hand messages over)");
+	return err;
 }
 
+/* WATCHDOG: the binding's own timer thread; it makes a pass only when
+ * the owner has made none for watchdog_ns. */
 void *thr_main(void *arg)
 {
 	nemo_mpi *m = arg;
@@ -326,58 +374,21 @@ void *thr_main(void *arg)
 	atomic_store_explicit(&m->thr_state, jerr ? -jerr : 1, memory_order_release);
 	if (jerr)
 		return NULL;
-	const nemo__wait_ops ops = {
-		.try_take = thr_try_take,
-		.sleep_begin = thr_sleep_begin,
-		.sleep_end = thr_sleep_end,
-		.futex_flags = m->bell_flags,
-	};
-	/* After traffic: poll spin_ns, then sleep.  After a sleep that ended
-	 * with nothing: sleep again at once, for a doubled backoff. */
-	const nemo_wait_policy first = m->attr.spin_ns
-		? (nemo_wait_policy){ .kind = NEMO_WAIT_HYBRID, .spin_ns = m->attr.spin_ns }
-		: (nemo_wait_policy){ .kind = NEMO_WAIT_BLOCK };
-	const nemo_wait_policy again = { .kind = NEMO_WAIT_BLOCK };
-	uint64_t backoff = 0;
 	while (!atomic_load_explicit(&m->stop, memory_order_acquire)) {
-		if (m->prog == NEMO_MPI_PROGRESS_WATCHDOG) {
-			/* DBT1, a look at stop (DBT3), DBT4, DBT5: only finalize kicks it. */
-			struct timespec ts = {0, (long)m->attr.watchdog_ns};
-			if (m->attr.watchdog_ns >= 1000000000ull)
-				ts = (struct timespec){1, 0};
-			atomic_store_explicit(&m->bell->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst);
-			if (!atomic_load_explicit(&m->stop, memory_order_seq_cst))
-				nemo__word_sleep(&m->bell->state, NEMO_WAITER_SLEEPING, &ts, m->bell_flags);
-			atomic_store_explicit(&m->bell->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
-			CADD(m, c_sleeps);
-			uint64_t lp = atomic_load_explicit(&m->last_progress, memory_order_relaxed);
-			if (nemo_ticks_to_ns((int64_t)(nemo_ticks() - lp)) >= (double)m->attr.watchdog_ns &&
-			    try_progress(m))
-				CADD(m, c_takeovers);
-			nemo_poll(NULL);
-			continue;
-		}
-		/* With every peer able to ring us, sleep long - LIVE_CHECK_NS:
-		 * the timeout is a safety net, and each pass asks whether a
-		 * rank died (live_check), which wakes the places that talked to
-		 * it (mark_dead) - unless sends wait in the records, which only
-		 * our MPI calls move; else the backoff, up to idle_max_ns. */
-		uint64_t nap = backoff ? backoff * 2 : 16000;
-		if (nap > m->attr.idle_max_ns)
-			nap = m->attr.idle_max_ns;
-		bool waiting = atomic_load_explicit(&m->npending, memory_order_seq_cst) != 0;
-		uint64_t slice = m->all_belled && !waiting ? LIVE_CHECK_NS : nap;
-		struct timespec dl;
-		clock_gettime(CLOCK_MONOTONIC, &dl);
-		slice += backoff ? 0 : m->attr.spin_ns;   /* the poll phase comes first */
-		dl.tv_sec += (time_t)(slice / 1000000000ull);
-		dl.tv_nsec += (long)(slice % 1000000000ull);
-		if (dl.tv_nsec >= 1000000000L) {
-			dl.tv_sec++;
-			dl.tv_nsec -= 1000000000L;
-		}
-		int rc = nemo__wait_loop(&ops, m, backoff ? &again : &first, CLOCK_MONOTONIC, &dl, 0);
-		backoff = rc == ETIMEDOUT ? nap : 0;
+		/* DBT1, a look at stop (DBT3), DBT4, DBT5: only finalize kicks it. */
+		struct timespec ts = {0, (long)m->attr.watchdog_ns};
+		if (m->attr.watchdog_ns >= 1000000000ull)
+			ts = (struct timespec){1, 0};
+		atomic_store_explicit(&m->bell->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst);
+		if (!atomic_load_explicit(&m->stop, memory_order_seq_cst))
+			nemo__word_sleep(&m->bell->state, NEMO_WAITER_SLEEPING, &ts, m->bell_flags);
+		atomic_store_explicit(&m->bell->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
+		CADD(m, c_sleeps);
+		uint64_t lp = atomic_load_explicit(&m->last_progress, memory_order_relaxed);
+		if (nemo_ticks_to_ns((int64_t)(nemo_ticks() - lp)) >= (double)m->attr.watchdog_ns &&
+		    try_progress(m))
+			CADD(m, c_takeovers);
+		nemo_poll(NULL);
 	}
 	struct timespec ts;
 	clock_gettime(m->thr_clock, &ts);

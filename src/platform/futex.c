@@ -150,3 +150,34 @@ int nemo_futex_wake(uint32_t *word, int n, int flags, int *woken)
 	return 0;
 }
 
+/* futex_waitv: one struct per word (FUTEX_32, and FUTEX_PRIVATE_FLAG for
+ * a private word), an absolute deadline on the clock named by the last
+ * argument.  The kernel answers the index of the word that woke it. */
+int nemo_futex_wait_any(const nemo_futex_word *words, unsigned n, clockid_t clock,
+			const struct timespec *deadline, int *woken)
+{
+	if (woken)
+		*woken = -1;
+	if (!words)
+		return NEMO__FAIL(EINVAL, "words is NULL");
+	if (n < 1 || n > NEMO_FUTEX_WAIT_ANY_MAX)
+		return NEMO__FAIL(EINVAL, "n %u: want 1..%d words", n, NEMO_FUTEX_WAIT_ANY_MAX);
+	if (clock != CLOCK_MONOTONIC && clock != CLOCK_REALTIME)
+		return NEMO__FAIL(EINVAL, "clock %d is neither CLOCK_MONOTONIC nor CLOCK_REALTIME", (int)clock);
+	struct futex_waitv v[NEMO_FUTEX_WAIT_ANY_MAX];
+	for (unsigned i = 0; i < n; i++) {
+		int pf;
+		if (bad_word(words[i].word) || bad_timespec(deadline) || op_flags(words[i].flags, &pf))
+			return refuse(__func__, words[i].word, deadline, "deadline", words[i].flags);
+		v[i] = (struct futex_waitv){ .val = words[i].expected,
+					     .uaddr = (uint64_t)(uintptr_t)words[i].word,
+					     .flags = FUTEX_32 | (unsigned)pf };
+	}
+	int saved = errno;
+	long rc = syscall(SYS_futex_waitv, v, n, 0, deadline, clock);
+	int err = rc < 0 ? (errno ? errno : EINVAL) : 0;
+	errno = saved;
+	if (!err && woken)
+		*woken = (int)rc;
+	return err;
+}

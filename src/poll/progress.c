@@ -54,6 +54,37 @@
  * WAIT, with the progress thread as the waiter of many places: models/
  * place.pml covers one; the hint re-check at PT2 covers each.)
  *
+ * SOURCES.  A transport may hand the thread a source (service.h): MPI's
+ * binding under NEMO_MPI_PROGRESS_THREAD, so that a domain has one
+ * progress thread whoever asked for it (nemo_progress_start, or the
+ * binding; users counts both, and the last to leave stops it).  The
+ * source gives a pass, a re-check, how long the thread may sleep, and a
+ * published-state word that its producers kick (the MPI doorbell, in
+ * memory other ranks of the host map: waiter.c, THE RAW WORD).
+ *   SRC1 the requester (under starts): src_req, then store(src_op,
+ *        ATTACH or DETACH, seq_cst) and kick prog_w; it sleeps on src_op
+ *        until the thread answers.
+ *   SRC2 the thread, at the top of its loop (its try_take and PT2 see
+ *        src_op and end the wait): runs the source's start or stop on
+ *        itself (MPI's joins or leaves a place: it hands messages over),
+ *        stores src_err, then src_op := NONE (release) and wakes it.
+ * While a source is held, every pass makes the source's pass too, and
+ * the sleep is
+ *   SRC3 store(word, SLEEPING, seq_cst) and a fence, before PT1;
+ *   SRC4 the source's re-check, after PT2's (its loads after SRC3);
+ *   SRC5 PT3 on both words at once (futex_waitv: the waiter layer's
+ *        TWO WORDS, wait.c), the slot's private word and the source's;
+ *   SRC6 exchange(word, RUNNING) after it: RUNNING read -> a kick
+ *        claimed it (the source counts it).
+ * SRC3;SRC4 against a producer's work;fence;kick is the store-buffering
+ * pattern the slot's PT1;PT2 is (and the doorbell's, models/doorbell.pml):
+ * the producer claims SLEEPING and wakes the thread, or SRC4 sees the
+ * work.  A kick of either word ends SRC5; a kick that lands between the
+ * re-checks and SRC5 changed its word, so futex_waitv returns at once.
+ * The thread sleeps at most the source's slice (MPI gives no wake-up for
+ * a message of another host: a backoff), and after a sleep that the
+ * slice ended with nothing to do it sleeps again at once (BLOCK).
+ *
  * COST.  A served place pays an uncontended mutex lock and unlock per
  * nemo call; senders pay what they pay to kick a sleeping place (a
  * FUTEX_WAKE of the progress thread, once per sleep); the progress
@@ -71,6 +102,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+enum { USER = 1, SOURCE = 2 };                 /* who uses the thread (users) */
+enum { SRC_NONE, SRC_ATTACH, SRC_DETACH };      /* a request to the thread (src_op) */
+
 struct nemo_progress {
 	struct nemo_domain *d;
 	pthread_t thread;
@@ -80,9 +114,21 @@ struct nemo_progress {
 	_Atomic int started;          /* 1 once the thread runs, -1 if it failed */
 	_Atomic uint64_t drains, handled, sleeps;
 	bool realtime;                /* running at SCHED_FIFO 1 */
+	unsigned users;               /* USER | SOURCE, under starts */
+	/* SOURCES: the request (src_req, then src_op; the answer src_err,
+	 * then src_op back to SRC_NONE) and, the thread's own, src. */
+	_Atomic uint32_t src_op;
+	nemo__progress_source src_req;
+	int src_err;
+	const nemo__progress_source *src;   /* &src_cur while one is attached */
+	nemo__progress_source src_cur;
 };
 
-/* One pass over the delegated places: what was handled. */
+/* Starts, stops, attaches and detaches, one at a time: the lookup of a
+ * domain's thread and its users. */
+static pthread_mutex_t starts = PTHREAD_MUTEX_INITIALIZER;
+
+/* One pass over the delegated places, and the source's: what was handled. */
 static unsigned pass(struct nemo_progress *p)
 {
 	struct nemo_domain *d = p->d;
@@ -98,47 +144,100 @@ static unsigned pass(struct nemo_progress *p)
 			total += n;
 		}
 	}
+	if (p->src)
+		total += p->src->pass(p->src->arg);
 	return total;
+}
+
+/* On the thread: take or drop the source the request names (SRC2). */
+static void src_apply(struct nemo_progress *p)
+{
+	uint32_t op = atomic_load_explicit(&p->src_op, memory_order_acquire);   /* src_req's stores */
+	if (op == SRC_ATTACH) {
+		p->src_err = p->src_req.start ? p->src_req.start(p->src_req.arg) : 0;
+		if (!p->src_err) {
+			p->src_cur = p->src_req;
+			p->src = &p->src_cur;
+		}
+	} else if (op == SRC_DETACH && p->src) {
+		if (p->src->stop)
+			p->src->stop(p->src->arg);
+		p->src = NULL;
+	}
+	atomic_store_explicit(&p->src_op, SRC_NONE, memory_order_release);              /* SRC2 */
+	nemo__word_wake(&p->src_op, 1, NEMO_FUTEX_PRIVATE);
 }
 
 static bool prog_try_take(void *arg)
 {
 	struct nemo_progress *p = arg;
-	if (atomic_load_explicit(&p->stop, memory_order_acquire))
+	if (atomic_load_explicit(&p->stop, memory_order_acquire) ||
+	    atomic_load_explicit(&p->src_op, memory_order_acquire))
 		return true;
 	return pass(p) > 0;
 }
 
 /* PT2: anything for a delegated place?  (Hint words only: a sender sets
- * its bit before it kicks, and a set bit stays until a drain.)  Or stop. */
+ * its bit before it kicks, and a set bit stays until a drain.)  The
+ * source's re-check (SRC4), a request about the source, or stop. */
 static bool prog_pending(void *arg)
 {
 	struct nemo_progress *p = arg;
-	if (atomic_load_explicit(&p->stop, memory_order_seq_cst))
+	if (atomic_load_explicit(&p->stop, memory_order_seq_cst) ||
+	    atomic_load_explicit(&p->src_op, memory_order_seq_cst))
 		return true;
-	return nemo__domain_progress_pending(p->d);
+	if (nemo__domain_progress_pending(p->d))
+		return true;
+	return p->src && p->src->pending(p->src->arg);
 }
 
 static bool prog_sleep_begin(void *arg, uint32_t **word, uint32_t *val, uint32_t *bits)
 {
 	struct nemo_progress *p = arg;
 	nemo_waiter *w = atomic_load_explicit(&p->w, memory_order_relaxed);
-	if (nemo__slot_sleep_begin(w, NULL, prog_pending, p, word, val, bits))             /* PT1, PT2 */
+	const nemo__progress_source *s = p->src;
+	if (s && s->word) {
+		atomic_store_explicit(s->word, NEMO_WAITER_SLEEPING, memory_order_seq_cst);     /* SRC3 */
+		NEMO__FENCE();          /* SRC3 before the source's reads at SRC4 */
+	}
+	if (nemo__slot_sleep_begin(w, NULL, prog_pending, p, word, val, bits)) {            /* PT1, PT2 */
+		if (s && s->word)
+			atomic_store_explicit(s->word, NEMO_WAITER_RUNNING, memory_order_relaxed);
 		return prog_try_take(p) || true;
+	}
 	atomic_fetch_add_explicit(&p->sleeps, 1, memory_order_relaxed);
 	return false;                                                                      /* PT3 */
+}
+
+/* PT3 sleeps on the source's word too (SRC5). */
+static bool prog_sleep_also(void *arg, nemo_futex_word *also)
+{
+	struct nemo_progress *p = arg;
+	const nemo__progress_source *s = p->src;
+	if (!s || !s->word)
+		return false;
+	*also = (nemo_futex_word){ (uint32_t *)s->word, NEMO_WAITER_SLEEPING, s->word_flags };
+	return true;
 }
 
 static void prog_sleep_end(void *arg)
 {
 	struct nemo_progress *p = arg;
 	nemo__slot_awake(atomic_load_explicit(&p->w, memory_order_relaxed));
+	const nemo__progress_source *s = p->src;
+	if (s && s->word) {
+		bool kicked = atomic_exchange_explicit(s->word, NEMO_WAITER_RUNNING, memory_order_relaxed) ==
+			      NEMO_WAITER_RUNNING;                                                 /* SRC6 */
+		if (s->slept)
+			s->slept(s->arg, kicked);
+	}
 }
 
 static const nemo__wait_ops prog_ops = {
 	.try_take = prog_try_take,
 	.sleep_begin = prog_sleep_begin,
 	.sleep_end = prog_sleep_end,
+	.sleep_also = prog_sleep_also,
 	.futex_flags = NEMO_FUTEX_PRIVATE,
 };
 
@@ -154,13 +253,37 @@ static void *prog_main(void *arg)
 	atomic_store_explicit(&p->w, w, memory_order_relaxed);
 	nemo__domain_set_progress_waiter(p->d, w);
 	atomic_store_explicit(&p->started, 1, memory_order_release);
+	/* After a sleep that a source's slice ended with nothing to do:
+	 * sleep again at once (the source's slice backs off). */
+	static const nemo_wait_policy again = { .kind = NEMO_WAIT_BLOCK };
+	bool idle = false;
 	while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
-		if (pass(p))
+		if (atomic_load_explicit(&p->src_op, memory_order_acquire))
+			src_apply(p);
+		if (pass(p)) {
+			idle = false;
 			continue;
+		}
+		struct timespec dl;
+		uint64_t slice = p->src && p->src->slice_ns ? p->src->slice_ns(p->src->arg, idle) : 0;
+		if (slice) {
+			clock_gettime(CLOCK_MONOTONIC, &dl);
+			dl.tv_sec += (time_t)(slice / 1000000000ull);
+			dl.tv_nsec += (long)(slice % 1000000000ull);
+			if (dl.tv_nsec >= 1000000000L) {
+				dl.tv_sec++;
+				dl.tv_nsec -= 1000000000L;
+			}
+		}
 		nemo__slot_polling(w);
-		nemo__wait_loop(&prog_ops, p, &p->policy, CLOCK_MONOTONIC, NULL, 0);
+		int rc = nemo__wait_loop(&prog_ops, p, idle ? &again : &p->policy, CLOCK_MONOTONIC,
+					 slice ? &dl : NULL, 0);
 		nemo__slot_running(w);
+		idle = rc == ETIMEDOUT;
 	}
+	if (p->src && p->src->stop)
+		p->src->stop(p->src->arg);
+	p->src = NULL;
 	nemo__domain_set_progress_waiter(p->d, NULL);
 	return NULL;
 }
@@ -180,36 +303,32 @@ static int pin_thread(pthread_t t, int cpu)
 	return pthread_setaffinity_np(t, sizeof set, &set);
 }
 
-int nemo_progress_start(nemo_domain *d, const nemo_progress_attr *attr, nemo_progress **out)
+/* Start d's thread (starts held).  fn: the public call that asks. */
+static int start_locked(nemo_domain *d, const nemo_progress_attr *attr, nemo_progress **out, const char *fn)
 {
-	if (!out)
-		return NEMO__FAIL(EINVAL, "out is NULL");
-	int err = nemo__domain_check(d);
-	if (err)
-		return err;
 	nemo_progress_attr a = attr ? *attr : (nemo_progress_attr){ 0 };
 	if (a.policy.kind < NEMO_WAIT_DEFAULT || a.policy.kind > NEMO_WAIT_ADAPTIVE)
-		return NEMO__FAIL(EINVAL, "policy kind %d is not a nemo_wait_kind", (int)a.policy.kind);
+		return nemo__fail(EINVAL, fn, "policy kind %d is not a nemo_wait_kind", (int)a.policy.kind);
 	if (a.pin && (a.cpu < 0 || a.cpu >= CPU_SETSIZE))
-		return NEMO__FAIL(EINVAL, "cpu %d is out of range", a.cpu);
+		return nemo__fail(EINVAL, fn, "cpu %d is out of range", a.cpu);
 	struct nemo_progress *p = calloc(1, sizeof *p);
 	if (!p)
 		return ENOMEM;
 	p->d = d;
 	p->policy = a.policy;
-	if ((err = nemo__service_claim(d, NEMO__SERVICE_PROGRESS, p, "progress thread", __func__))) {
-		free(p);
-		return err;
-	}
-	err = nemo__service_run(&p->thread, prog_main, p, &p->started);
-	if (!err && a.pin && pin_thread(p->thread, a.cpu) != 0) {
-		atomic_store(&p->stop, 1);
-		nemo__waiter_kick_issued(atomic_load_explicit(&p->w, memory_order_acquire));
-		pthread_join(p->thread, NULL);
-		err = NEMO__FAIL(EINVAL, "cannot pin the progress thread to cpu %d", a.cpu);
+	int err = nemo__service_claim(d, NEMO__SERVICE_PROGRESS, p, "progress thread", fn);
+	if (!err) {
+		err = nemo__service_run(&p->thread, prog_main, p, &p->started);
+		if (!err && a.pin && pin_thread(p->thread, a.cpu) != 0) {
+			atomic_store(&p->stop, 1);
+			nemo__waiter_kick_issued(atomic_load_explicit(&p->w, memory_order_acquire));
+			pthread_join(p->thread, NULL);
+			err = nemo__fail(EINVAL, fn, "cannot pin the progress thread to cpu %d", a.cpu);
+		}
+		if (err)
+			nemo__service_unclaim(d, NEMO__SERVICE_PROGRESS);
 	}
 	if (err) {
-		nemo__service_unclaim(d, NEMO__SERVICE_PROGRESS);
 		free(p);
 		return err;
 	}
@@ -217,10 +336,9 @@ int nemo_progress_start(nemo_domain *d, const nemo_progress_attr *attr, nemo_pro
 	return 0;
 }
 
-int nemo_progress_stop(nemo_progress *p)
+/* Stop p's thread and free it (starts held, no users left). */
+static void stop_locked(struct nemo_progress *p)
 {
-	if (!p)
-		return NEMO__FAIL(EINVAL, "the progress thread is NULL");
 	atomic_store_explicit(&p->stop, 1, memory_order_seq_cst);
 	nemo_waiter *w = atomic_load_explicit(&p->w, memory_order_acquire);
 	if (w)
@@ -228,7 +346,98 @@ int nemo_progress_stop(nemo_progress *p)
 	pthread_join(p->thread, NULL);
 	nemo__service_unclaim(p->d, NEMO__SERVICE_PROGRESS);
 	free(p);
+}
+
+/* SRC1: ask the thread to take or drop a source and wait until it has:
+ * its answer.  The store of src_op and the kick's read of the slot
+ * against PT1-PT2's publication and read of src_op: the thread sees the
+ * request, or is woken (the handshake of waiter.c).  The requester sleeps
+ * on src_op while it holds the request (SRC2 changes it, then wakes). */
+static int src_request(struct nemo_progress *p, uint32_t op, const nemo__progress_source *s)
+{
+	if (s)
+		p->src_req = *s;
+	p->src_err = 0;
+	atomic_store_explicit(&p->src_op, op, memory_order_seq_cst);                     /* SRC1 */
+	nemo__waiter_kick_issued(atomic_load_explicit(&p->w, memory_order_acquire));
+	while (atomic_load_explicit(&p->src_op, memory_order_acquire) == op)
+		nemo__word_sleep(&p->src_op, op, NULL, NEMO_FUTEX_PRIVATE);
+	return p->src_err;
+}
+
+int nemo_progress_start(nemo_domain *d, const nemo_progress_attr *attr, nemo_progress **out)
+{
+	if (!out)
+		return NEMO__FAIL(EINVAL, "out is NULL");
+	int err = nemo__domain_check(d);
+	if (err)
+		return err;
+	if (attr && (attr->policy.kind < NEMO_WAIT_DEFAULT || attr->policy.kind > NEMO_WAIT_ADAPTIVE))
+		return NEMO__FAIL(EINVAL, "policy kind %d is not a nemo_wait_kind", (int)attr->policy.kind);
+	pthread_mutex_lock(&starts);
+	struct nemo_progress *p = nemo__domain_service(d, NEMO__SERVICE_PROGRESS);
+	if (p && !(p->users & USER)) {
+		/* A source's thread (an MPI binding's): the caller shares it.
+		 * Its policy stays; a pin asked for applies. */
+		if (attr && attr->pin && (attr->cpu < 0 || attr->cpu >= CPU_SETSIZE || pin_thread(p->thread, attr->cpu)))
+			err = NEMO__FAIL(EINVAL, "cannot pin the progress thread to cpu %d", attr->cpu);
+		else {
+			p->users |= USER;
+			*out = p;
+		}
+	} else if (!(err = start_locked(d, attr, &p, __func__))) {
+		p->users = USER;
+		*out = p;
+	}
+	pthread_mutex_unlock(&starts);
+	return err;
+}
+
+int nemo_progress_stop(nemo_progress *p)
+{
+	if (!p)
+		return NEMO__FAIL(EINVAL, "the progress thread is NULL");
+	pthread_mutex_lock(&starts);
+	p->users &= ~(unsigned)USER;
+	if (!p->users)
+		stop_locked(p);
+	pthread_mutex_unlock(&starts);
 	return 0;
+}
+
+int nemo__progress_attach(nemo_domain *d, const nemo__progress_source *s, const nemo_progress_attr *attr,
+			  nemo_progress **out, const char *fn)
+{
+	pthread_mutex_lock(&starts);
+	int err = 0;
+	struct nemo_progress *p = nemo__domain_service(d, NEMO__SERVICE_PROGRESS);
+	if (p && (p->users & SOURCE))
+		err = nemo__fail(EEXIST, fn, "the domain's progress thread serves a transport already");
+	else if (!p)
+		err = start_locked(d, attr, &p, fn);
+	if (!err && !(err = src_request(p, SRC_ATTACH, s))) {
+		p->users |= SOURCE;
+		*out = p;
+	}
+	if (err && p && !p->users)
+		stop_locked(p);
+	pthread_mutex_unlock(&starts);
+	return err;
+}
+
+void nemo__progress_detach(nemo_progress *p)
+{
+	pthread_mutex_lock(&starts);
+	src_request(p, SRC_DETACH, NULL);
+	p->users &= ~(unsigned)SOURCE;
+	if (!p->users)
+		stop_locked(p);
+	pthread_mutex_unlock(&starts);
+}
+
+uint64_t nemo__progress_cpu_ns(nemo_progress *p)
+{
+	return nemo__thread_cpu_ns(p->thread);
 }
 
 int nemo_progress_pin(nemo_progress *p, int cpu)

@@ -9,8 +9,10 @@
  *      read every 4th) for `pure` ticks, then - SPIN only - a yield
  *      before every poll, until `total` ticks;
  *   3. sleep: ops->sleep_begin publishes the sleep and re-checks (the
- *      handshake of waiter.c or event.c), futex_wait, ops->sleep_end, and
- *      try again; until taken or the deadline passes.  A wait in front
+ *      handshake of waiter.c or event.c), futex_wait (on two words at
+ *      once for a waiter with two kinds of kickers: TWO WORDS below),
+ *      ops->sleep_end, and try again; until taken or the deadline
+ *      passes.  A wait in front
  *      of someone else's primitive (nemo_wait_foreign: a POSIX
  *      semaphore under the interposer) calls that primitive's blocking
  *      call instead, once (ops->block; INTERRUPTIBLE POLLS below).
@@ -387,13 +389,40 @@ void nemo__boost_leave(void)
 	self->boosted = false;
 }
 
+/* TWO WORDS (ops->sleep_also): one futex_waitv on the word sleep_begin
+ * named and the second one; either word's kick ends it.  A kernel older
+ * than 5.16 has no futex_waitv (ENOSYS): then the waiter sleeps on the
+ * first word alone, in slices of TWO_WORDS_FALLBACK_NS, and a kick of the
+ * second word is seen at the end of the slice (the loop's try_take),
+ * never lost: its kicker made the condition true before it kicked. */
+#define TWO_WORDS_FALLBACK_NS 1000000
+
+static int sleep_two(const nemo__wait_ops *ops, uint32_t *word, uint32_t val, const nemo_futex_word *also,
+		     clockid_t clock, const struct timespec *abstime)
+{
+	static _Atomic int no_waitv;
+	if (!atomic_load_explicit(&no_waitv, memory_order_relaxed)) {
+		nemo_futex_word ws[2] = { { word, val, ops->futex_flags }, *also };
+		int rc = nemo_futex_wait_any(ws, 2, clock, abstime, NULL);
+		if (rc != ENOSYS)
+			return rc;
+		atomic_store_explicit(&no_waitv, 1, memory_order_relaxed);
+	}
+	struct timespec slice = { 0, TWO_WORDS_FALLBACK_NS };
+	int rc = nemo_futex_wait(word, val, &slice, ops->futex_flags);
+	return rc == ETIMEDOUT ? 0 : rc;    /* the loop checks the caller's deadline */
+}
+
 static int futex_sleep(const nemo__wait_ops *ops, uint32_t *word, uint32_t val, uint32_t bits,
-		       clockid_t clock, const struct timespec *abstime, unsigned flags)
+		       const nemo_futex_word *also, clockid_t clock, const struct timespec *abstime,
+		       unsigned flags)
 {
 	int rc, oldtype = 0;
 	if (flags & NEMO__WAIT_CANCELLABLE)
 		pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &oldtype);
-	if (bits)
+	if (also)
+		rc = sleep_two(ops, word, val, also, clock, abstime);
+	else if (bits)
 		rc = nemo_futex_wait_bitset(word, val, bits, clock, abstime, ops->futex_flags);
 	else if (abstime)
 		rc = nemo_futex_wait_until(word, val, clock, abstime, ops->futex_flags);
@@ -626,7 +655,9 @@ int nemo__wait_loop(const nemo__wait_ops *ops, void *arg, const nemo_wait_policy
 		}
 		if (self)
 			NEMO__COUNT(self, sleeps);
-		int rc = futex_sleep(ops, word, val, bits, clock, abstime, flags);
+		nemo_futex_word also;
+		bool two = !bits && ops->sleep_also && ops->sleep_also(arg, &also);
+		int rc = futex_sleep(ops, word, val, bits, two ? &also : NULL, clock, abstime, flags);
 		ops->sleep_end(arg);
 		if (ops->try_take(arg)) {
 			/* Woken by a kick made after we published the sleep: what

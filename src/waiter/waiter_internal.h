@@ -53,6 +53,14 @@ typedef struct nemo__wait_ops {
 	bool (*sleep_begin)(void *arg, uint32_t **word, uint32_t *val, uint32_t *bits);
 	/* Undo the publication once futex_wait has returned. */
 	void (*sleep_end)(void *arg);
+	/* Optional: a second word to sleep on besides the one sleep_begin
+	 * named, for a waiter that two kinds of kickers wake (the progress
+	 * thread: its slot, and a transport's doorbell that other processes
+	 * ring).  Called after sleep_begin returned false, which published
+	 * SLEEPING on both words before its re-check; true fills *also and
+	 * the loop sleeps on both (futex_waitv, wait.c, TWO WORDS); false:
+	 * one word this time.  Not with *bits. */
+	bool (*sleep_also)(void *arg, nemo_futex_word *also);
 	/* Optional: the tick stamp of the last kick that issued a FUTEX_WAKE
 	 * for this waiter (0 if unknown), so that the adaptive policy learns
 	 * what a wake-up costs (policy.c, THE COST OF BLOCKING). */
