@@ -71,11 +71,11 @@
  *   -DBROKEN_LOOK_FIRST      P makes its last look (DBT3) before publishing
  *                            SLEEPING (DBT1): a kicker between the two reads
  *                            RUNNING and does nothing, and P sleeps
- *   -DBROKEN_K3_FIRST        the kicker reads the state before its fence
+ *   -DBROKEN_DBK3_FIRST        the kicker reads the state before its fence
  *                            (DBK3 before DBK2): its push may still be in its
  *                            store buffer when it reads RUNNING, and DBT3
  *                            misses it
- *   -DBROKEN_NO_R1           ring without DBR1's fence: the message may
+ *   -DBROKEN_NO_DBR1           ring without DBR1's fence: the message may
  *                            still be in the remote rank's store buffer
  *                            when DBR2 reads RUNNING
  *   -DBROKEN_NO_CAS          a kick that reads SLEEPING wakes without
@@ -171,7 +171,7 @@ proctype kicker(byte i)
 {
 	bit won;
 	lbuf[i] = 1;                                             /* DBK1 (buffered) */
-#ifdef BROKEN_K3_FIRST
+#ifdef BROKEN_DBK3_FIRST
 	word_kick();                                             /* DBK3, too early */
 	atomic { l_flush(i) };                                   /* DBK2 */
 #else
@@ -185,7 +185,7 @@ proctype remote(byte j)
 	bit won;
 	rbuf[j] = 1;                                             /* MPI's write of the message */
 	/* the send completes: reap's MPI_Test, then ring */
-#ifndef BROKEN_NO_R1
+#ifndef BROKEN_NO_DBR1
 	atomic { r_flush(j) };                                   /* DBR1: fence */
 #endif
 	word_kick()                                              /* DBR2 */

@@ -72,17 +72,17 @@
  *
  * BROKEN VARIANTS (tests/check_models.sh: each must fail)
  *
- *   -DBROKEN_NO_W2           the sender that starts a clock does not kick
+ *   -DBROKEN_NO_WD2           the sender that starts a clock does not kick
  *                            the watchdog: it sleeps through the clock
  *   -DBROKEN_CLEAR_LATE      the drain clears wd_since after reading the
  *                            hint words: a message whose sender started
  *                            (or found) the clock between the two is left
  *                            with no clock
- *   -DBROKEN_NO_W5_RECHECK   the watchdog sleeps without re-reading the
+ *   -DBROKEN_NO_WD5_RECHECK   the watchdog sleeps without re-reading the
  *                            clocks after publishing SLEEPING: a clock
  *                            started while it passed, whose WD2 found it
  *                            RUNNING, is slept through
- *   -DSTOP -DBROKEN_NO_W6    the sender does not re-read wd_w after its
+ *   -DSTOP -DBROKEN_NO_WD6    the sender does not re-read wd_w after its
  *                            CAS: a clock started after the stop's take is
  *                            never fired
  *   -DSTOP -DBROKEN_NO_TAKE  the stop does not take the running clocks: a
@@ -216,7 +216,7 @@ proctype sender(byte me)
 					if
 					:: !set -> skip
 					:: set ->
-#ifndef BROKEN_NO_W6
+#ifndef BROKEN_NO_WD6
 						if
 						:: !wd_w ->            /* WD6: stopped meanwhile */
 							atomic { s = since; since = 0 };
@@ -226,7 +226,7 @@ proctype sender(byte me)
 							fi
 						:: else ->
 #endif
-#ifndef BROKEN_NO_W2
+#ifndef BROKEN_NO_WD2
 							atomic {       /* WD2: kick the watchdog */
 								if
 								:: wstate == SLEEPING -> wstate = RUNNING
@@ -236,7 +236,7 @@ proctype sender(byte me)
 #else
 							skip
 #endif
-#ifndef BROKEN_NO_W6
+#ifndef BROKEN_NO_WD6
 						fi
 #endif
 					fi
@@ -277,14 +277,14 @@ proctype watchdog()
 		fi;
 		/* WD5: no deadline. */
 		wstate = SLEEPING;                                    /* exchange */
-#ifndef BROKEN_NO_W5_RECHECK
+#ifndef BROKEN_NO_WD5_RECHECK
 		if
 		:: stop || since != 0 -> wstate = RUNNING             /* any_clock */
 		:: else ->
 #endif
 end:			wstate != SLEEPING;                           /* futex_wait */
 			wstate = RUNNING                               /* nemo__slot_awake */
-#ifndef BROKEN_NO_W5_RECHECK
+#ifndef BROKEN_NO_WD5_RECHECK
 		fi
 #endif
 	od;

@@ -190,10 +190,10 @@ must_pass watchdog.pml -DPOLLS=0                        # only the watchdog's si
 must_pass watchdog.pml -DNS=1 -DNM=2 -DPOLLS=2          # a second message finds its bit set
 must_pass watchdog.pml -DSTOP
 must_pass watchdog.pml -DSTOP -DNS=1 -DNM=2
-must_fail watchdog.pml -DBROKEN_NO_W2                   # the clock's starter does not wake the watchdog
+must_fail watchdog.pml -DBROKEN_NO_WD2                   # the clock's starter does not wake the watchdog
 must_fail watchdog.pml -DBROKEN_CLEAR_LATE              # WD3's clear after the hint words
-must_fail watchdog.pml -DBROKEN_NO_W5_RECHECK           # WD5 sleeps without re-reading the clocks
-must_fail watchdog.pml -DSTOP -DBROKEN_NO_W6            # no re-read of wd_w after the CAS
+must_fail watchdog.pml -DBROKEN_NO_WD5_RECHECK           # WD5 sleeps without re-reading the clocks
+must_fail watchdog.pml -DSTOP -DBROKEN_NO_WD6            # no re-read of wd_w after the CAS
 must_fail watchdog.pml -DSTOP -DBROKEN_NO_TAKE          # the stop leaves running clocks
 # The code as C11 (not x86-64) reads it: the relaxed loads of drain.c's
 # D2 hint word and kick.c's wd_defer reordered before the seq_cst store /
@@ -207,8 +207,8 @@ must_pass doorbell.pml -DMAXSPUR=1
 must_pass doorbell.pml -DNL=2 -DMAXSPUR=1               # two local kickers
 must_pass doorbell.pml -DNR=2 -DMAXSPUR=1               # two ringing ranks
 must_fail doorbell.pml -DBROKEN_LOOK_FIRST              # DBT3 before DBT1
-must_fail doorbell.pml -DBROKEN_K3_FIRST                # the kicker reads the state before its fence
-must_fail doorbell.pml -DBROKEN_NO_R1                   # ring without its fence
+must_fail doorbell.pml -DBROKEN_DBK3_FIRST                # the kicker reads the state before its fence
+must_fail doorbell.pml -DBROKEN_NO_DBR1                   # ring without its fence
 must_fail doorbell.pml -DBROKEN_NO_CAS                  # a kick wakes without claiming the word
 echo "check_models: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
