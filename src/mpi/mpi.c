@@ -22,16 +22,6 @@ static uint64_t host_hash(void)
 	return x;
 }
 
-/* This process's pid namespace (0: unknown): a pid names a process only
- * inside its namespace, so only peers of ours are checked by pid. */
-static uint64_t pid_namespace(void)
-{
-	struct stat st;
-	if (stat("/proc/self/ns/pid", &st))
-		return 0;
-	return ((uint64_t)st.st_dev << 32) ^ (uint64_t)st.st_ino;
-}
-
 /* THREAD bindings: every rank makes a doorbell page; peers on its host
  * map it.  Any failure leaves that peer without a bell (it is then
  * reached by the backoff only). */
@@ -181,7 +171,7 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 	m->owner_id = nemo__place_id(me);
 	m->K = a.recv_depth;
 	m->host = host_hash();
-	m->pidns = pid_namespace();
+	m->pidns = nemo__proc_pid_namespace();
 	pthread_mutex_init(&m->agent_lock, NULL);
 	pthread_mutex_init(&m->live_lock, NULL);
 	pthread_mutex_init(&m->dead_lock, NULL);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -39,6 +40,14 @@ uint64_t nemo__proc_start_time(pid_t pid)
 		if (*p == ' ')
 			field++;
 	return strtoull(p, NULL, 10);
+}
+
+uint64_t nemo__proc_pid_namespace(void)
+{
+	struct stat st;
+	if (stat("/proc/self/ns/pid", &st))
+		return 0;
+	return ((uint64_t)st.st_dev << 32) ^ (uint64_t)st.st_ino;
 }
 
 uint64_t nemo__proc_self_start(void)

@@ -51,6 +51,11 @@ typedef struct nemo__proc_ref {
  * it cannot be read (no such process, or /proc not mounted). */
 uint64_t nemo__proc_start_time(pid_t pid);
 
+/* The calling process's pid namespace (device and inode of
+ * /proc/self/ns/pid; 0: unknown): a pid names a process only inside its
+ * namespace, so peers are checked by pid only when theirs is ours. */
+uint64_t nemo__proc_pid_namespace(void);
+
 /* The calling process's start time (read once, then cached). */
 uint64_t nemo__proc_self_start(void);
 
