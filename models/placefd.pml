@@ -11,7 +11,8 @@
  * until the eventfd is readable (epoll_wait), then nemo_poll: F4 disarm,
  * drain (D2: exchange the hint word, take what is queued; G1: it may
  * grant a sender its stream, the descriptor being disarmed), then arm:
- * F0 anything pending -> write the descriptor (edge-triggered loops see
+ * F7 (not at nemo_place_fd's arming) nothing pending but grants held ->
+ * GR1/GR3 take them back and drain again; F0 anything pending -> write the descriptor (edge-triggered loops see
  * only new writes), keep the grants, done; else
  * F5 read back the counted writes and those of kickers still in their
  * bracket (fd_kickers > 0), GR1/GR3 take the grants back and set their
@@ -26,7 +27,8 @@
  * and nobody left to write the eventfd (an invalid end state: the wait is
  * not an end label; the receiver ends only once it has taken all 2*M).
  * And a quiet poll leaves the descriptor unreadable (asserted at F5 and
- * at the end: no unit left behind, counted or not), so the loop does not
+ * at the end, after one poll: no unit left behind, counted or not, and
+ * no write for the grants' hint bits), so the loop does not
  * spin on it while a kicker that wrote is off the CPU before it counted.
  * All operations are seq_cst in the C code; spin's interleavings are
  * sequentially consistent.
@@ -52,6 +54,10 @@
  *                         a drain inside the place's own send, which the
  *                         receiver here makes between polls)
  *   -DBROKEN_NO_REVOKE    arm without taking the grants back
+ *   -DBROKEN_NO_F7        arm after a stream without F7: the grants'
+ *                         hint bits (GR3) are left to F2, which writes
+ *                         the descriptor, and the quiet poll leaves it
+ *                         readable for a round that finds nothing
  */
 #define M 2
 #define N (2 * M)
@@ -89,7 +95,19 @@ inline grant() {
 #endif
 }
 
-inline arm() {
+inline arm(f7) {
+#ifndef BROKEN_NO_F7
+	if                                                 /* F7 */
+	:: f7 && (g[0] || g[1]) && !(hint[0] || hint[1] || q[0] || q[1]) ->
+		if :: g[0] -> g[0] = 0; hint[0] = 1 :: else -> skip fi;   /* GR1, GR3 */
+		if :: g[1] -> g[1] = 0; hint[1] = 1 :: else -> skip fi;
+		before = taken;
+		hint[0] = 0; atomic { taken = taken + q[0]; q[0] = 0 };
+		hint[1] = 0; atomic { taken = taken + q[1]; q[1] = 0 };
+		if :: taken != before -> grant() :: else -> skip fi
+	:: else -> skip
+	fi;
+#endif
 	if                                                 /* F0 */
 	:: (hint[0] || hint[1] || q[0] || q[1]) ->
 #ifdef BROKEN_F0_IF_UNREAD
@@ -134,7 +152,7 @@ inline poll() {
 	hint[0] = 0; atomic { taken = taken + q[0]; q[0] = 0 };
 	hint[1] = 0; atomic { taken = taken + q[1]; q[1] = 0 };
 	if :: taken != before -> grant() :: else -> skip fi;   /* streams only */
-	arm()
+	arm(1)
 }
 
 proctype sender(bit me)
@@ -161,7 +179,7 @@ proctype receiver()
 	byte before;
 	byte nested;
 	mine = 0;
-	arm();                                             /* nemo_place_fd */
+	arm(0);                                            /* nemo_place_fd: no F7 */
 	do
 	:: taken == N -> break
 	:: else ->
@@ -185,8 +203,6 @@ proctype receiver()
 	 * or the event loop would spin on it forever. */
 	(done == 2);
 	poll();
-	/* A revocation's hint bits (GR3) bring the loop back once more. */
-	if :: efd > 0 -> poll() :: else -> skip fi;
 	assert(efd == 0)
 }
 

@@ -113,6 +113,7 @@ must_fail placefd.pml -DBROKEN_F0_UNREADABLE  # keep the grants, leave the descr
 must_fail placefd.pml -DEDGE -DBROKEN_F0_IF_UNREAD  # no write when one is unread: EPOLLET never wakes
 must_fail placefd.pml -DBROKEN_GRANT_ARMED     # grant while the descriptor is armed
 must_fail placefd.pml -DBROKEN_NO_REVOKE       # arm without taking the grants back
+must_fail placefd.pml -DBROKEN_NO_F7           # grants' hint bits left to the re-check: a quiet poll leaves it readable
 # A shared-domain place (src/xproc/xproc.c, THE SLEEP, PEER DEATH): two
 # senders in other processes, a shared futex, no lost wake-up without the
 # 100 ms slices; a peer's death (XD2 before XD3) always reaches a sleeper.

@@ -166,9 +166,62 @@ static void flood(bool edge)
 	CHECK_EQ_INT(nemo_domain_destroy(s.d), 0);
 }
 
+/* A stream that refills the queues while they drain: a chain of active
+ * messages, each handler sending the next to its own place.  One
+ * nemo_poll of a plain place drains its queues once (the chain stops at
+ * the drain's budget, the ring's slots and the notification FIFO); one of
+ * a place on its descriptor drains them up to four times (FD_PASSES,
+ * placewait.c), so a loop pays its system calls once for more work. */
+enum { ACT_CHAIN = 2 };
+static unsigned chain_left;
+
+static void on_chain(const nemo_am_msg *m, void *ctx)
+{
+	(void)m;
+	(void)ctx;
+	if (chain_left && --chain_left)
+		CHECK_EQ_INT(nemo_am_send(nemo_place_self(), ACT_CHAIN, 0, NEMO_NONBLOCK), 0);
+}
+
+static void chain_passes(void)
+{
+	nemo_domain *d;
+	nemo_domain_attr da = { .max_places = 2, .ring_slots = 64 };
+	CHECK_EQ_INT(nemo_domain_create(&da, &d), 0);
+	CHECK_EQ_INT(nemo_action_register(d, ACT_CHAIN, on_chain, NULL), 0);
+	CHECK_EQ_INT(nemo_place_join(d, NULL, NULL), 0);
+	unsigned h_plain = 0, h_fd = 0, h_rest = 0;
+	chain_left = 100000;
+	CHECK_EQ_INT(nemo_am_send(nemo_place_self(), ACT_CHAIN, 0, 0), 0);
+	CHECK_EQ_INT(nemo_poll(&h_plain), 0);
+	int fd;
+	CHECK_EQ_INT(nemo_place_fd(&fd), 0);    /* arming sees the chain: readable */
+	CHECK_EQ_INT(nemo_poll(&h_fd), 0);
+	/* One drain takes a queue's budget (the ring's slots and the
+	 * FIFO's) at most twice (its hot look, then its hint bit); the
+	 * passes after the first take what the handlers queued meanwhile. */
+	CHECK(h_plain >= 1 && h_plain <= 2 * (64 + 64));
+	CHECK(h_fd > 2 * h_plain && h_fd <= 8 * h_plain);
+	if (!(h_fd > 2 * h_plain && h_fd <= 8 * h_plain))
+		fprintf(stderr, "test_fd: one nemo_poll handled %u (plain) and %u (on its descriptor)\n", h_plain,
+			h_fd);
+	while (chain_left) {
+		unsigned h = 0;
+		CHECK_EQ_INT(nemo_poll(&h), 0);
+		if (!h)
+			break;
+		h_rest += h;
+	}
+	CHECK_EQ_INT(chain_left, 0);
+	CHECK_EQ_INT(h_plain + h_fd + h_rest, 100000);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	CHECK_EQ_INT(nemo_domain_destroy(d), 0);
+}
+
 int main(void)
 {
 	flood(false);
 	flood(true);
+	chain_passes();
 	return check_exit("test_fd");
 }

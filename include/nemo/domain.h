@@ -131,7 +131,10 @@
  * the eventfd (one write() syscall by the sender, and no more until the
  * place has polled again); messages that arrive while it is in nemo_poll
  * cost nothing more.  The loop: wait for the descriptor to be readable,
- * call nemo_poll (it reads the eventfd itself), repeat.  A message queued
+ * call nemo_poll (it reads the eventfd itself), repeat.  While messages
+ * keep coming, one nemo_poll of such a place drains its queues up to four
+ * times (a plain nemo_poll: once), so that the loop's system calls are
+ * paid once for up to four queues' worth.  A message queued
  * before the arming is seen by the arming itself, which then makes the
  * descriptor readable at once, so no message is missed between a
  * nemo_poll and the next epoll_wait.

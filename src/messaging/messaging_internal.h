@@ -795,9 +795,11 @@ void nemo__ovf_free(nemo_place *me);
 void nemo__ovf_flush_all(nemo_place *me);
 
 /* Event-loop mode (placewait.c, THE FILE DESCRIPTOR): disarm on entry to a
- * poll or wait, arm on the way out of nemo_poll. */
+ * poll or wait, arm on the way out of nemo_poll (drain: take the grants
+ * back first and drain what they held with context ctx; returns the
+ * messages that drain handled). */
 void nemo__fd_disarm(nemo_place *me);
-void nemo__fd_arm(nemo_place *me);
+unsigned nemo__fd_arm(nemo_place *me, bool drain, nemo_am_context ctx);
 /* Leave: disarm, wait out the kickers that may write it, close it. */
 void nemo__fd_close(nemo_place *me);
 
