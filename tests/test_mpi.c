@@ -93,7 +93,8 @@
 #define N_NF 500
 #define MAXR 16
 
-enum { A_MSG = 1, A_REQ = 2, A_REP = 3, A_FLOW = 4, A_FLOW_END = 5, A_KEEP = 6, A_PING = 7, A_PONG = 8 };
+enum { A_MSG = 1, A_REQ = 2, A_REP = 3, A_FLOW = 4, A_FLOW_END = 5, A_KEEP = 6, A_PING = 7, A_PONG = 8,
+       A_ASK = 9, A_PING2 = 10, A_PONG2 = 11 };
 
 static int rank, size;
 static nemo_mpi *m;
@@ -1038,6 +1039,41 @@ static void shared_await(uint64_t want, const char *what)
 enum { SHARED_N = 500 };
 static nemo_place_id shared_owner;
 
+/* A handler that waits: a served place's handler, run by the progress
+ * thread, asks the next rank and waits for its answer with the ordinary
+ * wait - which must move MPI itself, as no other thread of the rank will. */
+static uint64_t nested_word;
+static _Atomic int nested_done = -1;
+
+static void on_pong2(const nemo_am_msg *msg, void *ctx)
+{
+	(void)ctx;
+	__atomic_store_n(&nested_word, msg->arg, __ATOMIC_RELEASE);
+}
+
+static void on_ping2(const nemo_am_msg *msg, void *ctx)
+{
+	(void)ctx;
+	int err = nemo_am_send(msg->src, A_PONG2, msg->arg, 0);
+	EXPECT(!err, "answer from a served handler: %d (%s)", err, nemo_last_error());
+}
+
+static void on_ask(const nemo_am_msg *msg, void *ctx)
+{
+	(void)ctx;
+	EXPECT(msg->context == NEMO_AM_CTX_PROGRESS, "the ask ran in context %d, not the progress thread's",
+	       (int)msg->context);
+	uint64_t want = msg->arg + 1;
+	int err = nemo_am_send(ids[(rank + 1) % size][0], A_PING2, want, 0);
+	struct timespec dl;
+	deadline_in(&dl, 10000);
+	while (!err && __atomic_load_n(&nested_word, __ATOMIC_ACQUIRE) != want &&
+	       (err = nemo_place_wait_for(&nested_word, __atomic_load_n(&nested_word, __ATOMIC_ACQUIRE), &dl,
+					  NULL)) == 0)
+		;
+	atomic_store(&nested_done, err);
+}
+
 static void *shared_local(void *arg)
 {
 	(void)arg;
@@ -1093,6 +1129,8 @@ static int run_shared(const char *variant)
 	 * never calls nemo meanwhile: the thread receives from MPI and
 	 * drains the owner. */
 	for (int phase = 0; phase < size; phase++) {
+		nemo_progress_counters pc0, pc1;
+		nemo_progress_get_counters(p, &pc0);   /* before the pings can come */
 		MPI_Barrier(MPI_COMM_WORLD);
 		if (rank == phase) {
 			for (unsigned i = 0; i < SHARED_N; i++) {
@@ -1100,12 +1138,33 @@ static int run_shared(const char *variant)
 				EXPECT(!err, "ping %u: %d (%s)", i, err, nemo_last_error());
 			}
 		} else if (rank == (phase + 1) % size) {
-			nemo_progress_counters pc0, pc1;
-			nemo_progress_get_counters(p, &pc0);
 			shared_await(SHARED_N, "round 1, served by the shared thread");
 			nemo_progress_get_counters(p, &pc1);
 			EXPECT(pc1.handled - pc0.handled == SHARED_N, "the progress thread handled %llu, expected %d",
 			       (unsigned long long)(pc1.handled - pc0.handled), SHARED_N);
+		}
+	}
+	/* Round 1b: each rank in turn asks the next one's owner, whose
+	 * handler (on the progress thread) waits for the answer of the rank
+	 * after it (a served owner, answering from its own handler). */
+	nemo_action_register(d, A_ASK, on_ask, NULL);
+	nemo_action_register(d, A_PING2, on_ping2, NULL);
+	nemo_action_register(d, A_PONG2, on_pong2, NULL);
+	for (int phase = 0; phase < size; phase++) {
+		MPI_Barrier(MPI_COMM_WORLD);
+		if (rank == phase) {
+			err = nemo_am_send(ids[(rank + 1) % size][0], A_ASK, (uint64_t)phase * 10, 0);
+			EXPECT(!err, "ask: %d (%s)", err, nemo_last_error());
+		} else if (rank == (phase + 1) % size) {
+			struct timespec dl, now;
+			deadline_in(&dl, 20000);
+			do {
+				sched_yield();
+				clock_gettime(CLOCK_MONOTONIC, &now);
+			} while (atomic_load(&nested_done) == -1 && ts_ns(&now) < ts_ns(&dl));
+			EXPECT(atomic_load(&nested_done) == 0, "a served handler's wait for another rank: %d "
+			       "(-1: still waiting; ETIMEDOUT: MPI was not moved)", atomic_load(&nested_done));
+			atomic_store(&nested_done, -1);
 		}
 	}
 	MPI_Barrier(MPI_COMM_WORLD);

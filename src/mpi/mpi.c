@@ -245,14 +245,21 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 	atomic_store_explicit(&bindings[slot].d, d, memory_order_release);
 	pthread_mutex_unlock(&bind_lock);
 
+	/* Every rank is bound before anyone sends, and the owner's last MPI
+	 * call of the create is made before the binding's thread calls MPI
+	 * (SERIALIZED: one thread at a time).  A failure below finalizes the
+	 * binding as it is (its strategy unchanged: senders may read it),
+	 * with no thread. */
+	MPI_Barrier(m->comm);
 	if (m->prog == NEMO_MPI_PROGRESS_THREAD && (err = thr_attach(m))) {
-		m->prog = NEMO_MPI_PROGRESS_SEND;
+		bool join = m->pt_join_err != 0;
 		nemo_mpi_finalize(m);
-		return err;
+		return join ? NEMO__FAIL(err, "the progress thread could not join the domain (it needs a place of "
+					 "its own to hand messages over)")
+			    : NEMO__FAIL(err, "the domain's progress thread could not be started for the binding");
 	}
 	if (m->prog == NEMO_MPI_PROGRESS_WATCHDOG) {
 		if ((err = pthread_create(&m->thr, NULL, thr_main, m))) {
-			m->prog = NEMO_MPI_PROGRESS_SEND;
 			nemo_mpi_finalize(m);
 			return NEMO__FAIL(err, "pthread_create of the binding's thread failed");
 		}
@@ -261,14 +268,12 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 			sched_yield();
 		if (ts < 0) {
 			pthread_join(m->thr, NULL);
-			m->prog = NEMO_MPI_PROGRESS_SEND;
 			nemo_mpi_finalize(m);
 			return NEMO__FAIL(-ts, "the binding's thread could not join the domain (a place is needed)");
 		}
 		pthread_getcpuclockid(m->thr, &m->thr_clock);
 		m->has_thr = true;
 	}
-	MPI_Barrier(m->comm);   /* every rank is bound before anyone sends */
 	*out = m;
 	return 0;
 }

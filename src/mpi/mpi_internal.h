@@ -359,6 +359,7 @@ struct nemo_mpi {
 	 * pt_thread is that thread, pt_on while it holds the source */
 	nemo_progress *pt;
 	pthread_t pt_thread;
+	nemo_place *pt_place;         /* its own place (the agent's) while pt_on */
 	_Atomic bool pt_on;
 	uint64_t thr_nap;             /* its last slice's backoff (src_slice) */
 	int pt_join_err;              /* src_start's nemo_place_join failed */

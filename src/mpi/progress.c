@@ -199,7 +199,8 @@ unsigned try_progress(nemo_mpi *m)
 #define SLICE_OTHER_NS (2 * LIVE_CHECK_NS) /* everyone else's: to learn of a death */
 
 /* A place of d polls or waits.  The owner of a SEND / CHECK / WATCHDOG
- * binding is the one that receives: it makes a pass, and sleeps in
+ * binding is the one that receives (and, under THREAD, the progress
+ * thread in a handler of a place it serves): it makes a pass, and sleeps in
  * slices that double from SLICE_MIN_NS to idle_max_ns while nothing
  * comes (MPI cannot wake a sleeper).  The others are woken by the local
  * ring that the agent hands their messages through, and sleep in slices
@@ -217,11 +218,29 @@ int op_drive(nemo_domain *d, const char *report, unsigned *handled, uint64_t *sl
 	int rc = 0;
 	prec *q = prec_of(m, me);
 	live_check(m);
-	if (m->prog != NEMO_MPI_PROGRESS_THREAD && pthread_equal(pthread_self(), m->owner) &&
-	    !atomic_load_explicit(&m->closing, memory_order_relaxed)) {
+	/* The one that receives: the owner; under THREAD the progress thread,
+	 * here only inside a handler of a place it serves (its own passes
+	 * are src_pass's): that handler's wait for a reply from another rank
+	 * must move MPI itself - no other thread will. */
+	bool agent = m->prog == NEMO_MPI_PROGRESS_THREAD
+		     ? is_agent_thread(m) && nemo__place_hdepth(me) > 0
+		     : pthread_equal(pthread_self(), m->owner);
+	if (agent && !atomic_load_explicit(&m->closing, memory_order_relaxed)) {
 		uint64_t before = atomic_load_explicit(&m->c_direct, memory_order_relaxed);
-		unsigned n = try_progress(m);   /* its direct deliveries are ours: we held the agent's lock */
-		*handled += (unsigned)(atomic_load_explicit(&m->c_direct, memory_order_relaxed) - before);
+		unsigned n;
+		if (m->prog == NEMO_MPI_PROGRESS_THREAD) {
+			/* As the thread's own place, the agent that hands
+			 * messages over, not the served place whose handler
+			 * waits: a message for that place goes through its ring
+			 * behind the one it is handling (AGENTS AND ORDER), and
+			 * the wait drains it from there. */
+			nemo__tls_place = m->pt_place;
+			n = try_progress(m);
+			nemo__tls_place = me;
+		} else {
+			n = try_progress(m);   /* its direct deliveries are ours: we held the agent's lock */
+			*handled += (unsigned)(atomic_load_explicit(&m->c_direct, memory_order_relaxed) - before);
+		}
 		q->nap = n || !q->nap ? SLICE_MIN_NS : q->nap * 2;
 		if (q->nap > m->attr.idle_max_ns)
 			q->nap = m->attr.idle_max_ns;
@@ -290,8 +309,9 @@ static int src_start(void *arg)
 	nemo_mpi *m = arg;
 	int err = nemo_place_join(m->d, NULL, NULL);   /* a place: it hands messages over */
 	if (err)
-		return m->pt_join_err = err;    /* named by thr_attach, on the binding's thread */
+		return m->pt_join_err = err;    /* named by nemo_mpi_create, on the binding's thread */
 	m->pt_thread = pthread_self();
+	m->pt_place = nemo__place_self();
 	atomic_store_explicit(&m->pt_on, true, memory_order_release);
 	return 0;
 }
@@ -358,11 +378,7 @@ int thr_attach(nemo_mpi *m)
 					  : (nemo_wait_policy){ .kind = NEMO_WAIT_BLOCK },
 	};
 	m->pt_join_err = 0;
-	int err = nemo__progress_attach(m->d, &src, &attr, &m->pt, "nemo_mpi_bind");
-	if (err && m->pt_join_err)
-		return nemo__fail(err, "nemo_mpi_bind", "the progress thread could not join the domain (it "
-				  "needs a place of its own to hand messages over)");
-	return err;
+	return nemo__progress_attach(m->d, &src, &attr, &m->pt, "nemo_mpi_create");
 }
 
 /* WATCHDOG: the binding's own timer thread; it makes a pass only when

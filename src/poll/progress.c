@@ -61,9 +61,10 @@
  * source gives a pass, a re-check, how long the thread may sleep, and a
  * published-state word that its producers kick (the MPI doorbell, in
  * memory other ranks of the host map: waiter.c, THE RAW WORD).
- *   SRC1 the requester (under starts): src_req, then store(src_op,
- *        ATTACH or DETACH, seq_cst) and kick prog_w; it sleeps on src_op
- *        until the thread answers.
+ *   SRC1 the requester (its SOURCE use counted under starts, so the
+ *        thread outlives the request; the request itself outside it):
+ *        src_req, then store(src_op, ATTACH or DETACH, seq_cst) and kick
+ *        prog_w; it sleeps on src_op until the thread answers.
  *   SRC2 the thread, at the top of its loop (its try_take and PT2 see
  *        src_op and end the wait): runs the source's start or stop on
  *        itself (MPI's joins or leaves a place: it hands messages over),
@@ -124,8 +125,9 @@ struct nemo_progress {
 	nemo__progress_source src_cur;
 };
 
-/* Starts, stops, attaches and detaches, one at a time: the lookup of a
- * domain's thread and its users. */
+/* The lookup of a domain's thread and its users (starts, stops, and the
+ * bookkeeping of attaches and detaches, whose requests to the thread are
+ * made outside it). */
 static pthread_mutex_t starts = PTHREAD_MUTEX_INITIALIZER;
 
 /* One pass over the delegated places, and the source's: what was handled. */
@@ -415,11 +417,20 @@ int nemo__progress_attach(nemo_domain *d, const nemo__progress_source *s, const 
 		err = nemo__fail(EEXIST, fn, "the domain's progress thread serves a transport already");
 	else if (!p)
 		err = start_locked(d, attr, &p, fn);
-	if (!err && !(err = src_request(p, SRC_ATTACH, s))) {
-		p->users |= SOURCE;
+	if (!err)
+		p->users |= SOURCE;    /* held: nobody stops the thread meanwhile */
+	pthread_mutex_unlock(&starts);
+	if (err)
+		return err;
+	/* The request is answered by the thread: not under starts, which a
+	 * handler the thread runs meanwhile may need. */
+	if (!(err = src_request(p, SRC_ATTACH, s))) {
 		*out = p;
+		return 0;
 	}
-	if (err && p && !p->users)
+	pthread_mutex_lock(&starts);
+	p->users &= ~(unsigned)SOURCE;
+	if (!p->users)
 		stop_locked(p);
 	pthread_mutex_unlock(&starts);
 	return err;
@@ -427,8 +438,8 @@ int nemo__progress_attach(nemo_domain *d, const nemo__progress_source *s, const 
 
 void nemo__progress_detach(nemo_progress *p)
 {
+	src_request(p, SRC_DETACH, NULL);   /* p lives on: SOURCE is still among its users */
 	pthread_mutex_lock(&starts);
-	src_request(p, SRC_DETACH, NULL);
 	p->users &= ~(unsigned)SOURCE;
 	if (!p->users)
 		stop_locked(p);

@@ -390,11 +390,13 @@ void nemo__boost_leave(void)
 }
 
 /* TWO WORDS (ops->sleep_also): one futex_waitv on the word sleep_begin
- * named and the second one; either word's kick ends it.  A kernel older
- * than 5.16 has no futex_waitv (ENOSYS): then the waiter sleeps on the
- * first word alone, in slices of TWO_WORDS_FALLBACK_NS, and a kick of the
- * second word is seen at the end of the slice (the loop's try_take),
- * never lost: its kicker made the condition true before it kicked. */
+ * named and the second one; either word's kick ends it.  Where the kernel
+ * refuses futex_waitv - older than 5.16 (ENOSYS), or a seccomp filter
+ * that answers EPERM for what it does not know - the waiter sleeps on the
+ * first word alone, in slices of at most TWO_WORDS_FALLBACK_NS (never past
+ * the caller's deadline), and a kick of the second word is seen at the
+ * end of the slice (the loop's try_take), never lost: its kicker made the
+ * condition true before it kicked. */
 #define TWO_WORDS_FALLBACK_NS 1000000
 
 static int sleep_two(const nemo__wait_ops *ops, uint32_t *word, uint32_t val, const nemo_futex_word *also,
@@ -404,12 +406,21 @@ static int sleep_two(const nemo__wait_ops *ops, uint32_t *word, uint32_t val, co
 	if (!atomic_load_explicit(&no_waitv, memory_order_relaxed)) {
 		nemo_futex_word ws[2] = { { word, val, ops->futex_flags }, *also };
 		int rc = nemo_futex_wait_any(ws, 2, clock, abstime, NULL);
-		if (rc != ENOSYS)
+		if (rc != ENOSYS && rc != EPERM)
 			return rc;
 		atomic_store_explicit(&no_waitv, 1, memory_order_relaxed);
 	}
-	struct timespec slice = { 0, TWO_WORDS_FALLBACK_NS };
-	int rc = nemo_futex_wait(word, val, &slice, ops->futex_flags);
+	struct timespec cap;
+	clock_gettime(clock, &cap);
+	cap.tv_nsec += TWO_WORDS_FALLBACK_NS;
+	if (cap.tv_nsec >= 1000000000L) {
+		cap.tv_sec++;
+		cap.tv_nsec -= 1000000000L;
+	}
+	if (abstime && (abstime->tv_sec < cap.tv_sec ||
+			(abstime->tv_sec == cap.tv_sec && abstime->tv_nsec < cap.tv_nsec)))
+		cap = *abstime;
+	int rc = nemo_futex_wait_until(word, val, clock, &cap, ops->futex_flags);
 	return rc == ETIMEDOUT ? 0 : rc;    /* the loop checks the caller's deadline */
 }
 
