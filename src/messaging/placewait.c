@@ -161,11 +161,11 @@ int nemo_poll(unsigned *handled)
 	}
 	n += nemo__drain(me, NEMO_AM_CTX_POLL, false);
 	/* A loop on the descriptor pays two system calls a round (its
-	 * epoll_wait, our write at F0: about 0.7 us together, the drain of
-	 * some 80 messages).  Under a stream the queues refill while we
-	 * drain: drain again while something is pending, up to FD_PASSES
-	 * passes, so that a round takes up to four times a wait's share and
-	 * the system calls are paid once for it. */
+	 * epoll_wait, our write at F0), each the cost of draining dozens of
+	 * messages.  Under a stream the queues refill while we drain: drain
+	 * again while something is pending, up to FD_PASSES passes, so that
+	 * the system calls are paid once for up to four drains (docs/bench.md,
+	 * third session). */
 	for (unsigned pass = 1; fd && pass < FD_PASSES && nemo__pending(me); pass++)
 		n += nemo__drain(me, NEMO_AM_CTX_POLL, false);
 	if (me->ovf_n)
