@@ -52,7 +52,9 @@
  *
  * MAPPING TO THE C CODE
  *
- *   P, thr_main (progress.c): n = try_progress (the look: take every
+ *   P, the progress thread with the binding's source (src_pass,
+ *     src_pending of src/mpi/progress.c; src/poll/progress.c): n =
+ *     try_progress (the look: take every
  *     piece of work in memory); n -> again; else DBT1 store(state,
  *     SLEEPING, seq_cst) and the fence; DBT3 try_progress again: found ->
  *     skip the sleep; else DBT4 nemo__word_sleep(state, SLEEPING):

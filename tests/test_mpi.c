@@ -1091,7 +1091,7 @@ static void *shared_local(void *arg)
 
 static int run_shared(const char *variant)
 {
-	bool before = !strcmp(variant, "-before");
+	bool before = !strncmp(variant, "-before", 7), wd = strstr(variant, "-watchdog") != NULL;
 	nemo_domain_attr da = {.max_places = 8};
 	if (nemo_domain_create(&da, &d)) {
 		FAIL("domain");
@@ -1107,7 +1107,10 @@ static int run_shared(const char *variant)
 		EXPECT(!err && threads_now() == t0 + 1, "nemo_progress_start: %d (%s), threads %d -> %d", err,
 		       nemo_last_error(), t0, threads_now());
 	}
-	nemo_mpi_attr ma = {.progress = NEMO_MPI_PROGRESS_THREAD};
+	/* -watchdog: the same thread, as the binding's watchdog (a timer
+	 * that takes the owner's pass over, the owner never polling here). */
+	nemo_mpi_attr ma = {.progress = wd ? NEMO_MPI_PROGRESS_WATCHDOG : NEMO_MPI_PROGRESS_THREAD,
+			    .watchdog_ns = 200000};
 	if ((err = nemo_mpi_create(d, MPI_COMM_WORLD, &ma, &m))) {
 		FAIL("nemo_mpi_create: %d (%s)", err, nemo_last_error());
 		MPI_Abort(MPI_COMM_WORLD, 2);
@@ -1168,6 +1171,11 @@ static int run_shared(const char *variant)
 		}
 	}
 	MPI_Barrier(MPI_COMM_WORLD);
+	if (wd) {
+		nemo_mpi_counters mc;
+		nemo_mpi_get_counters(m, &mc);
+		EXPECT(mc.watchdog_takeovers > 0, "the watchdog never took the owner's pass over");
+	}
 	int t2 = threads_now();
 	if (before) {
 		/* The user leaves first: the thread goes on for the binding. */

@@ -50,7 +50,7 @@
  *
  * Who calls MPI ("the agent").  Messages are received by one thread at a
  * time: the thread that created the binding (its "owner" place), the
- * binding's progress thread, or the watchdog thread, as the progress
+ * domain's progress thread (THREAD; WATCHDOG when the owner is late), as the progress
  * strategy says.  The agent hands a message for another place of its rank
  * to that place's local ring (one local active message, the reserved
  * action nemo_mpi_attr.action); a message for itself it handles at once.
@@ -79,10 +79,11 @@
  *                              wake it at once; MPI_THREAD_FUNNELED is
  *                              enough (it is the only thread in MPI) or
  *                              MULTIPLE (places send themselves);
- *   NEMO_MPI_PROGRESS_WATCHDOG the owner polls as with CHECK; a watchdog
- *                              thread wakes every watchdog_ns and, if the
- *                              owner has not progressed MPI for that long,
- *                              progresses it itself; needs
+ *   NEMO_MPI_PROGRESS_WATCHDOG the owner polls as with CHECK; the
+ *                              domain's progress thread (nemo/poll.h, as
+ *                              for THREAD) wakes every watchdog_ns and,
+ *                              if the owner has not progressed MPI for
+ *                              that long, progresses it itself; needs
  *                              MPI_THREAD_MULTIPLE.
  *
  * Errors (0 or one of these; never a crash or a hang):
@@ -278,7 +279,7 @@ typedef struct nemo_mpi_counters {
 	uint64_t progress_calls;      /**< progress passes (any agent) */
 	uint64_t thread_sleeps;       /**< THREAD: futex sleeps of the backoff */
 	uint64_t thread_wakeups;      /**< THREAD: sleeps ended by a local kick */
-	uint64_t watchdog_takeovers;  /**< WATCHDOG: passes made by the watchdog thread */
+	uint64_t watchdog_takeovers;  /**< WATCHDOG: passes the progress thread took over */
 	uint64_t thread_cpu_ns;       /**< CPU time of the binding's thread: the domain's progress thread
 					   (THREAD; also what it spent on served places), the watchdog */
 	uint64_t dead_ranks;          /**< ranks found dead */

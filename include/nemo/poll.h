@@ -131,8 +131,8 @@ typedef struct nemo_progress_attr {
 
 /**
  * Start domain d's progress thread (at most one per domain).  A domain
- * bound to MPI with NEMO_MPI_PROGRESS_THREAD (nemo/mpi.h) is served by
- * the same thread: if the binding started it, this call returns that
+ * bound to MPI with NEMO_MPI_PROGRESS_THREAD or _WATCHDOG (nemo/mpi.h) is
+ * served by the same thread: if the binding started it, this call returns that
  * thread (its policy stays the binding's; attr's pin applies), and it
  * runs until both nemo_progress_stop and nemo_mpi_finalize have run.
  * @return 0 with *out set; EINVAL for NULL arguments, a bad CPU or policy;
@@ -145,7 +145,7 @@ int nemo_progress_start(nemo_domain *d, const nemo_progress_attr *attr, nemo_pro
  * Stop the progress thread and free it.  Places it served are served by
  * their own threads again from their next nemo call (their setting is
  * kept: nemo_progress_start again resumes it).  While an MPI binding of
- * the domain uses the thread (NEMO_MPI_PROGRESS_THREAD), the thread goes
+ * the domain uses the thread (THREAD or WATCHDOG), the thread goes
  * on for the binding - and for the served places - until its finalize;
  * p must not be used after this call either way.
  * @return 0; EINVAL for NULL.

@@ -251,28 +251,13 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 	 * binding as it is (its strategy unchanged: senders may read it),
 	 * with no thread. */
 	MPI_Barrier(m->comm);
-	if (m->prog == NEMO_MPI_PROGRESS_THREAD && (err = thr_attach(m))) {
+	if ((m->prog == NEMO_MPI_PROGRESS_THREAD && (err = thr_attach(m))) ||
+	    (m->prog == NEMO_MPI_PROGRESS_WATCHDOG && (err = wd_attach(m)))) {
 		bool join = m->pt_join_err != 0;
 		nemo_mpi_finalize(m);
 		return join ? NEMO__FAIL(err, "the progress thread could not join the domain (it needs a place of "
 					 "its own to hand messages over)")
 			    : NEMO__FAIL(err, "the domain's progress thread could not be started for the binding");
-	}
-	if (m->prog == NEMO_MPI_PROGRESS_WATCHDOG) {
-		if ((err = pthread_create(&m->thr, NULL, thr_main, m))) {
-			nemo_mpi_finalize(m);
-			return NEMO__FAIL(err, "pthread_create of the binding's thread failed");
-		}
-		int ts;
-		while (!(ts = atomic_load_explicit(&m->thr_state, memory_order_acquire)))
-			sched_yield();
-		if (ts < 0) {
-			pthread_join(m->thr, NULL);
-			nemo_mpi_finalize(m);
-			return NEMO__FAIL(-ts, "the binding's thread could not join the domain (a place is needed)");
-		}
-		pthread_getcpuclockid(m->thr, &m->thr_clock);
-		m->has_thr = true;
 	}
 	*out = m;
 	return 0;
@@ -343,12 +328,6 @@ int nemo_mpi_finalize(nemo_mpi *m)
 		m->thr_cpu_ns = nemo__progress_cpu_ns(m->pt);
 		nemo__progress_detach(m->pt);
 		m->pt = NULL;
-	}
-	if (m->has_thr) {
-		atomic_store_explicit(&m->stop, 1, memory_order_seq_cst);
-		thr_kick(m);
-		pthread_join(m->thr, NULL);
-		m->has_thr = false;
 	}
 	atomic_store_explicit(&bs->m, NULL, memory_order_seq_cst);                            /* MF2 */
 	naps b = {0, 0};
@@ -547,10 +526,5 @@ int nemo_mpi_get_counters(nemo_mpi *m, nemo_mpi_counters *out)
 	};
 #undef LD
 	out->thread_cpu_ns = m->pt ? nemo__progress_cpu_ns(m->pt) : m->thr_cpu_ns;
-	if (m->has_thr) {
-		struct timespec ts;
-		if (!clock_gettime(m->thr_clock, &ts))
-			out->thread_cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	}
 	return 0;
 }

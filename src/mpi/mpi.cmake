@@ -57,7 +57,7 @@ if(NEMO_BUILD_TESTS)
       set_tests_properties(mpi.finalize-race.n${n} PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
     endforeach()
     # One progress thread per domain: the binding's and nemo_progress_start's.
-    foreach(v before after)
+    foreach(v before after before-watchdog after-watchdog)
       add_test(NAME mpi.shared-${v}.n2 COMMAND ${NEMO_MPIEXEC} -n 2 $<TARGET_FILE:test_mpi> shared-${v})
       set_tests_properties(mpi.shared-${v}.n2 PROPERTIES LABELS mpi TIMEOUT 120 RUN_SERIAL ON)
     endforeach()

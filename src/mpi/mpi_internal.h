@@ -153,9 +153,8 @@
  *            re-checks (seq_cst) -> store RUNNING, no sleep; DBT4
  *            futex_waitv on state == SLEEPING and its slot, with the
  *            slice as timeout; DBT5 exchange(state, RUNNING): it read
- *            RUNNING -> a kick woke it (src_slept counts it).  The
- *            watchdog's timer thread (below) does DBT1, a look at stop
- *            for DBT3, DBT4 on the doorbell alone and DBT5.
+ *            RUNNING -> a kick woke it (src_slept counts it).  (Under
+ *            WATCHDOG the thread has no doorbell: its slice wakes it.)
  *   kicker:  DBK1 its work (a FIFO push under its rank's lock, a done
  *            store, stop); DBK2 a seq_cst fence; DBK3 nemo__word_kick: load
  *            state (seq_cst), SLEEPING -> CAS it to RUNNING, and the one
@@ -355,24 +354,20 @@ struct nemo_mpi {
 	_Atomic int bounded;                   /* finalize: W's timeout for every host */
 	_Atomic unsigned npending;             /* ranks with busy > 0 */
 	_Atomic unsigned kicking;              /* handed handlers between done and their kick */
-	/* THREAD: the domain's progress thread serves the binding (pt);
-	 * pt_thread is that thread, pt_on while it holds the source */
+	/* THREAD and WATCHDOG: the domain's progress thread serves the
+	 * binding (pt); pt_thread is that thread, pt_on while it holds the
+	 * binding's source */
 	nemo_progress *pt;
 	pthread_t pt_thread;
 	nemo_place *pt_place;         /* its own place (the agent's) while pt_on */
 	_Atomic bool pt_on;
 	uint64_t thr_nap;             /* its last slice's backoff (src_slice) */
 	int pt_join_err;              /* src_start's nemo_place_join failed */
-	/* WATCHDOG: the binding's timer thread */
-	pthread_t thr;
-	bool has_thr;
-	_Atomic int stop, thr_state;   /* thr_state: 0 starting, 1 a place, -err */
 	bell *bell;                   /* this rank's doorbell (shared memory, or bell_local) */
 	bell bell_local;
 	int bell_flags;               /* NEMO_FUTEX_SHARED when bell is shared memory */
 	bool all_belled;              /* every other rank can ring us (same host, mapped) */
 	uint64_t thr_cpu_ns;
-	clockid_t thr_clock;
 	_Atomic uint64_t last_progress;        /* ticks */
 	uint64_t check_due, threshold_ticks;
 	nemo_mpi_attr attr;
@@ -409,10 +404,16 @@ static inline bool is_dead(const peer *p)
 	return atomic_load_explicit(&p->dead, memory_order_relaxed) != 0;
 }
 
+/* Is the calling thread the domain's progress thread, serving the binding? */
+static inline bool on_progress_thread(nemo_mpi *m)
+{
+	return atomic_load_explicit(&m->pt_on, memory_order_acquire) && pthread_equal(pthread_self(), m->pt_thread);
+}
+
 static inline bool is_agent_thread(nemo_mpi *m)
 {
 	if (m->prog == NEMO_MPI_PROGRESS_THREAD)
-		return atomic_load_explicit(&m->pt_on, memory_order_acquire) && pthread_equal(pthread_self(), m->pt_thread);
+		return on_progress_thread(m);
 	return pthread_equal(pthread_self(), m->owner);
 }
 
@@ -479,7 +480,7 @@ unsigned progress(nemo_mpi *m);
 int op_drive(nemo_domain *d, const char *report, unsigned *handled, uint64_t *slice_ns);
 int op_dead(nemo_place_id *ids, size_t cap, size_t *n, uint64_t *total);
 int thr_attach(nemo_mpi *m);
-void *thr_main(void *arg);
+int wd_attach(nemo_mpi *m);
 
 /* send.c: the hook's sends */
 int op_am(nemo_place_id dest, uint32_t id, uint64_t arg, const void *payload, size_t len,

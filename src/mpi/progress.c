@@ -218,17 +218,18 @@ int op_drive(nemo_domain *d, const char *report, unsigned *handled, uint64_t *sl
 	int rc = 0;
 	prec *q = prec_of(m, me);
 	live_check(m);
-	/* The one that receives: the owner; under THREAD the progress thread,
-	 * here only inside a handler of a place it serves (its own passes
-	 * are src_pass's): that handler's wait for a reply from another rank
-	 * must move MPI itself - no other thread will. */
-	bool agent = m->prog == NEMO_MPI_PROGRESS_THREAD
-		     ? is_agent_thread(m) && nemo__place_hdepth(me) > 0
-		     : pthread_equal(pthread_self(), m->owner);
+	/* The one that receives: the owner (not under THREAD); and the
+	 * progress thread (THREAD, WATCHDOG) inside a handler of a place it
+	 * serves - its own passes are its source's: that handler's wait for
+	 * a reply from another rank must move MPI itself, as no other thread
+	 * may (THREAD) or will while the owner computes (WATCHDOG: the
+	 * takeover is this thread's). */
+	bool in_served = on_progress_thread(m) && nemo__place_hdepth(me) > 0;
+	bool agent = in_served || (m->prog != NEMO_MPI_PROGRESS_THREAD && pthread_equal(pthread_self(), m->owner));
 	if (agent && !atomic_load_explicit(&m->closing, memory_order_relaxed)) {
 		uint64_t before = atomic_load_explicit(&m->c_direct, memory_order_relaxed);
 		unsigned n;
-		if (m->prog == NEMO_MPI_PROGRESS_THREAD) {
+		if (in_served) {
 			/* As the thread's own place, the agent that hands
 			 * messages over, not the served place whose handler
 			 * waits: a message for that place goes through its ring
@@ -381,34 +382,45 @@ int thr_attach(nemo_mpi *m)
 	return nemo__progress_attach(m->d, &src, &attr, &m->pt, "nemo_mpi_create");
 }
 
-/* WATCHDOG: the binding's own timer thread; it makes a pass only when
- * the owner has made none for watchdog_ns. */
-void *thr_main(void *arg)
+/* WATCHDOG: the same thread, with another source: no doorbell (only the
+ * detach wakes it early), a slice of watchdog_ns, and a pass that takes
+ * over the owner's only when the owner has made none for watchdog_ns. */
+static unsigned wd_pass(void *arg)
 {
 	nemo_mpi *m = arg;
-	int jerr = nemo_place_join(m->d, NULL, NULL);   /* a place: it hands messages over */
-	atomic_store_explicit(&m->thr_state, jerr ? -jerr : 1, memory_order_release);
-	if (jerr)
-		return NULL;
-	while (!atomic_load_explicit(&m->stop, memory_order_acquire)) {
-		/* DBT1, a look at stop (DBT3), DBT4, DBT5: only finalize kicks it. */
-		struct timespec ts = {0, (long)m->attr.watchdog_ns};
-		if (m->attr.watchdog_ns >= 1000000000ull)
-			ts = (struct timespec){1, 0};
-		atomic_store_explicit(&m->bell->state, NEMO_WAITER_SLEEPING, memory_order_seq_cst);
-		if (!atomic_load_explicit(&m->stop, memory_order_seq_cst))
-			nemo__word_sleep(&m->bell->state, NEMO_WAITER_SLEEPING, &ts, m->bell_flags);
-		atomic_store_explicit(&m->bell->state, NEMO_WAITER_RUNNING, memory_order_relaxed);
-		CADD(m, c_sleeps);
-		uint64_t lp = atomic_load_explicit(&m->last_progress, memory_order_relaxed);
-		if (nemo_ticks_to_ns((int64_t)(nemo_ticks() - lp)) >= (double)m->attr.watchdog_ns &&
-		    try_progress(m))
-			CADD(m, c_takeovers);
-		nemo_poll(NULL);
-	}
-	struct timespec ts;
-	clock_gettime(m->thr_clock, &ts);
-	m->thr_cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	nemo_place_leave();
-	return NULL;
+	uint64_t lp = atomic_load_explicit(&m->last_progress, memory_order_relaxed);
+	if (nemo_ticks_to_ns((int64_t)(nemo_ticks() - lp)) >= (double)m->attr.watchdog_ns && try_progress(m))
+		CADD(m, c_takeovers);
+	nemo_poll(NULL);   /* its own place: room kicks */
+	return 0;          /* then sleep its slice again, whatever it did */
+}
+
+static bool wd_pending(void *arg)
+{
+	(void)arg;
+	return false;      /* its timer, not its work, wakes it */
+}
+
+static uint64_t wd_slice(void *arg, bool idle)
+{
+	(void)idle;
+	nemo_mpi *m = arg;
+	return m->attr.watchdog_ns < 1000000000ull ? m->attr.watchdog_ns : 1000000000ull;
+}
+
+static void wd_slept(void *arg, bool kicked)
+{
+	(void)kicked;
+	CADD((nemo_mpi *)arg, c_sleeps);
+}
+
+int wd_attach(nemo_mpi *m)
+{
+	const nemo__progress_source src = {
+		.arg = m, .start = src_start, .stop = src_stop, .pass = wd_pass, .pending = wd_pending,
+		.slice_ns = wd_slice, .slept = wd_slept,
+	};
+	const nemo_progress_attr attr = { .policy = { .kind = NEMO_WAIT_BLOCK } };   /* a timer: no poll */
+	m->pt_join_err = 0;
+	return nemo__progress_attach(m->d, &src, &attr, &m->pt, "nemo_mpi_create");
 }

@@ -227,9 +227,10 @@ static void prog_sleep_end(void *arg)
 	struct nemo_progress *p = arg;
 	nemo__slot_awake(atomic_load_explicit(&p->w, memory_order_relaxed));
 	const nemo__progress_source *s = p->src;
-	if (s && s->word) {
-		bool kicked = atomic_exchange_explicit(s->word, NEMO_WAITER_RUNNING, memory_order_relaxed) ==
-			      NEMO_WAITER_RUNNING;                                                 /* SRC6 */
+	if (s) {
+		bool kicked = s->word &&
+			      atomic_exchange_explicit(s->word, NEMO_WAITER_RUNNING, memory_order_relaxed) ==
+				      NEMO_WAITER_RUNNING;                                         /* SRC6 */
 		if (s->slept)
 			s->slept(s->arg, kicked);
 	}

@@ -36,9 +36,10 @@ int nemo__service_run(pthread_t *t, void *(*fn)(void *), void *arg, _Atomic int 
 
 /*
  * SOURCES (src/poll/progress.c): a transport's share of a domain's
- * progress thread.  The MPI binding under NEMO_MPI_PROGRESS_THREAD is one:
- * the thread makes its passes and sleeps on its doorbell too, so that a
- * domain has one progress thread whatever serves it.
+ * progress thread.  The MPI binding under NEMO_MPI_PROGRESS_THREAD is one
+ * (the thread makes its passes and sleeps on its doorbell too), and under
+ * NEMO_MPI_PROGRESS_WATCHDOG another (a timer), so that a domain has one
+ * progress thread whatever serves it.
  */
 typedef struct nemo__progress_source {
 	void *arg;
@@ -54,7 +55,8 @@ typedef struct nemo__progress_source {
 	/* The published-state word (RUNNING / SLEEPING: waiter.c, THE RAW
 	 * WORD) that the source's producers kick with nemo__word_kick after
 	 * making its work visible, and its futex flags (NEMO_FUTEX_SHARED
-	 * for a word that other processes ring). */
+	 * for a word that other processes ring); NULL for a source that only
+	 * its slice wakes (a timer: MPI's watchdog). */
 	_Atomic uint32_t *word;
 	int word_flags;
 	/* How long the thread may sleep before its next pass, ns (0: no
