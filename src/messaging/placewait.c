@@ -116,6 +116,7 @@
  * with work queued, epoll_wait and one read(2) per round that does not.
  */
 #define _GNU_SOURCE
+#include "../platform/deadline.h"
 #include "grant.h"
 #include "messaging_internal.h"
 #include "remote.h"
@@ -433,15 +434,8 @@ static int place_wait(nemo_place *me, const struct timespec *abstime, unsigned *
 		}
 		/* A slice of the sleep: until abstime or slice_ns from now. */
 		struct timespec until;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += (time_t)(slice / 1000000000u);
-		until.tv_nsec += (long)(slice % 1000000000u);
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
-		bool last = abstime && (abstime->tv_sec < until.tv_sec ||
-					(abstime->tv_sec == until.tv_sec && abstime->tv_nsec <= until.tv_nsec));
+		nemo__deadline_in(CLOCK_MONOTONIC, slice, &until);
+		bool last = abstime && !nemo__ts_before(&until, abstime);
 		rc = nemo__wait_loop(&place_ops, me, &me->policy, CLOCK_MONOTONIC, last ? abstime : &until, flags);
 		if (rc != ETIMEDOUT || last)
 			break;

@@ -3,6 +3,7 @@
  * SENDS: MS1-MS5), the doorbell rings, and the naps of a blocked send.
  */
 #define _GNU_SOURCE
+#include "../platform/deadline.h"
 #include "mpi_internal.h"
 
 /* ------------------------------------------------------------------------
@@ -194,14 +195,8 @@ void nap_round(naps *b, const struct timespec *abstime)
 	if (b->nap_ns > SEND_NAP_MAX_NS)
 		b->nap_ns = SEND_NAP_MAX_NS;
 	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_nsec += (long)b->nap_ns;
-	while (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
-	if (abstime && (abstime->tv_sec < until.tv_sec ||
-			(abstime->tv_sec == until.tv_sec && abstime->tv_nsec < until.tv_nsec)))
+	nemo__deadline_in(CLOCK_MONOTONIC, b->nap_ns, &until);
+	if (abstime && nemo__ts_before(abstime, &until))
 		until = *abstime;
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
 		;

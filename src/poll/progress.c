@@ -95,6 +95,7 @@
 #define _GNU_SOURCE
 #include <nemo/poll.h>
 
+#include "../platform/deadline.h"
 #include "service.h"
 
 #include <errno.h>
@@ -269,15 +270,8 @@ static void *prog_main(void *arg)
 		}
 		struct timespec dl;
 		uint64_t slice = p->src && p->src->slice_ns ? p->src->slice_ns(p->src->arg, idle) : 0;
-		if (slice) {
-			clock_gettime(CLOCK_MONOTONIC, &dl);
-			dl.tv_sec += (time_t)(slice / 1000000000ull);
-			dl.tv_nsec += (long)(slice % 1000000000ull);
-			if (dl.tv_nsec >= 1000000000L) {
-				dl.tv_sec++;
-				dl.tv_nsec -= 1000000000L;
-			}
-		}
+		if (slice)
+			nemo__deadline_in(CLOCK_MONOTONIC, slice, &dl);
 		nemo__slot_polling(w);
 		int rc = nemo__wait_loop(&prog_ops, p, idle ? &again : &p->policy, CLOCK_MONOTONIC,
 					 slice ? &dl : NULL, 0);

@@ -163,6 +163,7 @@
  * test processes stalled for seconds beside a kick-mode stress run).
  */
 #define _GNU_SOURCE
+#include "../platform/deadline.h"
 #include "slot.h"
 
 #include "../platform/fail.h"
@@ -411,14 +412,8 @@ static int sleep_two(const nemo__wait_ops *ops, uint32_t *word, uint32_t val, co
 		atomic_store_explicit(&no_waitv, 1, memory_order_relaxed);
 	}
 	struct timespec cap;
-	clock_gettime(clock, &cap);
-	cap.tv_nsec += TWO_WORDS_FALLBACK_NS;
-	if (cap.tv_nsec >= 1000000000L) {
-		cap.tv_sec++;
-		cap.tv_nsec -= 1000000000L;
-	}
-	if (abstime && (abstime->tv_sec < cap.tv_sec ||
-			(abstime->tv_sec == cap.tv_sec && abstime->tv_nsec < cap.tv_nsec)))
+	nemo__deadline_in(clock, TWO_WORDS_FALLBACK_NS, &cap);
+	if (abstime && nemo__ts_before(abstime, &cap))
 		cap = *abstime;
 	int rc = nemo_futex_wait_until(word, val, clock, &cap, ops->futex_flags);
 	return rc == ETIMEDOUT ? 0 : rc;    /* the loop checks the caller's deadline */
