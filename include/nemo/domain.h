@@ -134,7 +134,9 @@
  * call nemo_poll (it reads the eventfd itself), repeat.  While messages
  * keep coming, one nemo_poll of such a place drains its queues up to four
  * times (a plain nemo_poll: once), so that the loop's system calls are
- * paid once for up to four queues' worth.  A message queued
+ * paid once for up to four queues' worth; this holds for places of this
+ * process, an MPI rank's included, while a shared domain's place on its
+ * descriptor drains once a call (nemo/xproc.h, its bridge thread).  A message queued
  * before the arming is seen by the arming itself, which then makes the
  * descriptor readable at once, so no message is missed between a
  * nemo_poll and the next epoll_wait.
