@@ -230,9 +230,51 @@ static void test_wait_for(void)
 	CHECK_EQ_INT(nemo_domain_destroy(d), 0);
 }
 
+/* A handler run by the progress thread asks to stop that thread: it
+ * cannot (the thread would wait for its own end and free itself under
+ * its feet), so EDEADLK, and the thread goes on serving. */
+enum { ACT_STOP_SELF = 5 };
+static nemo_progress *self_p;
+static atomic_int self_rc = -1, self_seen;
+
+static void on_stop_self(const nemo_am_msg *m, void *ctx)
+{
+	(void)ctx;
+	if (m->context == NEMO_AM_CTX_PROGRESS)
+		atomic_store(&self_rc, nemo_progress_stop(self_p));
+	atomic_fetch_add(&self_seen, 1);
+}
+
+static void stop_from_own_handler(void)
+{
+	nemo_domain *d;
+	CHECK_EQ_INT(nemo_domain_create(NULL, &d), 0);
+	CHECK_EQ_INT(nemo_action_register(d, ACT_STOP_SELF, on_stop_self, NULL), 0);
+	CHECK_EQ_INT(nemo_progress_start(d, NULL, &self_p), 0);
+	nemo_place_id me;
+	CHECK_EQ_INT(nemo_place_join(d, NULL, &me), 0);
+	CHECK_EQ_INT(nemo_place_set_progress(true), 0);
+	for (int k = 1; k <= 2; k++) {
+		CHECK_EQ_INT(nemo_am_send(me, ACT_STOP_SELF, 0, 0), 0);
+		/* No nemo call of ours: only the progress thread handles it. */
+		for (int i = 0; i < 20000 && atomic_load(&self_seen) < k; i++) {
+			struct timespec us = { 0, 100000 };
+			nanosleep(&us, NULL);
+		}
+		CHECK_EQ_INT(atomic_load(&self_seen), k);
+		CHECK_EQ_INT(atomic_load(&self_rc), EDEADLK);   /* and the thread still serves: k = 2 */
+	}
+	CHECK_EQ_INT(nemo_place_set_progress(false), 0);
+	CHECK_EQ_INT(nemo_place_leave(), 0);
+	CHECK_EQ_INT(nemo_progress_stop(self_p), 0);
+	CHECK_EQ_INT(nemo_domain_destroy(d), 0);
+	printf("progress: a handler's stop of its own thread refused (EDEADLK), the thread served on\n");
+}
+
 int main(void)
 {
 	test_wait_for();
+	stop_from_own_handler();
 	nemo_domain *d;
 	CHECK_EQ_INT(nemo_domain_create(NULL, &d), 0);
 	CHECK_EQ_INT(nemo_action_register(d, ACT_WORK, on_work, NULL), 0);

@@ -147,8 +147,10 @@ int nemo_progress_start(nemo_domain *d, const nemo_progress_attr *attr, nemo_pro
  * kept: nemo_progress_start again resumes it).  While an MPI binding of
  * the domain uses the thread (THREAD or WATCHDOG), the thread goes
  * on for the binding - and for the served places - until its finalize;
- * p must not be used after this call either way.
- * @return 0; EINVAL for NULL.
+ * p must not be used after this call either way.  A handler the
+ * progress thread runs cannot stop it (the thread would wait for itself):
+ * that call fails with EDEADLK and changes nothing.
+ * @return 0; EINVAL for NULL; EDEADLK on the progress thread itself.
  */
 int nemo_progress_stop(nemo_progress *p);
 

@@ -245,9 +245,14 @@ static const nemo__wait_ops prog_ops = {
 	.futex_flags = NEMO_FUTEX_PRIVATE,
 };
 
+/* The progress thread this thread is (NULL on every other thread): a
+ * handler it runs may not stop it (nemo_progress_stop: EDEADLK). */
+static _Thread_local struct nemo_progress *running;
+
 static void *prog_main(void *arg)
 {
 	struct nemo_progress *p = arg;
+	running = p;
 	nemo_waiter *w = nemo_waiter_self();
 	if (!w) {
 		atomic_store_explicit(&p->started, -1, memory_order_release);
@@ -394,6 +399,9 @@ int nemo_progress_stop(nemo_progress *p)
 {
 	if (!p)
 		return NEMO__FAIL(EINVAL, "the progress thread is NULL");
+	if (running == p)
+		return NEMO__FAIL(EDEADLK, "called by the progress thread itself (a handler it runs): it "
+				  "cannot end and free itself; stop it from another thread");
 	pthread_mutex_lock(&starts);
 	p->users &= ~(unsigned)USER;
 	if (!p->users)
