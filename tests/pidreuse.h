@@ -26,7 +26,8 @@
 static inline pid_t pidreuse_fork(pid_t want, int (*child_fn)(void *), void *arg)
 {
 	pid_t got = -1;
-	for (int tries = 0; tries < 20; tries++) {
+	enum { TRIES = 20 };
+	for (int tries = 1; tries <= TRIES; tries++) {
 		int fd = open("/proc/sys/kernel/ns_last_pid", O_RDWR | O_CLOEXEC);
 		if (fd >= 0)
 			flock(fd, LOCK_EX);
@@ -48,8 +49,8 @@ static inline pid_t pidreuse_fork(pid_t want, int (*child_fn)(void *), void *arg
 			flock(fd, LOCK_UN);
 			close(fd);
 		}
-		if (got < 0 || got == want || fd < 0)
-			return got;
+		if (got < 0 || got == want || fd < 0 || tries == TRIES)
+			return got;   /* the last try's child lives: the caller ends it */
 		/* Someone else took it: end that child and try again. */
 		kill(got, SIGKILL);
 		waitpid(got, NULL, 0);
