@@ -169,7 +169,10 @@ typedef struct nemo_mpi_attr {
  * calls it, from a place of its domain (the binding's owner), with the
  * same progress strategy.  The communicator is duplicated; MPI must be
  * initialised (MPI_Init_thread; see the levels above).  Remote ids of
- * this rank's places are valid on every rank from the return.
+ * this rank's places are valid on every rank from the return.  While
+ * its collectives run, the domain is not bound yet: a remote send made
+ * meanwhile by another place of d fails with ESRCH, and makes no MPI
+ * call that could hold up the owner's.
  * @return 0 with *out set; EINVAL (NULL, attribute out of range, MPI not
  *         initialised); ENOTCONN if the caller is not a place of d;
  *         EALREADY if d is bound; EPROTONOSUPPORT; EEXIST if the reserved

@@ -222,6 +222,13 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 	m->threshold_ticks = nemo_ns_to_ticks((double)a.threshold_ns);
 	atomic_store_explicit(&m->last_progress, nemo_ticks(), memory_order_relaxed);
 
+	/* Every rank has posted its receives before anyone sends.  And the
+	 * binding is published only after the barrier: other threads' sends
+	 * through it would call MPI while the owner is in a collective, and
+	 * MPI's lock, which is not fair, let a thread that sends in a loop
+	 * starve the owner's barrier for seconds (finalize-race, 4 ranks on 2
+	 * CPUs: the other ranks then waited in finalize for its BYE). */
+	MPI_Barrier(m->comm);
 	pthread_mutex_lock(&bind_lock);
 	unsigned slot = BIND_MAX;
 	for (unsigned i = 0; i < BIND_MAX && slot == BIND_MAX; i++)
@@ -245,12 +252,10 @@ int nemo_mpi_create(nemo_domain *d, MPI_Comm comm, const nemo_mpi_attr *attr, ne
 	atomic_store_explicit(&bindings[slot].d, d, memory_order_release);
 	pthread_mutex_unlock(&bind_lock);
 
-	/* Every rank is bound before anyone sends, and the owner's last MPI
-	 * call of the create is made before the binding's thread calls MPI
-	 * (SERIALIZED: one thread at a time).  A failure below finalizes the
-	 * binding as it is (its strategy unchanged: senders may read it),
-	 * with no thread. */
-	MPI_Barrier(m->comm);
+	/* The owner's last MPI call of the create is made before the
+	 * binding's thread calls MPI (SERIALIZED: one thread at a time).  A
+	 * failure below finalizes the binding as it is (its strategy
+	 * unchanged: senders may read it), with no thread. */
 	if ((m->prog == NEMO_MPI_PROGRESS_THREAD && (err = thr_attach(m))) ||
 	    (m->prog == NEMO_MPI_PROGRESS_WATCHDOG && (err = wd_attach(m)))) {
 		bool join = m->pt_join_err != 0;
