@@ -1399,8 +1399,16 @@ static void *race_main(void *arg)
 			atomic_fetch_add(&race_unbound, 1);
 		else
 			FAIL("race: send: %d (%s)", err, nemo_last_error());
-		if (err)
-			sched_yield();   /* between two bindings: let the owner run */
+		if (err) {
+			/* Between two bindings: let the owner run.  A sleep,
+			 * not sched_yield: eight threads yielding in a loop on
+			 * 2 CPUs starved the four owners, whose creates and
+			 * finalizes wait for each other (a run took 3.6-95 s,
+			 * and one gave up after 60 s; with the sleep 1.2-5.2
+			 * s, the races with finalize still thousands a run). */
+			struct timespec ts = {0, 20000};
+			nanosleep(&ts, NULL);
+		}
 		if (i % 64 == 0)
 			nemo_poll(NULL);
 	}
