@@ -20,6 +20,7 @@
 #define _GNU_SOURCE
 #include "mcast_internal.h"
 
+#include "../platform/deadline.h"
 #include "../poll/service.h"
 
 #include <errno.h>
@@ -53,12 +54,7 @@ static void *service_main(void *p)
 	 * deadline only bounds how long a stop takes to be seen. */
 	while (!atomic_load_explicit(&g->svc_stop, memory_order_acquire)) {
 		struct timespec t;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		t.tv_nsec += 10000000;
-		if (t.tv_nsec >= 1000000000) {
-			t.tv_sec++;
-			t.tv_nsec -= 1000000000;
-		}
+		nemo__deadline_in(CLOCK_MONOTONIC, 10000000, &t);
 		nemo_place_wait(&t, NULL);
 	}
 	nemo_place_leave();
